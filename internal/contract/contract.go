@@ -1,0 +1,62 @@
+// Package contract holds the NATS names of sluice's public contract
+// (CONTRACT.md section 2) and creates the streams, consumers and key-value
+// bucket they name. Producers, the worker and the enqueue CLI all take their
+// names from here, so the contract is spelled in one place.
+package contract
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Stream, bucket and subject names of CONTRACT.md section 2.
+const (
+	JobsStream          = "SLUICE_JOBS"
+	JobsSubjectPrefix   = "sluice.jobs."
+	EventsStream        = "SLUICE_EVENTS"
+	EventsSubjectPrefix = "sluice.events."
+	StateBucket         = "SLUICE_STATE"
+	DLQStream           = "SLUICE_DLQ"
+	DLQSubjectPrefix    = "sluice.dlq."
+	CancelSubject       = "sluice.control.cancel"
+)
+
+// Message headers of the contract.
+const (
+	HeaderMsgID = "Nats-Msg-Id"
+	HeaderError = "Sluice-Error"
+	HeaderJobID = "Sluice-Job-Id"
+	// CloudEventsContentType is the Content-Type header of every event.
+	CloudEventsContentType = "application/cloudevents+json"
+)
+
+// Kinds lists the job kinds in their canonical order.
+var Kinds = []string{"video", "speech", "compute"}
+
+// JobSubject is the subject a job spec of kind is published to.
+func JobSubject(kind string) string { return JobsSubjectPrefix + kind }
+
+// ConsumerName is the durable pull consumer that serves kind.
+func ConsumerName(kind string) string { return "sluice-" + kind }
+
+// EventSubject is the subject of an event with the given kind and status.
+func EventSubject(kind, status string) string {
+	return EventsSubjectPrefix + kind + "." + status
+}
+
+// DLQSubject is the subject a dead-lettered message of kind is copied to.
+func DLQSubject(kind string) string { return DLQSubjectPrefix + kind }
+
+// EventID is the CloudEvents id (and Nats-Msg-Id) of a job's event.
+func EventID(jobID, status string) string { return jobID + "." + status }
+
+// KindOfSubject returns the last token of a jobs subject ("video" for
+// "sluice.jobs.video"), or an error when subject is not under the jobs
+// prefix with exactly one more token.
+func KindOfSubject(subject string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, JobsSubjectPrefix)
+	if !ok || rest == "" || strings.Contains(rest, ".") {
+		return "", fmt.Errorf("subject %q is not %s<kind>", subject, JobsSubjectPrefix)
+	}
+	return rest, nil
+}

@@ -1,0 +1,161 @@
+package contract
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options tunes the contract's JetStream objects. The zero value gives the
+// contract's defaults.
+type Options struct {
+	// Replicas is the replica count of every stream and of the bucket.
+	// Defaults to 1 (use 3 on a production cluster).
+	Replicas int
+	// EventsMaxAge is how long events are kept. Defaults to 7 days.
+	EventsMaxAge time.Duration
+	// DLQMaxAge is how long dead letters are kept. Defaults to 30 days.
+	DLQMaxAge time.Duration
+	// StateTTL is how long a job's state record outlives its last write.
+	// Defaults to 30 days.
+	StateTTL time.Duration
+	// AckWait is how long a delivered job may go without an ack or an
+	// InProgress heartbeat before JetStream redelivers it. Defaults to 60s.
+	AckWait time.Duration
+	// MaxAckPending bounds the jobs of one kind held by the whole fleet at
+	// once, delayed Naks included. Defaults to 100000.
+	MaxAckPending int
+}
+
+func (o Options) withDefaults() Options {
+	o.Replicas = cmp.Or(o.Replicas, 1)
+	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, 7*24*time.Hour)
+	o.DLQMaxAge = cmp.Or(o.DLQMaxAge, 30*24*time.Hour)
+	o.StateTTL = cmp.Or(o.StateTTL, 30*24*time.Hour)
+	o.AckWait = cmp.Or(o.AckWait, 60*time.Second)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, 100000)
+	return o
+}
+
+// dedupeWindow is the duplicate window of the jobs and events streams.
+const dedupeWindow = time.Hour
+
+// JobsStreamConfig is the definition of SLUICE_JOBS.
+func JobsStreamConfig(o Options) jetstream.StreamConfig {
+	o = o.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        JobsStream,
+		Description: "sluice job specs, one per message, consumed once",
+		Subjects:    []string{JobsSubjectPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  dedupeWindow,
+		Replicas:    o.Replicas,
+		MaxMsgSize:  1 << 20,
+	}
+}
+
+// EnsureJobsStream creates SLUICE_JOBS or updates it to the contract's
+// definition. It is what the enqueue CLI calls before publishing.
+func EnsureJobsStream(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if _, err := js.CreateOrUpdateStream(ctx, JobsStreamConfig(o)); err != nil {
+		return fmt.Errorf("ensure stream %s: %w", JobsStream, err)
+	}
+	return nil
+}
+
+// Ensure creates or updates every stream, consumer and the bucket of the
+// contract. It is idempotent: a second call with the same options changes
+// nothing on the server.
+func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
+	o = o.withDefaults()
+	streams := []jetstream.StreamConfig{
+		JobsStreamConfig(o),
+		{
+			Name:        EventsStream,
+			Description: "sluice job events (CloudEvents)",
+			Subjects:    []string{EventsSubjectPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      o.EventsMaxAge,
+			Duplicates:  dedupeWindow,
+			Replicas:    o.Replicas,
+		},
+		{
+			Name:        DLQStream,
+			Description: "sluice dead letters: messages that could not be processed",
+			Subjects:    []string{DLQSubjectPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      o.DLQMaxAge,
+			Replicas:    o.Replicas,
+		},
+	}
+	for _, cfg := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, kind := range Kinds {
+		if _, err := js.CreateOrUpdateConsumer(ctx, JobsStream, ConsumerConfig(kind, o)); err != nil {
+			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(kind), err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, StateBucketConfig(o)); err != nil {
+		return fmt.Errorf("ensure bucket %s: %w", StateBucket, err)
+	}
+	return nil
+}
+
+// ConsumerConfig is the definition of kind's durable pull consumer.
+// MaxDeliver is unlimited on purpose: the worker enforces its own delivery
+// limit so that a job past it still gets its failed event and dead letter
+// instead of silently stopping to be delivered. BackOff is unset because
+// the worker always Naks with an explicit delay.
+func ConsumerConfig(kind string, o Options) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(kind),
+		Description:   "sluice workers serving " + kind + " jobs",
+		FilterSubject: JobSubject(kind),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// StateBucketConfig is the definition of the SLUICE_STATE bucket.
+func StateBucketConfig(o Options) jetstream.KeyValueConfig {
+	o = o.withDefaults()
+	return jetstream.KeyValueConfig{
+		Bucket:      StateBucket,
+		Description: "sluice job state records, key = job id",
+		History:     1,
+		TTL:         o.StateTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
+}
+
+// Present reports whether every stream and the bucket of the contract exist,
+// for readiness checks.
+func Present(ctx context.Context, js jetstream.JetStream) error {
+	for _, name := range []string{JobsStream, EventsStream, DLQStream} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+	}
+	if _, err := js.KeyValue(ctx, StateBucket); err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("bucket %s: %w", StateBucket, err)
+		}
+		return err
+	}
+	return nil
+}

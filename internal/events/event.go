@@ -1,0 +1,121 @@
+// Package events builds sluice's CloudEvents (CONTRACT.md section 4) from a
+// job's state record and publishes them to SLUICE_EVENTS, deduplicated by
+// their id.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// Source is the CloudEvents source of every event the worker publishes.
+const Source = "sluice/worker"
+
+// TimeFormat is the layout of an event's time: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Event is one CloudEvent in JSON structured mode.
+type Event struct {
+	SpecVersion     string `json:"specversion"`
+	ID              string `json:"id"`
+	Source          string `json:"source"`
+	Type            string `json:"type"`
+	Subject         string `json:"subject"`
+	Time            string `json:"time"`
+	DataContentType string `json:"datacontenttype"`
+	Data            Data   `json:"data"`
+}
+
+// Data is an event's data object.
+type Data struct {
+	JobID     string            `json:"job_id"`
+	Kind      string            `json:"kind"`
+	Status    string            `json:"status"`
+	Labels    map[string]string `json:"labels"`
+	Attempt   int               `json:"attempt"`
+	Upstream  *state.Upstream   `json:"upstream"`
+	Artifacts []state.Artifact  `json:"artifacts"`
+	Usage     json.RawMessage   `json:"usage"`
+	Error     *state.Error      `json:"error"`
+}
+
+// FromRecord builds the event of rec with the given status at time t. The
+// upstream object is null until the job has an upstream id; usage is null
+// when upstream sent none.
+func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
+	d := Data{
+		JobID:     rec.JobID,
+		Kind:      rec.Kind,
+		Status:    string(status),
+		Labels:    rec.Labels,
+		Attempt:   max(rec.Attempts, 1),
+		Artifacts: rec.Artifacts,
+		Usage:     rec.Usage,
+	}
+	if d.Labels == nil {
+		d.Labels = map[string]string{}
+	}
+	if d.Artifacts == nil {
+		d.Artifacts = []state.Artifact{}
+	}
+	if len(d.Usage) == 0 || string(d.Usage) == "null" {
+		d.Usage = json.RawMessage("null")
+	}
+	if rec.Upstream != (state.Upstream{}) {
+		u := rec.Upstream
+		d.Upstream = &u
+	}
+	if status == state.StatusFailed {
+		d.Error = rec.Error
+	}
+	return Event{
+		SpecVersion:     "1.0",
+		ID:              contract.EventID(rec.JobID, string(status)),
+		Source:          Source,
+		Type:            "sluice.job." + string(status),
+		Subject:         rec.JobID,
+		Time:            t.UTC().Format(TimeFormat),
+		DataContentType: "application/json",
+		Data:            d,
+	}
+}
+
+// Publisher publishes events to SLUICE_EVENTS.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+// NewPublisher returns a Publisher on js.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// Publish encodes ev and publishes it; see PublishRaw.
+func (p *Publisher) Publish(ctx context.Context, ev Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+	}
+	return p.PublishRaw(ctx, ev.Data.Kind, ev.Data.Status, ev.ID, b)
+}
+
+// PublishRaw publishes an encoded event to sluice.events.<kind>.<status>
+// with Nats-Msg-Id = id and waits for the stream's ack. A second publish of
+// the same id inside the duplicate window is acknowledged and dropped by
+// the server.
+func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
+	msg := nats.NewMsg(contract.EventSubject(kind, status))
+	msg.Data = body
+	msg.Header.Set(contract.HeaderMsgID, id)
+	msg.Header.Set("Content-Type", contract.CloudEventsContentType)
+	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish event %s: %w", id, err)
+	}
+	return nil
+}

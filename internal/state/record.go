@@ -1,0 +1,118 @@
+// Package state keeps each job's checkpoint in the SLUICE_STATE key-value
+// bucket: one JSON record per job id, written with compare-and-set at every
+// step so that a redelivered job resumes where the last worker stopped
+// instead of paying upstream twice.
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a job's step as recorded in its state record.
+type Status string
+
+// The steps of a job, in order. A record whose Status is empty exists only
+// because a cancel was requested before any worker received the job.
+const (
+	StatusReceived   Status = "received"
+	StatusSubmitting Status = "submitting"
+	StatusSubmitted  Status = "submitted"
+	StatusRunning    Status = "running"
+	StatusCollecting Status = "collecting"
+	StatusSucceeded  Status = "succeeded"
+	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled"
+)
+
+// Terminal reports whether s is succeeded, failed or cancelled.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Record is a job's state record, the value stored under its id.
+type Record struct {
+	JobID  string            `json:"job_id"`
+	Kind   string            `json:"kind,omitempty"`
+	Status Status            `json:"status,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Attempts counts the deliveries of the job that reached a worker.
+	Attempts int `json:"attempts"`
+	// Submits counts the submissions sent upstream. It is above 1 only when
+	// a worker died between sending a submit and recording its result.
+	Submits int `json:"submits,omitempty"`
+	// Cancel is set when a cancel was requested.
+	Cancel *CancelRequest `json:"cancel,omitempty"`
+	// Upstream holds the upstream ids and last seen status.
+	Upstream Upstream `json:"upstream"`
+	// Results are result addresses that cannot be fetched again from
+	// upstream (synchronous speech). They may carry signed query strings:
+	// never show them unscrubbed.
+	Results []string `json:"results,omitempty"`
+	// Artifacts are the objects already copied to S3.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Usage is upstream's usage object, verbatim.
+	Usage json.RawMessage `json:"usage,omitempty"`
+	// Error is set on a failed job.
+	Error *Error `json:"error,omitempty"`
+	// Worker names the worker that last wrote the record.
+	Worker string `json:"worker,omitempty"`
+	// TerminalEvent is the exact terminal event published, kept so that a
+	// redelivered finished job republishes the same bytes.
+	TerminalEvent json.RawMessage `json:"terminal_event,omitempty"`
+
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// CancelRequest records a cancel request.
+type CancelRequest struct {
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Upstream is what sluice knows of the upstream task or job. Media tasks use
+// the first five fields, compute jobs the last five (Status too).
+type Upstream struct {
+	TaskID     string `json:"task_id,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	Status     string `json:"status,omitempty"`
+	SubmitTime string `json:"submit_time,omitempty"`
+	EndTime    string `json:"end_time,omitempty"`
+
+	ClusterID string  `json:"cluster_id,omitempty"`
+	JobID     string  `json:"job_id,omitempty"`
+	State     string  `json:"state,omitempty"`
+	ExitCode  *string `json:"exit_code,omitempty"`
+}
+
+// Artifact is one object copied to S3 (CONTRACT.md section 4).
+type Artifact struct {
+	URL         string `json:"url"`
+	Bucket      string `json:"bucket"`
+	Key         string `json:"key"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+	ContentType string `json:"content_type"`
+	Source      string `json:"source,omitempty"`
+}
+
+// Stage names where a job failed (CONTRACT.md section 4).
+type Stage string
+
+// The stages of the contract.
+const (
+	StageValidate Stage = "validate"
+	StageSubmit   Stage = "submit"
+	StagePoll     Stage = "poll"
+	StageCollect  Stage = "collect"
+	StagePublish  Stage = "publish"
+)
+
+// Error is a failed job's error (CONTRACT.md section 4).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Stage   Stage  `json:"stage"`
+}

@@ -1,0 +1,108 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNotFound is returned by Get for a job without a record.
+var ErrNotFound = errors.New("state: no record for job")
+
+// Unchanged may be returned by an Update func to leave the record as it
+// is: Update then returns the current record without writing.
+var Unchanged = errors.New("state: unchanged")
+
+// ErrConflict is returned by Update when the record kept changing under it.
+var ErrConflict = errors.New("state: record changed concurrently too often")
+
+// Store reads and writes records in the SLUICE_STATE bucket.
+type Store struct {
+	kv     jetstream.KeyValue
+	worker string
+	now    func() time.Time
+}
+
+// NewStore returns a Store over kv. worker names the writer in every record
+// it writes; now defaults to time.Now.
+func NewStore(kv jetstream.KeyValue, worker string, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{kv: kv, worker: worker, now: now}
+}
+
+// Get returns the record of jobID and its revision, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) {
+	e, err := s.kv.Get(ctx, jobID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get state %s: %w", jobID, err)
+	}
+	var r Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, 0, fmt.Errorf("decode state %s: %w", jobID, err)
+	}
+	return &r, e.Revision(), nil
+}
+
+// Update applies fn to the current record of jobID (a fresh one when there
+// is none) and writes it back with compare-and-set, retrying fn on a
+// concurrent write. fn must be a pure function of the record it is given.
+// A non-nil error from fn aborts the update and is returned as is.
+func (s *Store) Update(ctx context.Context, jobID string, fn func(*Record) error) (*Record, error) {
+	for range 16 {
+		cur, rev, err := s.Get(ctx, jobID)
+		if errors.Is(err, ErrNotFound) {
+			cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
+		} else if err != nil {
+			return nil, err
+		}
+		if err := fn(cur); errors.Is(err, Unchanged) {
+			return cur, nil
+		} else if err != nil {
+			return nil, err
+		}
+		cur.JobID = jobID
+		cur.UpdatedAt = s.now().UTC()
+		if s.worker != "" {
+			cur.Worker = s.worker
+		}
+		b, err := json.Marshal(cur)
+		if err != nil {
+			return nil, fmt.Errorf("encode state %s: %w", jobID, err)
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, jobID, b)
+		} else {
+			_, err = s.kv.Update(ctx, jobID, b, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write state %s: %w", jobID, err)
+		}
+		return cur, nil
+	}
+	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
+}
+
+// RequestCancel sets the cancel flag of jobID, creating the record when no
+// worker has seen the job yet. It reports the record as written; a job
+// already terminal is returned unchanged.
+func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error) {
+	return s.Update(ctx, jobID, func(r *Record) error {
+		if r.Status.Terminal() || r.Cancel != nil {
+			return Unchanged
+		}
+		r.Cancel = &CancelRequest{RequestedAt: s.now().UTC()}
+		return nil
+	})
+}
