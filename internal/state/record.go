@@ -7,6 +7,8 @@ package state
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/artifacts"
 )
 
 // Status is a job's step as recorded in its state record.
@@ -55,6 +57,8 @@ type Record struct {
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Error is set on a failed job.
 	Error *Error `json:"error,omitempty"`
+	// DeadLetter is set on a failed job whose message goes to SLUICE_DLQ.
+	DeadLetter bool `json:"dead_letter,omitempty"`
 	// Worker names the worker that last wrote the record.
 	Worker string `json:"worker,omitempty"`
 	// TerminalEvent is the exact terminal event published, kept so that a
@@ -88,15 +92,7 @@ type Upstream struct {
 }
 
 // Artifact is one object copied to S3 (CONTRACT.md section 4).
-type Artifact struct {
-	URL         string `json:"url"`
-	Bucket      string `json:"bucket"`
-	Key         string `json:"key"`
-	Size        int64  `json:"size"`
-	SHA256      string `json:"sha256"`
-	ContentType string `json:"content_type"`
-	Source      string `json:"source,omitempty"`
-}
+type Artifact = artifacts.Artifact
 
 // Stage names where a job failed (CONTRACT.md section 4).
 type Stage string

@@ -1,0 +1,200 @@
+// Package config reads the worker's configuration from the environment
+// (CONTRACT.md section 6) in one place and validates it, naming the
+// variable of every invalid value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Prefix is the prefix of every variable.
+const Prefix = "SLUICE"
+
+// Config is the worker's configuration. The first block is the contract's;
+// the second holds sluice's own extensions, each with a default that suits
+// most deployments. Secrets (MediaAPIKey, ComputePassword) must never be
+// logged: use Summary for logging.
+type Config struct {
+	Dev              bool          `envconfig:"DEV" default:"false"`
+	DataDir          string        `envconfig:"DATA_DIR" default:"./data"`
+	NATSURL          string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	NATSCreds        string        `envconfig:"NATS_CREDS"`
+	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute"`
+	S3Endpoint       string        `envconfig:"S3_ENDPOINT"`
+	S3Region         string        `envconfig:"S3_REGION" default:"us-east-1"`
+	S3Bucket         string        `envconfig:"S3_BUCKET"`
+	S3Prefix         string        `envconfig:"S3_PREFIX" default:"sluice"`
+	S3PathStyle      bool          `envconfig:"S3_PATH_STYLE" default:"false"`
+	MediaBaseURL     string        `envconfig:"MEDIA_BASE_URL"`
+	MediaAPIKey      string        `envconfig:"MEDIA_API_KEY"`
+	ComputeBaseURL   string        `envconfig:"COMPUTE_BASE_URL"`
+	ComputeUser      string        `envconfig:"COMPUTE_USER"`
+	ComputePassword  string        `envconfig:"COMPUTE_PASSWORD"`
+	ComputeOrgID     string        `envconfig:"COMPUTE_ORGID"`
+	MaxInflight      int           `envconfig:"MAX_INFLIGHT" default:"256"`
+	PollInterval     time.Duration `envconfig:"POLL_INTERVAL" default:"5s"`
+	PollFirst        time.Duration `envconfig:"POLL_FIRST" default:"1s"`
+	ComputePoll      time.Duration `envconfig:"COMPUTE_POLL_INTERVAL" default:"30s"`
+	AllowPrivateURLs bool          `envconfig:"ALLOW_PRIVATE_URLS" default:"false"`
+	MaxArtifactBytes int64         `envconfig:"MAX_ARTIFACT_BYTES" default:"5368709120"`
+	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":9090"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
+	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
+	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+
+	// Extensions.
+	WorkerName        string        `envconfig:"WORKER_NAME"`
+	AckWait           time.Duration `envconfig:"ACK_WAIT" default:"60s"`
+	MaxDeliver        int           `envconfig:"MAX_DELIVER" default:"20"`
+	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
+	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT" default:"168h"`
+	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
+	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
+	ComputeConc       int           `envconfig:"COMPUTE_MAX_CONCURRENCY" default:"8"`
+	ComputeRate       float64       `envconfig:"COMPUTE_RATE_LIMIT" default:"20"`
+	CopyConcurrency   int           `envconfig:"COPY_CONCURRENCY" default:"4"`
+	PartSize          int64         `envconfig:"S3_PART_SIZE" default:"8388608"`
+	NATSReplicas      int           `envconfig:"NATS_REPLICAS" default:"1"`
+	EventsMaxAge      time.Duration `envconfig:"EVENTS_MAX_AGE" default:"168h"`
+	StateTTL          time.Duration `envconfig:"STATE_TTL" default:"720h"`
+	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL" default:"1h"`
+	S3CreateBucket    bool          `envconfig:"S3_CREATE_BUCKET" default:"true"`
+	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
+	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
+	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
+}
+
+// Load reads the environment and validates the result.
+func Load() (*Config, error) {
+	var c Config
+	if err := envconfig.Process(Prefix, &c); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s_%s: cannot parse %q as %s", Prefix, pe.KeyName, pe.Value, pe.TypeName)
+		}
+		return nil, err
+	}
+	if c.WorkerName == "" {
+		host, _ := os.Hostname()
+		c.WorkerName = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Kinds known to the contract.
+var knownKinds = []string{"video", "speech", "compute"}
+
+// Validate checks every value and reports all problems at once, each naming
+// its variable.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Kinds) == 0 {
+		bad("KINDS", "must name at least one of %s", strings.Join(knownKinds, ", "))
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(knownKinds, k) {
+			bad("KINDS", "unknown kind %q (want %s)", k, strings.Join(knownKinds, ", "))
+		}
+	}
+	if c.S3Bucket == "" && !c.Dev {
+		bad("S3_BUCKET", "required unless SLUICE_DEV=true")
+	}
+	if strings.HasPrefix(c.S3Prefix, "/") || strings.HasSuffix(c.S3Prefix, "/") || strings.Contains(c.S3Prefix, "..") {
+		bad("S3_PREFIX", "must not start or end with / or contain ..")
+	}
+	for name, u := range map[string]string{"S3_ENDPOINT": c.S3Endpoint, "MEDIA_BASE_URL": c.MediaBaseURL, "COMPUTE_BASE_URL": c.ComputeBaseURL} {
+		if u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			bad(name, "must be an http(s) URL")
+		} else if p.User != nil || p.RawQuery != "" {
+			bad(name, "must not carry credentials or a query string")
+		}
+	}
+	positive := map[string]int64{
+		"MAX_INFLIGHT": int64(c.MaxInflight), "MAX_DELIVER": int64(c.MaxDeliver),
+		"MEDIA_MAX_CONCURRENCY": int64(c.MediaConcurrency), "COMPUTE_MAX_CONCURRENCY": int64(c.ComputeConc),
+		"COPY_CONCURRENCY": int64(c.CopyConcurrency), "MAX_ARTIFACT_BYTES": c.MaxArtifactBytes,
+		"NATS_REPLICAS": int64(c.NATSReplicas),
+	}
+	for name, v := range positive {
+		if v <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.PartSize < 5<<20 {
+		bad("S3_PART_SIZE", "must be at least 5 MiB (S3's minimum part size)")
+	}
+	if c.MediaRate <= 0 || c.ComputeRate <= 0 {
+		bad("MEDIA_RATE_LIMIT/COMPUTE_RATE_LIMIT", "must be positive requests per second")
+	}
+	durations := map[string]time.Duration{
+		"POLL_INTERVAL": c.PollInterval, "POLL_FIRST": c.PollFirst, "COMPUTE_POLL_INTERVAL": c.ComputePoll, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"TASK_TIMEOUT": c.TaskTimeout, "COMPUTE_TIMEOUT": c.ComputeTimeout, "EVENTS_MAX_AGE": c.EventsMaxAge,
+		"STATE_TTL": c.StateTTL, "PRESIGN_TTL": c.PresignTTL, "DEV_SIM_TASK_TIME": c.DevSimTaskTime,
+		"DEV_SIM_COMPUTE_TIME": c.DevSimComputeTime,
+	}
+	for name, d := range durations {
+		if d <= 0 {
+			bad(name, "must be a positive duration like 5s or 2m")
+		}
+	}
+	if c.AckWait < time.Second {
+		bad("ACK_WAIT", "must be at least 1s")
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		bad("LOG_FORMAT", "must be json or console, not %q", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled":
+	default:
+		bad("LOG_LEVEL", "must be one of trace, debug, info, warn, error, disabled; not %q", c.LogLevel)
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// Serves reports whether the worker serves kind.
+func (c *Config) Serves(kind string) bool { return slices.Contains(c.Kinds, kind) }
+
+// Summary returns the configuration without secrets, for the start-up log.
+func (c *Config) Summary() map[string]any {
+	return map[string]any{
+		"dev": c.Dev, "nats_url": scrubURL(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
+		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
+		"media_api_key_set": c.MediaAPIKey != "", "compute_base_url": c.ComputeBaseURL,
+		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
+		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
+		"allow_private_urls": c.AllowPrivateURLs, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
+	}
+}
+
+// scrubURL drops user info from each of a comma-separated list of URLs.
+func scrubURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,132 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// Cancels routes cancel requests to the jobs this worker holds. The zero
+// value is not usable; use NewCancels.
+type Cancels struct {
+	mu   sync.Mutex
+	jobs map[string]chan struct{}
+}
+
+// NewCancels returns an empty registry.
+func NewCancels() *Cancels { return &Cancels{jobs: make(map[string]chan struct{})} }
+
+// register returns a channel closed when a cancel of id arrives.
+func (c *Cancels) register(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.jobs[id] = ch
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		if c.jobs[id] == ch {
+			delete(c.jobs, id)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// notify closes the cancel channel of id; it reports whether this worker
+// holds the job.
+func (c *Cancels) notify(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.jobs[id]
+	if ok {
+		delete(c.jobs, id)
+		close(ch)
+	}
+	return ok
+}
+
+// CancelRequest is the body of a message on sluice.control.cancel.
+type CancelRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// CancelReply answers a cancel request: Cancel is "requested" when the flag
+// is set, "terminal" when the job had already ended; Error explains a
+// refused request.
+type CancelReply struct {
+	JobID  string `json:"job_id"`
+	Cancel string `json:"cancel,omitempty"`
+	Status string `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// ServeCancels subscribes every worker to sluice.control.cancel (no queue
+// group: each worker must learn of the request in case it holds the job).
+// Each sets the cancel flag in SLUICE_STATE (idempotent), wakes the job if
+// it runs here, and answers a request; the requester keeps the first
+// answer. The subscription ends with ctx.
+func ServeCancels(ctx context.Context, nc *nats.Conn, store *state.Store, c *Cancels, log zerolog.Logger) error {
+	sub, err := nc.Subscribe(contract.CancelSubject, func(m *nats.Msg) {
+		reply := handleCancel(ctx, store, c, m.Data)
+		if reply.Error != "" {
+			log.Warn().Str("job_id", reply.JobID).Str("error", reply.Error).Msg("cancel request refused")
+		} else {
+			log.Info().Str("job_id", reply.JobID).Str("cancel", reply.Cancel).Msg("cancel request")
+		}
+		if m.Reply != "" {
+			b, _ := json.Marshal(reply)
+			_ = m.Respond(b)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		_ = sub.Unsubscribe()
+	}()
+	return nil
+}
+
+func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) CancelReply {
+	var req CancelRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return CancelReply{Error: `body must be {"job_id":"..."}`}
+	}
+	if !jobspec.ValidID(req.JobID) {
+		return CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rec, err := store.Update(ctx, req.JobID, func(r *state.Record) error {
+		switch {
+		case r.Status.Terminal(), r.Cancel != nil:
+			return state.Unchanged
+		case r.Kind == "compute" && submittedOrLater(r.Status):
+			return errComputeRunning
+		}
+		r.Cancel = &state.CancelRequest{RequestedAt: time.Now().UTC()}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errComputeRunning):
+		return CancelReply{JobID: req.JobID, Status: "submitted", Error: errComputeRunning.Error()}
+	case err != nil:
+		return CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
+	}
+	c.notify(req.JobID)
+	if rec.Status.Terminal() {
+		return CancelReply{JobID: req.JobID, Cancel: "terminal", Status: string(rec.Status)}
+	}
+	return CancelReply{JobID: req.JobID, Cancel: "requested", Status: string(rec.Status)}
+}
+
+var errComputeRunning = errors.New("a compute job cannot be cancelled once submitted: the platform has no cancel operation")

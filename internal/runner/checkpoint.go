@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// errAlreadyFinished stops a checkpoint on a record another delivery has
+// already finished.
+var errAlreadyFinished = errors.New("job already finished by another delivery")
+
+// checkpoint moves j's record to status with compare-and-set, applying fn,
+// and keeps the written record in j.rec. A cancel flag set meanwhile is
+// picked up into j.rec.
+func (r *Runner) checkpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
+	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+		if rec.Status.Terminal() {
+			return errAlreadyFinished
+		}
+		fn(rec)
+		rec.Status = status
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", status, err)
+	}
+	j.rec = rec
+	return nil
+}
+
+// retryCheckpoint is checkpoint retried for up to a minute: it records what
+// a paid call returned, which must not be lost to a passing NATS hiccup.
+func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		err := r.checkpoint(ctx, j, status, fn)
+		if err == nil || errors.Is(err, errAlreadyFinished) {
+			return err
+		}
+		j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// publishProgress publishes a submitted or running event. Progress events
+// are best effort: a failure is logged and the job goes on.
+func (r *Runner) publishProgress(ctx context.Context, j *job, status state.Status) {
+	if err := r.cfg.Events.Publish(ctx, events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
+		j.log.Warn().Err(err).Str("status", string(status)).Msg("progress event not published")
+	}
+}
+
+// outputPrefix is the spec's output.prefix, or "".
+func outputPrefix(s *jobspec.Spec) string {
+	if s == nil || s.Output == nil {
+		return ""
+	}
+	return s.Output.Prefix
+}
+
+// copyArtifact copies one artifact to <prefix>/.../<job>/<name> unless the
+// record already has it, then records it. Copies retry on their own; a copy
+// that still fails never leads to a second submit.
+func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, open artifacts.OpenFunc) error {
+	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
+	if err != nil {
+		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
+	}
+	for _, a := range j.rec.Artifacts {
+		if a.Key == key {
+			return nil
+		}
+	}
+	if err := r.acquireCopy(ctx, j); err != nil {
+		return err
+	}
+	art, err := r.cfg.Store.Copy(ctx, key, r.cfg.MaxArtifactBytes, open)
+	r.releaseCopy()
+	if err != nil {
+		if f := artifactFailure(err); f != nil {
+			return f
+		}
+		if j.stopping() {
+			return errStopping
+		}
+		return transient(fmt.Errorf("copy %s: %w", name, err))
+	}
+	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
+	j.log.Info().Str("key", art.Key).Int64("size", art.Size).Msg("artifact stored")
+	if err := r.retryCheckpoint(ctx, j, state.StatusCollecting, func(rec *state.Record) {
+		rec.Artifacts = appendArtifact(rec.Artifacts, art)
+	}); err != nil {
+		return transient(err)
+	}
+	return nil
+}
+
+// artifactFailure is the job failure of a permanent copy error, or nil for
+// a transient one.
+func artifactFailure(err error) *failure {
+	switch {
+	case errors.Is(err, artifacts.ErrTooLarge):
+		return fail(CodeArtifactTooLarge, state.StageCollect, true, "%v", err)
+	case artifacts.IsTemporary(err):
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil
+	}
+	return fail(CodeArtifactFetchFailed, state.StageCollect, true, "%v", err)
+}
+
+func appendArtifact(list []state.Artifact, a state.Artifact) []state.Artifact {
+	for i := range list {
+		if list[i].Key == a.Key {
+			list[i] = a
+			return list
+		}
+	}
+	return append(list, a)
+}
+
+// acquireCopy takes one of the worker's copy slots.
+func (r *Runner) acquireCopy(ctx context.Context, j *job) error {
+	select {
+	case r.copy <- struct{}{}:
+		return nil
+	case <-j.d.Stopping():
+		return errStopping
+	case <-ctx.Done():
+		return errStopping
+	}
+}
+
+func (r *Runner) releaseCopy() { <-r.copy }

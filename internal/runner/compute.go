@@ -1,0 +1,327 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// runCompute runs a compute job: upload inputs, check the queue, submit
+// (unless the record says it was submitted), poll the job until it ends,
+// then collect stdout, stderr and the declared outputs. A compute job can
+// only be cancelled before it is submitted: the platform has no cancel
+// operation.
+func (r *Runner) runCompute(ctx context.Context, j *job) error {
+	if r.cfg.Compute == nil {
+		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
+	}
+	spec := j.spec.Compute
+	cluster := spec.Cluster
+	if j.rec.Upstream.ClusterID != "" {
+		cluster = j.rec.Upstream.ClusterID
+	}
+	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
+	if err != nil {
+		return computeError(state.StageSubmit, "open cluster session", err)
+	}
+	if !submittedOrLater(j.rec.Status) {
+		if err := r.submitCompute(ctx, j, sess); err != nil {
+			return err
+		}
+	}
+	j.log = j.log.With().Str("cluster_id", j.rec.Upstream.ClusterID).Str("upstream_job_id", j.rec.Upstream.JobID).Logger()
+	detail, phase, err := r.waitJob(ctx, j, sess)
+	if err != nil {
+		return err
+	}
+	if err := r.collectCompute(ctx, j, sess, detail); err != nil {
+		return err
+	}
+	if phase == apiclient.JobFailed {
+		exit := "unknown"
+		if detail.ExitCode != nil {
+			exit = *detail.ExitCode
+		}
+		return fail(CodeExitStatus, state.StagePoll, false, "job %s ended %s/%s with exit code %s",
+			detail.JobID, detail.JobStatus, detail.JobState(), exit)
+	}
+	return nil
+}
+
+// submitCompute uploads the inputs, checks the queue and sends the job.
+func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
+	spec := j.spec.Compute
+	for i, in := range spec.Inputs {
+		if j.stopping() {
+			return errStopping
+		}
+		if j.cancelled() {
+			return errCancelled
+		}
+		name := path.Base(sourcePath(in.From))
+		err := sess.Upload(ctx, in.To, name, in.Cover, r.inputOpener(ctx, in.From))
+		if err != nil {
+			field := fmt.Sprintf("compute.inputs[%d]", i)
+			var f *failure
+			switch {
+			case errors.As(err, &f):
+				return f
+			case isInputFailure(err):
+				return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
+			}
+			return computeError(state.StageSubmit, field+": upload", err)
+		}
+	}
+	schedID, err := sess.SchedulerID(ctx)
+	if err != nil {
+		return computeError(state.StageSubmit, "query cluster", err)
+	}
+	queue := cmpOr(spec.Job.Extra["GAP_QUEUE"], spec.Job.Queue)
+	if queue != "" {
+		queues, err := sess.Queues(ctx, sess.UserName(), schedID)
+		if err != nil {
+			return computeError(state.StageSubmit, "query queues", err)
+		}
+		names := make([]string, len(queues))
+		for i, q := range queues {
+			names[i] = q.QueueName
+		}
+		if !slices.Contains(names, queue) {
+			return fail(CodeQueueUnavailable, state.StageSubmit, true,
+				"compute.job.queue: queue %q is not available to user %s (available: %s)", queue, sess.UserName(), strings.Join(names, ", "))
+		}
+	}
+	if j.cancelled() {
+		return errCancelled
+	}
+	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+
+	if j.rec.Status == state.StatusSubmitting {
+		j.log.Warn().Int("submits", j.rec.Submits).Msg("previous worker stopped between submit and checkpoint; submitting again")
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
+	if err := r.checkpoint(sctx, j, state.StatusSubmitting, func(rec *state.Record) {
+		rec.Submits++
+		rec.Upstream.ClusterID = sess.ClusterID()
+	}); err != nil {
+		return transient(err)
+	}
+	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
+	if err != nil {
+		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
+			return r.submitError(sctx, j, asPermanent(err))
+		}
+		return r.submitError(sctx, j, err)
+	}
+	now := r.cfg.Now().UTC()
+	if err := r.retryCheckpoint(sctx, j, state.StatusSubmitted, func(rec *state.Record) {
+		rec.Upstream.ClusterID = sess.ClusterID()
+		rec.Upstream.JobID = jobID
+		rec.SubmittedAt = &now
+	}); err != nil {
+		j.log.Error().Err(err).Str("upstream_job_id", jobID).Msg("job submitted but its id could not be recorded")
+		return transient(err)
+	}
+	j.log.Info().Str("upstream_job_id", jobID).Msg("compute job submitted")
+	r.publishProgress(ctx, j, state.StatusSubmitted)
+	return nil
+}
+
+// waitJob polls the job every ComputePoll until it ends.
+func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
+	jobID := j.rec.Upstream.JobID
+	since := r.cfg.Now()
+	if j.rec.SubmittedAt != nil {
+		since = *j.rec.SubmittedAt
+	}
+	deadline := since.Add(r.cfg.ComputeTimeout)
+	last := apiclient.JobUnknown
+	if j.rec.Status == state.StatusRunning {
+		last = apiclient.JobRunning
+	}
+	if j.rec.Status == state.StatusCollecting {
+		// Finished before a restart: one query gives the detail again.
+		last = apiclient.JobRunning
+	}
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-j.d.Stopping():
+			return nil, "", errStopping
+		case <-ctx.Done():
+			return nil, "", errStopping
+		case <-time.After(wait):
+		}
+		wait = r.cfg.ComputePoll
+		d, err := sess.Job(ctx, jobID)
+		switch {
+		case apiclient.JobVanished(err, last) || (errors.Is(err, apiclient.ErrJobNotFound) && last != apiclient.JobUnknown):
+			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform after it was seen %s", jobID, last)
+		case err != nil && r.cfg.Now().After(deadline):
+			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT): %v", jobID, r.cfg.ComputeTimeout, err)
+		case err != nil:
+			j.log.Warn().Err(err).Msg("job query failed")
+			continue
+		}
+		phase := apiclient.JobPhaseOf(d)
+		exit := d.ExitCode
+		if err := r.checkpoint(ctx, j, statusOfPhase(phase, j.rec.Status), func(rec *state.Record) {
+			rec.Upstream.Status = d.JobStatus
+			rec.Upstream.State = d.JobState()
+			rec.Upstream.ExitCode = exit
+		}); err != nil {
+			return nil, "", transient(err)
+		}
+		if phase == apiclient.JobRunning && last != apiclient.JobRunning {
+			r.publishProgress(ctx, j, state.StatusRunning)
+		}
+		if phase != apiclient.JobUnknown {
+			last = phase
+		}
+		if phase.Terminal() {
+			return d, phase, nil
+		}
+		if r.cfg.Now().After(deadline) {
+			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)", jobID, r.cfg.ComputeTimeout)
+		}
+	}
+}
+
+func statusOfPhase(p apiclient.JobPhase, cur state.Status) state.Status {
+	switch p {
+	case apiclient.JobRunning:
+		return state.StatusRunning
+	case apiclient.JobSucceeded, apiclient.JobFailed:
+		return state.StatusCollecting
+	}
+	return cur
+}
+
+// collectCompute copies stdout, stderr and every declared output.
+func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession, d *apiclient.JobDetail) error {
+	spec := j.spec.Compute
+	type file struct{ name, path string }
+	var files []file
+	if p := cmpOr(d.OutputPath, spec.Job.Stdout); p != "" {
+		files = append(files, file{"stdout.txt", p})
+	}
+	if p := cmpOr(d.ErrorPath, spec.Job.Stderr); p != "" {
+		files = append(files, file{"stderr.txt", p})
+	}
+	used := map[string]bool{"stdout.txt": true, "stderr.txt": true}
+	for i, p := range spec.Outputs {
+		name := artifacts.SanitizeFileName(path.Base(p))
+		if used[name] {
+			name = fmt.Sprintf("%d-%s", i, name)
+		}
+		used[name] = true
+		files = append(files, file{name, p})
+	}
+	for _, f := range files {
+		p := f.path
+		open := func(ctx context.Context) (io.ReadCloser, string, string, error) {
+			body, err := sess.Download(ctx, p)
+			if err != nil {
+				if isTransientCompute(err) {
+					err = artifacts.Transient(err)
+				}
+				return nil, "", "", err
+			}
+			return body, "", "compute:" + p, nil
+		}
+		if err := r.copyArtifact(ctx, j, f.name, open); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inputOpener opens a compute input from S3 or HTTPS for the upload; the
+// upload calls it again when it retries.
+func (r *Runner) inputOpener(ctx context.Context, from string) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) {
+		if strings.HasPrefix(from, "s3://") {
+			bucket, key, err := jobspec.ParseS3URL(from)
+			if err != nil {
+				return nil, &inputError{err}
+			}
+			body, err := r.cfg.Store.Open(ctx, bucket, key)
+			if err != nil {
+				return nil, &inputError{err}
+			}
+			return body, nil
+		}
+		body, _, err := r.cfg.Fetcher.Open(ctx, from)
+		if err != nil {
+			return nil, &inputError{err}
+		}
+		return body, nil
+	}
+}
+
+// inputError marks a failure to read an input source, as opposed to a
+// failure of the upload itself.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return "read input: " + e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func isInputFailure(err error) bool {
+	var ie *inputError
+	return errors.As(err, &ie) && !artifacts.IsTemporary(ie.err)
+}
+
+// sourcePath is the path part of an input address, for its file name.
+func sourcePath(from string) string {
+	if u, err := url.Parse(from); err == nil {
+		if u.Scheme == "s3" {
+			return u.Host + u.Path
+		}
+		return u.Path
+	}
+	return from
+}
+
+// isTransientCompute reports whether a compute client error may pass.
+func isTransientCompute(err error) bool {
+	if apiclient.IsTransient(err) {
+		return true
+	}
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// computeError maps a compute client error at stage: transient errors
+// redeliver the job, the rest fail it.
+func computeError(stage state.Stage, what string, err error) error {
+	if isTransientCompute(err) {
+		return transient(fmt.Errorf("%s: %w", what, err))
+	}
+	code := CodeUpstreamRejected
+	var ee *apiclient.EnvelopeError
+	if errors.As(err, &ee) && ee.Code != "" {
+		code = "compute_" + ee.Code
+	}
+	return fail(code, stage, true, "%s: %v", what, err)
+}
+
+// asPermanent wraps a non-transient, non-ambiguous compute submit error so
+// submitError fails the job instead of retrying it.
+func asPermanent(err error) error {
+	if errors.Is(err, apiclient.ErrAmbiguous) {
+		return err
+	}
+	return computeError(state.StageSubmit, "submit job", err)
+}

@@ -1,0 +1,426 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// submitTimeout bounds one submit call and the checkpoint after it. Both
+// run on a context detached from shutdown: a stop must not cut the window
+// between a paid submit and the record of its task id.
+const submitTimeout = 2 * time.Minute
+
+// runMedia runs a video or speech job: submit (unless the record says it
+// was submitted), wait for the task, collect its results.
+func (r *Runner) runMedia(ctx context.Context, j *job) error {
+	if r.cfg.Media == nil {
+		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the media API is not configured (SLUICE_MEDIA_BASE_URL is empty)")
+	}
+	mode := jobspec.ModeAsync
+	if j.kind == "speech" {
+		mode = j.spec.Speech.EffectiveMode()
+	}
+	rec := j.rec
+
+	switch {
+	case mode == jobspec.ModeStream && !submittedOrLater(rec.Status):
+		return r.streamSpeech(ctx, j)
+	case mode == jobspec.ModeSync && rec.Status == state.StatusCollecting && len(rec.Results) > 0:
+		return r.collectMedia(ctx, j, rec.Results)
+	case mode == jobspec.ModeSync:
+		task, err := r.submitMedia(ctx, j, func(ctx context.Context) (*apiclient.Task, error) {
+			return r.cfg.Media.SubmitSpeechSync(ctx, j.spec.Speech.Request())
+		})
+		if err != nil {
+			return err
+		}
+		if task.Output.TaskStatus != apiclient.TaskSucceeded {
+			return taskFailure(task)
+		}
+		return r.collectMedia(ctx, j, task.Output.Results)
+	case !submittedOrLater(rec.Status):
+		if j.cancelled() {
+			return errCancelled
+		}
+		if _, err := r.submitMedia(ctx, j, r.mediaSubmitter(j)); err != nil {
+			return err
+		}
+	}
+
+	task, err := r.waitTask(ctx, j)
+	if err != nil {
+		return err
+	}
+	if task.Output.TaskStatus != apiclient.TaskSucceeded {
+		if task.Output.TaskStatus == apiclient.TaskCancelled {
+			return errCancelled
+		}
+		return taskFailure(task)
+	}
+	return r.collectMedia(ctx, j, task.Output.Results)
+}
+
+// mediaSubmitter returns the paid call that creates j's task.
+func (r *Runner) mediaSubmitter(j *job) func(context.Context) (*apiclient.Task, error) {
+	if j.kind == "speech" {
+		return func(ctx context.Context) (*apiclient.Task, error) {
+			return r.cfg.Media.SubmitSpeechAsync(ctx, j.spec.Speech.Request())
+		}
+	}
+	return func(ctx context.Context) (*apiclient.Task, error) {
+		req, err := r.presignVideo(ctx, j.spec.Video.Request())
+		if err != nil {
+			return nil, err
+		}
+		return r.cfg.Media.SubmitVideo(ctx, req)
+	}
+}
+
+// presignVideo replaces s3:// media addresses with presigned GET URLs.
+func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (apiclient.VideoRequest, error) {
+	sign := func(field, u string) (string, error) {
+		if !strings.HasPrefix(u, "s3://") {
+			return u, nil
+		}
+		bucket, key, err := jobspec.ParseS3URL(u)
+		if err != nil {
+			return "", fail(CodeInvalidSpec, state.StageValidate, true, "%s: %v", field, err)
+		}
+		signed, err := r.cfg.Store.Presign(ctx, bucket, key, r.cfg.PresignTTL)
+		if err != nil {
+			return "", fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: cannot presign s3://%s/%s: %v", field, bucket, key, err)
+		}
+		return signed, nil
+	}
+	var err error
+	for i := range req.Input.Images {
+		if req.Input.Images[i], err = sign(fmt.Sprintf("video.input.images[%d]", i), req.Input.Images[i]); err != nil {
+			return req, err
+		}
+	}
+	for i := range req.Input.Media {
+		if req.Input.Media[i].URL, err = sign(fmt.Sprintf("video.input.media[%d].url", i), req.Input.Media[i].URL); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+// submitMedia checkpoints "submitting", sends the paid submit and records
+// the task it created. A record already at "submitting" means the last
+// worker died inside that window: the submit is sent again (the one case
+// where upstream may be paid twice; the record's submits counts it).
+func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
+	if j.rec.Status == state.StatusSubmitting {
+		j.log.Warn().Int("submits", j.rec.Submits).Msg("previous worker stopped between submit and checkpoint; submitting again")
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
+	if err := r.checkpoint(sctx, j, state.StatusSubmitting, func(rec *state.Record) { rec.Submits++ }); err != nil {
+		return nil, transient(err)
+	}
+	task, err := submit(sctx)
+	if err != nil {
+		return nil, r.submitError(sctx, j, err)
+	}
+	now := r.cfg.Now().UTC()
+	err = r.retryCheckpoint(sctx, j, state.StatusSubmitted, func(rec *state.Record) {
+		rec.Upstream.TaskID = task.Output.TaskID
+		rec.Upstream.RequestID = task.RequestID
+		rec.Upstream.Status = string(task.Output.TaskStatus)
+		rec.Upstream.SubmitTime = task.Output.SubmitTime
+		rec.SubmittedAt = &now
+		if task.Output.TaskStatus.Terminal() {
+			rec.Upstream.EndTime = task.Output.EndTime
+			rec.Usage = task.Usage
+			if len(task.Output.Results) > 0 && task.Output.TaskStatus == apiclient.TaskSucceeded {
+				rec.Results = task.Output.Results
+			}
+		}
+	})
+	if err != nil {
+		j.log.Error().Err(err).Str("task_id", task.Output.TaskID).Msg("task submitted but its id could not be recorded")
+		return nil, transient(err)
+	}
+	j.log = j.log.With().Str("task_id", task.Output.TaskID).Str("request_id", task.RequestID).Logger()
+	j.log.Info().Msg("task submitted")
+	r.publishProgress(ctx, j, state.StatusSubmitted)
+	return task, nil
+}
+
+// submitError classifies a failed submit. Nothing was created upstream on a
+// transient error, so the record goes back to "received"; a refused or
+// ambiguous submit fails the job without a second try.
+func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+		return f
+	case errors.Is(err, apiclient.ErrAmbiguous):
+		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
+			"upstream may or may not have created a task; sluice does not submit again on its own: %v", err)
+	case apiclient.IsPermanent(err):
+		code := CodeUpstreamRejected
+		var ae *apiclient.APIError
+		if errors.As(err, &ae) && ae.Code != "" {
+			code = ae.Code
+		}
+		return fail(code, state.StageSubmit, true, "%v", err)
+	}
+	if cerr := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) { rec.Submits-- }); cerr != nil {
+		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
+	}
+	return transient(fmt.Errorf("submit: %w", err))
+}
+
+// waitTask polls j's task until it is terminal, the job is cancelled, the
+// task timeout passes or the worker stops.
+func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) {
+	taskID := j.rec.Upstream.TaskID
+	j.log = j.log.With().Str("task_id", taskID).Logger()
+	since := r.cfg.Now()
+	if j.rec.SubmittedAt != nil {
+		since = *j.rec.SubmittedAt
+	}
+	deadline := time.NewTimer(time.Until(since.Add(r.cfg.TaskTimeout)))
+	defer deadline.Stop()
+	updates, stop := r.cfg.Poller.Watch(taskID)
+	defer stop()
+	if j.cancelled() {
+		return r.cancelTask(ctx, j)
+	}
+	for {
+		select {
+		case u := <-updates:
+			task := u.Task
+			if u.Err != nil {
+				t, err := r.cfg.Media.GetTask(ctx, taskID)
+				switch {
+				case errors.Is(err, apiclient.ErrTaskNotFound):
+					return nil, fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID)
+				case err != nil:
+					j.log.Warn().Err(err).Msg("task query failed")
+					continue
+				}
+				task = t
+			}
+			if err := r.observeTask(ctx, j, task); err != nil {
+				return nil, err
+			}
+			if task.Output.TaskStatus.Terminal() {
+				return task, nil
+			}
+		case <-j.cancel:
+			return r.cancelTask(ctx, j)
+		case <-j.d.Stopping():
+			return nil, errStopping
+		case <-ctx.Done():
+			return nil, errStopping
+		case <-deadline.C:
+			if _, err := r.cfg.Media.CancelTask(ctx, taskID); err != nil {
+				j.log.Warn().Err(err).Msg("cancel after timeout failed")
+			}
+			return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout)
+		}
+	}
+}
+
+// observeTask records what a poll saw: the first "running" becomes a
+// checkpoint and a running event; a terminal task's times and usage are
+// kept for the terminal event.
+func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) error {
+	st := t.Output.TaskStatus
+	switch {
+	case st == apiclient.TaskRunning && j.rec.Status != state.StatusRunning:
+		if err := r.checkpoint(ctx, j, state.StatusRunning, func(rec *state.Record) { rec.Upstream.Status = string(st) }); err != nil {
+			return transient(err)
+		}
+		r.publishProgress(ctx, j, state.StatusRunning)
+	case st.Terminal():
+		j.rec.Upstream.Status = string(st)
+		j.rec.Upstream.EndTime = t.Output.EndTime
+		j.rec.Upstream.SubmitTime = cmpOr(t.Output.SubmitTime, j.rec.Upstream.SubmitTime)
+		j.rec.Usage = t.Usage
+		if err := r.checkpoint(ctx, j, j.rec.Status, func(rec *state.Record) {
+			rec.Upstream = j.rec.Upstream
+			rec.Usage = t.Usage
+		}); err != nil {
+			return transient(err)
+		}
+	}
+	return nil
+}
+
+// cancelTask cancels j's task upstream. A task that finished first keeps
+// its own outcome.
+func (r *Runner) cancelTask(ctx context.Context, j *job) (*apiclient.Task, error) {
+	taskID := j.rec.Upstream.TaskID
+	j.log.Info().Msg("cancelling upstream task")
+	t, err := r.cfg.Media.CancelTask(ctx, taskID)
+	if errors.Is(err, apiclient.ErrTaskTerminal) {
+		t, err = r.cfg.Media.GetTask(ctx, taskID)
+	}
+	if err != nil {
+		return nil, transient(fmt.Errorf("cancel task: %w", err))
+	}
+	if err := r.observeTask(ctx, j, t); err != nil {
+		return nil, err
+	}
+	if t.Output.TaskStatus == apiclient.TaskCancelled || !t.Output.TaskStatus.Terminal() {
+		return nil, errCancelled
+	}
+	return t, nil
+}
+
+// taskFailure is the failure of an upstream task that ended failed.
+func taskFailure(t *apiclient.Task) error {
+	code, msg := CodeUpstreamFailed, "upstream task failed"
+	if t.Output.ErrorCode != nil && *t.Output.ErrorCode != "" {
+		code = *t.Output.ErrorCode
+	}
+	if t.Output.ErrorMessage != nil && *t.Output.ErrorMessage != "" {
+		msg = *t.Output.ErrorMessage
+	}
+	if !t.Output.TaskStatus.Terminal() {
+		msg = fmt.Sprintf("unexpected task status %q", t.Output.TaskStatus)
+	}
+	return fail(code, state.StagePoll, false, "%s", msg)
+}
+
+// collectMedia copies every result address to S3 as result-<n><ext>.
+func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) error {
+	if len(results) == 0 {
+		return fail(CodeUpstreamFailed, state.StageCollect, true, "upstream reported success without result addresses")
+	}
+	if j.rec.Status != state.StatusCollecting {
+		if err := r.checkpoint(ctx, j, state.StatusCollecting, func(*state.Record) {}); err != nil {
+			return transient(err)
+		}
+	}
+	ext := ".mp4"
+	if j.kind == "speech" {
+		ext = ".mp3"
+	}
+	for i, u := range results {
+		name := fmt.Sprintf("result-%d%s", i, resultExt(u, ext))
+		if err := r.copyArtifact(ctx, j, name, r.cfg.Fetcher.Opener(u)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resultExt is the extension of a result address's path, or def.
+func resultExt(u, def string) string {
+	p := u
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	ext := strings.ToLower(path.Ext(p))
+	if len(ext) < 2 || len(ext) > 6 || strings.ContainsAny(ext, "/:") {
+		return def
+	}
+	for _, c := range ext[1:] {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return def
+		}
+	}
+	return ext
+}
+
+// streamSpeech opens the SSE stream and writes the decoded audio as one
+// object. A stream cannot be resumed: any break after it opened fails the
+// job (a second stream would be paid again).
+func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TaskTimeout)
+	defer cancel()
+	if j.rec.Status == state.StatusSubmitting {
+		j.log.Warn().Msg("previous worker stopped during the speech stream; streaming again")
+	}
+	if err := r.checkpoint(sctx, j, state.StatusSubmitting, func(rec *state.Record) { rec.Submits++ }); err != nil {
+		return transient(err)
+	}
+	stream, err := r.cfg.Media.StreamSpeech(sctx, j.spec.Speech.Request())
+	if err != nil {
+		return r.submitError(sctx, j, err)
+	}
+	defer stream.Close()
+	now := r.cfg.Now().UTC()
+	if err := r.retryCheckpoint(sctx, j, state.StatusCollecting, func(rec *state.Record) {
+		rec.Upstream.RequestID = stream.RequestID()
+		rec.Upstream.Status = "streaming"
+		rec.SubmittedAt = &now
+	}); err != nil {
+		return transient(err)
+	}
+	// Read the first frame before choosing the object's name and type.
+	br := bufio.NewReaderSize(stream, 64<<10)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		return streamFailure(err)
+	}
+	ctype := cmpOr(stream.ContentType(), "audio/mpeg")
+	name := "result-0" + audioExt(ctype)
+	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
+	if err != nil {
+		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
+	}
+	if err := r.acquireCopy(ctx, j); err != nil {
+		return err
+	}
+	art, err := r.cfg.Store.Put(sctx, key, ctype, "sse", br, r.cfg.MaxArtifactBytes)
+	r.releaseCopy()
+	if err != nil {
+		return streamFailure(err)
+	}
+	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
+	return r.retryCheckpoint(sctx, j, state.StatusCollecting, func(rec *state.Record) {
+		rec.Upstream.Status = string(apiclient.TaskSucceeded)
+		rec.Usage = stream.Usage()
+		rec.Artifacts = appendArtifact(rec.Artifacts, art)
+	})
+}
+
+// streamFailure maps a broken stream or upload to the job's failure.
+func streamFailure(err error) error {
+	var fe *apiclient.FrameError
+	if errors.As(err, &fe) {
+		return fail(cmpOr(fe.Code, CodeUpstreamFailed), state.StagePoll, false, "%v", err)
+	}
+	if f := artifactFailure(err); f != nil {
+		return f
+	}
+	return fail(CodeUpstreamFailed, state.StageCollect, true, "speech stream broke and cannot be resumed without paying again: %v", err)
+}
+
+// audioExt maps an audio media type to a file extension.
+func audioExt(ctype string) string {
+	switch strings.ToLower(strings.TrimSpace(strings.Split(ctype, ";")[0])) {
+	case "audio/wav", "audio/x-wav", "audio/wave":
+		return ".wav"
+	case "audio/pcm", "audio/l16":
+		return ".pcm"
+	case "audio/ogg", "audio/opus":
+		return ".ogg"
+	case "audio/aac":
+		return ".aac"
+	case "audio/flac":
+		return ".flac"
+	}
+	return ".mp3"
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// sluice's own error codes (CONTRACT.md section 4), used when upstream gave
+// none.
+const (
+	CodeInvalidSpec         = "invalid_spec"
+	CodeUpstreamUnavailable = "upstream_unavailable"
+	CodeUpstreamRejected    = "upstream_rejected"
+	CodeSubmitAmbiguous     = "submit_ambiguous"
+	CodeUpstreamFailed      = "upstream_failed"
+	CodeTimeout             = "timeout"
+	CodeArtifactTooLarge    = "artifact_too_large"
+	CodeArtifactFetchFailed = "artifact_fetch_failed"
+	CodeArtifactStoreFailed = "artifact_store_failed"
+	CodeExitStatus          = "exit_status"
+	CodeJobVanished         = "job_vanished"
+	CodeTooManyDeliveries   = "too_many_deliveries"
+	CodeQueueUnavailable    = "queue_unavailable"
+	CodeInputFetchFailed    = "input_fetch_failed"
+)
+
+// failure ends a job failed. deadLetter also copies its message to
+// SLUICE_DLQ: sluice could not process it (bad spec, refused or ambiguous
+// submit, artifacts that cannot be copied), as opposed to an upstream task
+// that ran and failed.
+type failure struct {
+	code       string
+	stage      state.Stage
+	msg        string
+	deadLetter bool
+}
+
+func (f *failure) Error() string { return fmt.Sprintf("%s at %s: %s", f.code, f.stage, f.msg) }
+
+func fail(code string, stage state.Stage, deadLetter bool, format string, args ...any) *failure {
+	return &failure{code: code, stage: stage, msg: fmt.Sprintf(format, args...), deadLetter: deadLetter}
+}
+
+// retry asks for a redelivery after a transient failure. The job's record
+// keeps its step, so the next delivery resumes there.
+type retry struct {
+	err   error
+	delay time.Duration // 0: the runner's backoff
+}
+
+func (r *retry) Error() string { return "transient: " + r.err.Error() }
+func (r *retry) Unwrap() error { return r.err }
+
+func transient(err error) *retry { return &retry{err: err} }
+
+// errCancelled ends a job cancelled.
+var errCancelled = errors.New("job cancelled")
+
+// errStopping hands a job back because the worker is stopping.
+var errStopping = errors.New("worker stopping")
+
+// retryDelay is the redelivery delay after the attempt-th transient failure:
+// exponential from 2s to 5m with jitter.
+func retryDelay(attempt int) time.Duration {
+	d := 2 * time.Second
+	for i := 1; i < attempt && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	d = min(d, 5*time.Minute)
+	return d/2 + rand.N(d/2+1)
+}

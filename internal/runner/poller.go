@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/metrics"
+)
+
+// TaskQuerier queries many media tasks in one call.
+type TaskQuerier interface {
+	GetTasks(ctx context.Context, taskIDs []string) ([]apiclient.Task, error)
+}
+
+// PollerConfig configures a Poller.
+type PollerConfig struct {
+	// Client answers batch queries. Required.
+	Client TaskQuerier
+	// MaxInterval caps a task's poll interval (SLUICE_POLL_INTERVAL).
+	// Defaults to 5s.
+	MaxInterval time.Duration
+	// FirstDelay is the wait before a new task's first poll; the interval
+	// then doubles up to MaxInterval. Defaults to 1s (or MaxInterval if
+	// smaller).
+	FirstDelay time.Duration
+	// Concurrency bounds batch queries in flight at once. Defaults to 4.
+	Concurrency int
+	// Metrics is optional.
+	Metrics *metrics.Metrics
+	// Logger defaults to a disabled logger.
+	Logger *zerolog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// PollUpdate is what a watcher learns from one poll: the task, or an error
+// that applies to it (the task went missing from batch answers, or upstream
+// refused the query for good).
+type PollUpdate struct {
+	Task *apiclient.Task
+	Err  error
+}
+
+// errTaskMissing is sent when batch answers left a task out three times
+// running; the watcher should query it on its own.
+var errTaskMissing = errors.New("task missing from batch query answers")
+
+// Poller polls every media task this worker waits for with batch queries
+// of up to apiclient.MaxBatch ids. One goroutine schedules all tasks: each
+// task's interval starts at FirstDelay and doubles to MaxInterval, and a
+// round that has fewer than ten due tasks takes tasks due soon along, so
+// batches stay full. A 429 or Retry-After pauses all polling.
+type Poller struct {
+	cfg  PollerConfig
+	log  zerolog.Logger
+	wake chan struct{}
+
+	mu         sync.Mutex
+	tasks      map[string]*watch
+	pauseUntil time.Time
+}
+
+type watch struct {
+	id       string
+	next     time.Time
+	interval time.Duration
+	inFlight bool
+	misses   int
+	updates  chan PollUpdate
+}
+
+// NewPoller returns a Poller; call Run to start it.
+func NewPoller(cfg PollerConfig) *Poller {
+	cfg.MaxInterval = cmp.Or(cfg.MaxInterval, 5*time.Second)
+	cfg.FirstDelay = min(cmp.Or(cfg.FirstDelay, time.Second), cfg.MaxInterval)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		l := zerolog.Nop()
+		cfg.Logger = &l
+	}
+	return &Poller{cfg: cfg, log: *cfg.Logger, wake: make(chan struct{}, 1), tasks: make(map[string]*watch)}
+}
+
+// Watch starts polling taskID. The channel carries the latest update (an
+// unread update is replaced by a newer one); stop ends the watch.
+func (p *Poller) Watch(taskID string) (updates <-chan PollUpdate, stop func()) {
+	w := &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay), updates: make(chan PollUpdate, 1)}
+	p.mu.Lock()
+	p.tasks[taskID] = w
+	n := len(p.tasks)
+	p.mu.Unlock()
+	p.cfg.Metrics.PollWatched(n)
+	p.poke()
+	return w.updates, func() {
+		p.mu.Lock()
+		if p.tasks[taskID] == w {
+			delete(p.tasks, taskID)
+		}
+		n := len(p.tasks)
+		p.mu.Unlock()
+		p.cfg.Metrics.PollWatched(n)
+	}
+}
+
+func (p *Poller) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run polls until ctx is done.
+func (p *Poller) Run(ctx context.Context) {
+	sem := make(chan struct{}, p.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		batches, sleep := p.round(p.cfg.Now())
+		for _, b := range batches {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				p.query(ctx, b)
+			})
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// minRound keeps the scheduler from spinning on many tasks whose due times
+// differ by microseconds.
+const minRound = 10 * time.Millisecond
+
+// round picks the tasks to poll now, grouped into batches, and how long to
+// sleep before the next round.
+func (p *Poller) round(now time.Time) (batches [][]*watch, sleep time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Before(p.pauseUntil) {
+		return nil, p.pauseUntil.Sub(now)
+	}
+	var due, soon []*watch
+	nextWake := now.Add(time.Second)
+	for _, w := range p.tasks {
+		switch {
+		case w.inFlight:
+		case !w.next.After(now):
+			due = append(due, w)
+		default:
+			if w.next.Before(nextWake) {
+				nextWake = w.next
+			}
+			if w.next.Sub(now) <= w.interval/2 {
+				soon = append(soon, w)
+			}
+		}
+	}
+	if len(due) == 0 {
+		return nil, max(nextWake.Sub(now), minRound)
+	}
+	if fill := (apiclient.MaxBatch - len(due)%apiclient.MaxBatch) % apiclient.MaxBatch; fill > 0 && len(soon) > 0 {
+		slices.SortFunc(soon, func(a, b *watch) int { return a.next.Compare(b.next) })
+		due = append(due, soon[:min(fill, len(soon))]...)
+	}
+	for _, w := range due {
+		w.inFlight = true
+	}
+	for len(due) > 0 {
+		n := min(apiclient.MaxBatch, len(due))
+		batches = append(batches, due[:n])
+		due = due[n:]
+	}
+	return batches, minRound
+}
+
+// query sends one batch query and delivers its answers.
+func (p *Poller) query(ctx context.Context, batch []*watch) {
+	ids := make([]string, len(batch))
+	for i, w := range batch {
+		ids[i] = w.id
+	}
+	p.cfg.Metrics.PollBatch(len(ids))
+	tasks, err := p.cfg.Client.GetTasks(ctx, ids)
+	now := p.cfg.Now()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range batch {
+		w.inFlight = false
+		w.interval = min(w.interval*2, p.cfg.MaxInterval)
+		w.next = now.Add(w.interval)
+	}
+	if err != nil {
+		if ra, ok := apiclient.RetryAfterOf(err); ok {
+			p.pauseUntil = now.Add(ra)
+			p.log.Warn().Dur("pause", ra).Msg("media API asked to slow down; pausing polls")
+		} else {
+			p.log.Warn().Err(err).Int("tasks", len(ids)).Msg("batch task query failed")
+		}
+		if apiclient.IsPermanent(err) {
+			for _, w := range batch {
+				deliver(w, PollUpdate{Err: err})
+			}
+		}
+		return
+	}
+	seen := make(map[string]bool, len(tasks))
+	for i := range tasks {
+		t := &tasks[i]
+		w, ok := p.tasks[t.Output.TaskID]
+		if !ok || seen[w.id] {
+			continue
+		}
+		seen[w.id] = true
+		w.misses = 0
+		deliver(w, PollUpdate{Task: t})
+	}
+	for _, w := range batch {
+		if !seen[w.id] {
+			if w.misses++; w.misses >= 3 {
+				w.misses = 0
+				deliver(w, PollUpdate{Err: errTaskMissing})
+			}
+		}
+	}
+}
+
+// deliver replaces w's unread update with u.
+func deliver(w *watch, u PollUpdate) {
+	for {
+		select {
+		case w.updates <- u:
+			return
+		default:
+		}
+		select {
+		case <-w.updates:
+		default:
+		}
+	}
+}

@@ -1,0 +1,331 @@
+// Package runner runs one job from its message to its terminal event: it
+// decodes the spec, reads the job's checkpoint, drives the upstream API of
+// the job's kind, copies the results to S3 and publishes the events, and
+// tells the consumer how to settle the message. Every step is checkpointed
+// in SLUICE_STATE first, so a redelivered job resumes instead of paying
+// upstream twice.
+package runner
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// Config wires a Runner.
+type Config struct {
+	// State is the checkpoint store. Required.
+	State *state.Store
+	// Events publishes events. Required.
+	Events *events.Publisher
+	// Media is the media API client; nil fails video and speech jobs with
+	// upstream_unavailable.
+	Media *apiclient.Media
+	// Poller batches media task queries. Required when Media is set.
+	Poller *Poller
+	// Compute is the compute platform client; nil fails compute jobs with
+	// upstream_unavailable.
+	Compute *apiclient.Compute
+	// Store copies artifacts to S3. Required.
+	Store *artifacts.Store
+	// Fetcher downloads result and input URLs. Required.
+	Fetcher *artifacts.Fetcher
+	// Cancels routes cancel requests to running jobs. Required.
+	Cancels *Cancels
+	// MaxDeliver fails a job delivered more often than this. Defaults to 20.
+	MaxDeliver int
+	// MaxArtifactBytes bounds one artifact. Defaults to 5 GiB.
+	MaxArtifactBytes int64
+	// TaskTimeout bounds a media task from submit to terminal. Defaults to 6h.
+	TaskTimeout time.Duration
+	// ComputeTimeout bounds a compute job from submit to terminal. Defaults
+	// to 168h.
+	ComputeTimeout time.Duration
+	// ComputePoll is the compute job poll interval. Defaults to 30s.
+	ComputePoll time.Duration
+	// PresignTTL is the lifetime of presigned input URLs. Defaults to 1h.
+	PresignTTL time.Duration
+	// CopyConcurrency bounds artifact copies running at once. Defaults to 4.
+	CopyConcurrency int
+	// Metrics is optional.
+	Metrics *metrics.Metrics
+	// Logger defaults to a disabled logger.
+	Logger *zerolog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Runner implements consumer.Handler for every kind.
+type Runner struct {
+	cfg  Config
+	log  zerolog.Logger
+	copy chan struct{}
+}
+
+// New returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.State == nil || cfg.Events == nil || cfg.Store == nil || cfg.Fetcher == nil || cfg.Cancels == nil {
+		return nil, errors.New("runner: State, Events, Store, Fetcher and Cancels are required")
+	}
+	if cfg.Media != nil && cfg.Poller == nil {
+		return nil, errors.New("runner: Poller is required with Media")
+	}
+	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, 20)
+	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, 5<<30)
+	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, 6*time.Hour)
+	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, 168*time.Hour)
+	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
+	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
+	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		l := zerolog.Nop()
+		cfg.Logger = &l
+	}
+	return &Runner{cfg: cfg, log: *cfg.Logger, copy: make(chan struct{}, cfg.CopyConcurrency)}, nil
+}
+
+// job is one delivery of one job being run.
+type job struct {
+	id     string
+	kind   string
+	spec   *jobspec.Spec
+	d      *consumer.Delivery
+	rec    *state.Record
+	log    zerolog.Logger
+	cancel <-chan struct{}
+	start  time.Time
+}
+
+// Handle runs the job in d: message → spec → upstream → artifacts → event,
+// and returns how to settle the message.
+func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
+	j := &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
+	j.id = jobID(spec, d)
+	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
+
+	// Register for cancel notices before reading the record: a cancel
+	// either is in the record read below or is noticed after it.
+	var unregister func()
+	j.cancel, unregister = r.cfg.Cancels.register(j.id)
+	defer unregister()
+
+	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		if rec.Status.Terminal() {
+			return state.Unchanged
+		}
+		rec.Attempts++
+		if spec != nil && spec.Labels != nil {
+			rec.Labels = spec.Labels
+		}
+		if rec.Status == "" {
+			rec.Status = state.StatusReceived
+		}
+		return nil
+	})
+	if err != nil {
+		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
+		return r.settle(j, transient(err))
+	}
+	j.rec = rec
+	j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
+
+	switch {
+	case rec.Status.Terminal():
+		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
+		return r.republish(ctx, j)
+	case specErr != nil:
+		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr)))
+	case int(d.NumDelivered()) > r.cfg.MaxDeliver:
+		return r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
+			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", d.NumDelivered(), r.cfg.MaxDeliver))
+	case rec.Cancel != nil && !submittedOrLater(rec.Status):
+		j.log.Info().Msg("job cancelled before it was submitted")
+		return r.finish(ctx, j, errCancelled)
+	}
+
+	var runErr error
+	switch j.kind {
+	case "video", "speech":
+		runErr = r.runMedia(ctx, j)
+	case "compute":
+		runErr = r.runCompute(ctx, j)
+	default:
+		runErr = fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind)
+	}
+	return r.finish(ctx, j, runErr)
+}
+
+// jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
+// js-<stream sequence> (CONTRACT.md section 2).
+func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
+	if spec != nil && jobspec.ValidID(spec.ID) {
+		return spec.ID
+	}
+	if id := d.Msg.Headers().Get(contract.HeaderMsgID); jobspec.ValidID(id) {
+		return id
+	}
+	return fmt.Sprintf("js-%d", d.StreamSeq())
+}
+
+func specMessage(err error) string {
+	var se *jobspec.Error
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	return err.Error()
+}
+
+func submittedOrLater(s state.Status) bool {
+	switch s {
+	case state.StatusSubmitted, state.StatusRunning, state.StatusCollecting:
+		return true
+	}
+	return false
+}
+
+func stageOf(s state.Status) state.Stage {
+	switch s {
+	case state.StatusSubmitted, state.StatusRunning:
+		return state.StagePoll
+	case state.StatusCollecting:
+		return state.StageCollect
+	case state.StatusReceived, "":
+		return state.StageValidate
+	}
+	return state.StageSubmit
+}
+
+// finish turns a kind runner's result into the job's end: the terminal
+// record and event for success, failure and cancellation; a redelivery for
+// transient failures and stops.
+func (r *Runner) finish(ctx context.Context, j *job, err error) consumer.Outcome {
+	var f *failure
+	var rt *retry
+	switch {
+	case err == nil:
+		return r.terminal(ctx, j, state.StatusSucceeded, nil)
+	case errors.As(err, &f):
+		j.log.Warn().Str("code", f.code).Str("stage", string(f.stage)).Str("error", f.msg).Msg("job failed")
+		return r.terminal(ctx, j, state.StatusFailed, f)
+	case errors.Is(err, errCancelled):
+		return r.terminal(ctx, j, state.StatusCancelled, nil)
+	case errors.Is(err, errStopping):
+		j.log.Info().Str("status", string(j.rec.Status)).Msg("handing job back on shutdown")
+		return consumer.Outcome{Action: consumer.Release}
+	case errors.As(err, &rt):
+		return r.settle(j, rt)
+	default:
+		return r.settle(j, transient(err))
+	}
+}
+
+func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
+	delay := rt.delay
+	if delay == 0 {
+		if ra, ok := apiclient.RetryAfterOf(rt.err); ok {
+			delay = ra
+		} else {
+			attempt := 1
+			if j.rec != nil {
+				attempt = j.rec.Attempts
+			}
+			delay = retryDelay(attempt)
+		}
+	}
+	j.log.Warn().Err(rt.err).Dur("retry_in", delay).Msg("transient failure; job will be redelivered")
+	r.cfg.Metrics.JobRetried(j.kind)
+	return consumer.Outcome{Action: consumer.Retry, Delay: delay}
+}
+
+// terminal writes the job's terminal record with its event, publishes the
+// event and returns Ack (or DeadLetter).
+func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *failure) consumer.Outcome {
+	now := r.cfg.Now().UTC()
+	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+		if rec.Status.Terminal() {
+			return state.Unchanged
+		}
+		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		rec.Status = status
+		rec.FinishedAt = &now
+		if f != nil {
+			rec.Error = &state.Error{Code: f.code, Message: f.msg, Stage: f.stage}
+			rec.DeadLetter = f.deadLetter
+		}
+		ev, err := json.Marshal(events.FromRecord(rec, status, now))
+		if err != nil {
+			return err
+		}
+		rec.TerminalEvent = ev
+		return nil
+	})
+	if err != nil {
+		return r.settle(j, transient(fmt.Errorf("record terminal state: %w", err)))
+	}
+	j.rec = rec
+	r.cfg.Metrics.JobFinished(j.kind, string(rec.Status), r.cfg.Now().Sub(j.start))
+	return r.republish(ctx, j)
+}
+
+// republish publishes the terminal event stored in the record (a duplicate
+// inside the window is dropped by the server) and settles the message.
+func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
+	rec := j.rec
+	if len(rec.TerminalEvent) == 0 {
+		ev, _ := json.Marshal(events.FromRecord(rec, rec.Status, r.cfg.Now()))
+		rec.TerminalEvent = ev
+	}
+	id := contract.EventID(j.id, string(rec.Status))
+	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+		return r.settle(j, transient(err))
+	}
+	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
+	if rec.DeadLetter {
+		reason := "job failed"
+		if rec.Error != nil {
+			reason = rec.Error.Code + ": " + rec.Error.Message
+		}
+		return consumer.Outcome{Action: consumer.DeadLetter, Reason: reason, JobID: j.id}
+	}
+	return consumer.Outcome{Action: consumer.Ack}
+}
+
+// cancelled reports whether a cancel was requested for j, by notice or in
+// its last record.
+func (j *job) cancelled() bool {
+	select {
+	case <-j.cancel:
+		return true
+	default:
+		return j.rec != nil && j.rec.Cancel != nil
+	}
+}
+
+// stopping reports whether the worker is stopping.
+func (j *job) stopping() bool {
+	select {
+	case <-j.d.Stopping():
+		return true
+	default:
+		return false
+	}
+}

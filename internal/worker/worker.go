@@ -1,0 +1,248 @@
+// Package worker assembles a sluice worker from its configuration: NATS and
+// the contract's streams, the state store, the upstream clients, the S3
+// store, the poller, the runner and the consumer, plus the operations HTTP
+// endpoints; with SLUICE_DEV=true it first starts the embedded default.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/devstack"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/s3dev"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// Run runs a worker until ctx is done, then stops it gracefully within
+// cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
+// consumes (tests and the demo wait for it).
+func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func()) error {
+	var s3Key, s3Secret string
+	if cfg.Dev {
+		stack, err := devstack.Start(ctx, devstack.Config{
+			DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, Bucket: cfg.S3Bucket,
+			TaskTime: cfg.DevSimTaskTime, ComputeTime: cfg.DevSimComputeTime,
+		})
+		if err != nil {
+			return err
+		}
+		defer stack.Close()
+		cfg.NATSURL = stack.NATS.ClientURL()
+		cfg.S3Endpoint, cfg.S3PathStyle, cfg.S3Bucket = stack.S3.Endpoint(), true, stack.Bucket
+		cfg.S3Region = s3dev.Region
+		s3Key, s3Secret = s3dev.AccessKeyID, s3dev.SecretAccessKey
+		if cfg.MediaBaseURL == "" {
+			cfg.MediaBaseURL, cfg.MediaAPIKey = stack.SimURL, devstack.MediaAPIKey
+		}
+		if cfg.ComputeBaseURL == "" {
+			cfg.ComputeBaseURL, cfg.ComputeUser = stack.SimURL, devstack.ComputeUser
+			cfg.ComputePassword, cfg.ComputeOrgID = devstack.ComputePassword, devstack.ComputeOrgID
+		}
+		cfg.AllowPrivateURLs = true
+		log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
+			Str("simulators", stack.SimURL).Msg("embedded default started")
+	}
+	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
+
+	nc, err := connect(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
+	if err := contract.Ensure(ctx, js, opts); err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, contract.StateBucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
+	}
+	st := state.NewStore(kv, cfg.WorkerName, nil)
+	m := metrics.New()
+
+	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
+		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
+		AccessKeyID: s3Key, SecretAccessKey: s3Secret,
+	})
+	if err != nil {
+		return err
+	}
+	store, err := artifacts.NewStore(artifacts.StoreConfig{
+		Client: s3c, Bucket: cfg.S3Bucket, Prefix: cfg.S3Prefix, PartSize: cfg.PartSize,
+		MaxUploads: cfg.CopyConcurrency, Logger: &log,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.S3CreateBucket {
+		if err := store.EnsureBucket(ctx); err != nil {
+			log.Warn().Err(err).Str("bucket", cfg.S3Bucket).Msg("cannot ensure the artifact bucket exists")
+		}
+	}
+	fetcher := artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes})
+
+	rcfg := runner.Config{
+		State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
+		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
+		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
+		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,
+	}
+	if cfg.MediaBaseURL != "" {
+		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
+			BaseURL: cfg.MediaBaseURL, APIKey: cfg.MediaAPIKey,
+			HTTPClient: limitedClient(m, "media", cfg.MediaConcurrency, cfg.MediaRate),
+		})
+		if err != nil {
+			return fmt.Errorf("SLUICE_MEDIA_BASE_URL: %w", err)
+		}
+		rcfg.Poller = runner.NewPoller(runner.PollerConfig{
+			Client: rcfg.Media, MaxInterval: cfg.PollInterval, FirstDelay: cfg.PollFirst,
+			Concurrency: max(cfg.MediaConcurrency/2, 1), Metrics: m, Logger: &log,
+		})
+	}
+	if cfg.ComputeBaseURL != "" {
+		rcfg.Compute, err = apiclient.NewCompute(apiclient.ComputeConfig{
+			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
+			HTTPClient: limitedClient(m, "compute", cfg.ComputeConc, cfg.ComputeRate),
+		})
+		if err != nil {
+			return fmt.Errorf("SLUICE_COMPUTE_BASE_URL: %w", err)
+		}
+	}
+	run, err := runner.New(rcfg)
+	if err != nil {
+		return err
+	}
+	cons, err := consumer.New(consumer.Config{
+		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
+		Observer: consumer.Observer{
+			Held:    m.Held,
+			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+		},
+	}, run)
+	if err != nil {
+		return err
+	}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	if rcfg.Poller != nil {
+		go rcfg.Poller.Run(bg)
+	}
+	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
+		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
+	}
+	ops, err := serveOps(cfg.HTTPAddr, nc, js, m, log)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+
+	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
+	if ready != nil {
+		ready()
+	}
+	err = cons.Run(ctx)
+	stopBG()
+	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
+		log.Debug().Err(derr).Msg("drain")
+	}
+	log.Info().Msg("worker stopped")
+	return err
+}
+
+// connect dials NATS, retrying until ctx ends so that a worker may start
+// before its broker.
+func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("sluice-worker " + cfg.WorkerName),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.Timeout(5 * time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("NATS disconnected")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
+		}),
+	}
+	if cfg.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+	}
+	delay := 500 * time.Millisecond
+	for {
+		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		if err == nil {
+			return nc, nil
+		}
+		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to NATS: %w", err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = conc
+	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
+}
+
+// serveOps serves /healthz, /readyz and /metrics on addr.
+func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Metrics, log zerolog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !nc.IsConnected() {
+			http.Error(w, "NATS not connected", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := contract.Present(ctx, js); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", m.Handler())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("SLUICE_HTTP_ADDR %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("ops server")
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving /healthz /readyz /metrics")
+	return srv, nil
+}
