@@ -70,6 +70,13 @@ type Config struct {
 	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
+
+	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
+	// when both are set. They are never read from the environment (the
+	// contract's credentials come from the AWS chain); the embedded default
+	// and tests set them.
+	S3AccessKeyID     string `ignored:"true"`
+	S3SecretAccessKey string `ignored:"true"`
 }
 
 // Load reads the environment and validates the result.

@@ -147,7 +147,11 @@ type Consumer struct {
 	held map[jetstream.Msg]string // message -> kind
 
 	stopping chan struct{}
-	wg       sync.WaitGroup
+	// pullsDone is closed once no pull request of this worker is pending:
+	// released jobs are Naked only then, or the stopping worker's own
+	// pending pull would take them straight back.
+	pullsDone chan struct{}
+	wg        sync.WaitGroup
 }
 
 // New returns a Consumer; call Run to start it.
@@ -163,8 +167,9 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		cfg:      cfg,
 		handler:  h,
 		log:      *cfg.Logger,
-		held:     make(map[jetstream.Msg]string),
-		stopping: make(chan struct{}),
+		held:      make(map[jetstream.Msg]string),
+		stopping:  make(chan struct{}),
+		pullsDone: make(chan struct{}),
 	}, nil
 }
 
@@ -194,9 +199,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	deadline := time.After(c.cfg.ShutdownTimeout * 9 / 10)
-	fetchers.Wait()
 	close(c.stopping)
 	c.log.Info().Int("held", c.heldCount()).Msg("stopping: releasing held jobs")
+	fetchers.Wait()
+	close(c.pullsDone)
 
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
@@ -278,6 +284,7 @@ func (c *Consumer) handle(ctx context.Context, kind string, msg jetstream.Msg) {
 	defer c.release(msg)
 	select {
 	case <-c.stopping:
+		c.awaitPulls()
 		_ = msg.Nak()
 		c.observe(kind, Release)
 		return
@@ -301,6 +308,15 @@ func (c *Consumer) safeHandle(ctx context.Context, d *Delivery) (out Outcome) {
 	return c.handler.Handle(ctx, d)
 }
 
+// awaitPulls waits, during a stop, until this worker has no pull pending.
+func (c *Consumer) awaitPulls() {
+	select {
+	case <-c.stopping:
+		<-c.pullsDone
+	default:
+	}
+}
+
 func (c *Consumer) settle(ctx context.Context, d *Delivery, out Outcome) {
 	msg := d.Msg
 	var err error
@@ -310,6 +326,7 @@ func (c *Consumer) settle(ctx context.Context, d *Delivery, out Outcome) {
 	case Retry:
 		err = msg.NakWithDelay(out.Delay)
 	case Release:
+		c.awaitPulls()
 		err = msg.Nak()
 	case DeadLetter:
 		if err = c.deadLetter(ctx, d, out); err != nil {

@@ -22,6 +22,5 @@ func New(w io.Writer, format, level string) zerolog.Logger {
 	if err != nil || level == "" {
 		lvl = zerolog.InfoLevel
 	}
-	zerolog.TimeFieldFormat = time.RFC3339Nano
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
 }

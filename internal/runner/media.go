@@ -186,7 +186,6 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 // task timeout passes or the worker stops.
 func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) {
 	taskID := j.rec.Upstream.TaskID
-	j.log = j.log.With().Str("task_id", taskID).Logger()
 	since := r.cfg.Now()
 	if j.rec.SubmittedAt != nil {
 		since = *j.rec.SubmittedAt

@@ -147,6 +147,9 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	}
 	j.rec = rec
 	j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
+	if rec.Upstream.TaskID != "" {
+		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
+	}
 
 	switch {
 	case rec.Status.Terminal():

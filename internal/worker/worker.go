@@ -34,7 +34,7 @@ import (
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
 // consumes (tests and the demo wait for it).
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func()) error {
-	var s3Key, s3Secret string
+	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
 		stack, err := devstack.Start(ctx, devstack.Config{
 			DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, Bucket: cfg.S3Bucket,

@@ -1,0 +1,312 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/devstack"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/logging"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/worker"
+)
+
+// Known secret values: no log line, event, dead letter or error may carry
+// any of them.
+const (
+	secretMediaKey    = "sk-media-SECRET-7f3a9"
+	secretComputePass = "pw-compute-SECRET-91b2"
+	secretS3Key       = "s3-secret-SECRET-c0d4"
+)
+
+// bundle is one test's sluice: embedded NATS, the S3 store, both
+// simulators over HTTP and the worker configuration pointing at them.
+type bundle struct {
+	nats    *testenv.NATS
+	s3      *testenv.S3Env
+	media   *apisim.Media
+	compute *apisim.Compute
+	simURL  string
+	cfg     config.Config
+	logs    *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type setupOpts struct {
+	taskTime    time.Duration
+	computeTime time.Duration
+}
+
+func setup(t *testing.T, o setupOpts) *bundle {
+	t.Helper()
+	if o.taskTime == 0 {
+		o.taskTime = 300 * time.Millisecond
+	}
+	if o.computeTime == 0 {
+		o.computeTime = 500 * time.Millisecond
+	}
+	b := &bundle{nats: testenv.StartNATS(t), s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
+	b.compute = apisim.NewCompute(apisim.ComputeConfig{
+		User: "alice", Password: secretComputePass, OrgID: "org-1",
+		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
+	})
+	srv := httptest.NewServer(devstack.Handler(b.media, b.compute))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = b.compute.Close() })
+	b.simURL = srv.URL
+	b.cfg = config.Config{
+		DataDir: t.TempDir(), NATSURL: b.nats.URL, Kinds: []string{"video", "speech", "compute"},
+		S3Endpoint: b.s3.Endpoint, S3Region: "us-east-1", S3Bucket: b.s3.Bucket, S3Prefix: "sluice", S3PathStyle: true,
+		S3AccessKeyID: "sluice", S3SecretAccessKey: secretS3Key,
+		MediaBaseURL: srv.URL, MediaAPIKey: secretMediaKey,
+		ComputeBaseURL: srv.URL, ComputeUser: "alice", ComputePassword: secretComputePass, ComputeOrgID: "org-1",
+		MaxInflight: 64, PollInterval: 200 * time.Millisecond, PollFirst: 50 * time.Millisecond,
+		ComputePoll: 100 * time.Millisecond, AllowPrivateURLs: true, MaxArtifactBytes: 64 << 20,
+		HTTPAddr: "127.0.0.1:0", LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 10 * time.Second,
+		WorkerName: "test-worker", AckWait: 5 * time.Second, MaxDeliver: 10, TaskTimeout: time.Minute,
+		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
+		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
+		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
+	}
+	t.Cleanup(func() {
+		b.assertNoSecrets(t)
+		if t.Failed() {
+			logs := b.logs.String()
+			t.Logf("worker logs (last 20 KiB):\n%s", logs[max(0, len(logs)-20<<10):])
+		}
+	})
+	return b
+}
+
+// start runs a worker until the returned stop is called (or the test
+// ends) and waits until it consumes.
+func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func()) {
+	t.Helper()
+	cfg := b.cfg
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	log := logging.New(b.logs, "json", "debug")
+	go func() { done <- worker.Run(ctx, cfg, log, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("worker did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("worker did not start in 20s")
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("worker: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("worker did not stop in 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// publish sends one spec (any JSON value or raw string) to kind's subject
+// with Nats-Msg-Id = id when id is not empty.
+func (b *bundle) publish(t *testing.T, kind, id string, spec any) {
+	t.Helper()
+	var data []byte
+	switch s := spec.(type) {
+	case string:
+		data = []byte(s)
+	case []byte:
+		data = s
+	default:
+		var err error
+		if data, err = json.Marshal(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := testenv.Context(t, 10*time.Second)
+	if err := contract.EnsureJobsStream(ctx, b.nats.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(contract.JobSubject(kind))
+	m.Data = data
+	if id != "" {
+		m.Header.Set(contract.HeaderMsgID, id)
+	}
+	if _, err := b.nats.JS.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
+// events returns every event published so far, in order.
+func (b *bundle) events(t *testing.T) []events.Event {
+	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
+	s, err := b.nats.JS.Stream(ctx, contract.EventsStream)
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.Event
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		var ev events.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("event %d is not JSON: %v", seq, err)
+		}
+		if got := m.Header.Get(contract.HeaderMsgID); got != ev.ID {
+			t.Errorf("event %s has Nats-Msg-Id %q", ev.ID, got)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// await waits for id's terminal event and checks that it is the only one.
+func (b *bundle) await(t *testing.T, id string, within time.Duration) events.Event {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var terminal []events.Event
+		for _, ev := range b.events(t) {
+			if ev.Subject == id && state.Status(ev.Data.Status).Terminal() {
+				terminal = append(terminal, ev)
+			}
+		}
+		if len(terminal) > 1 {
+			t.Fatalf("job %s has %d terminal events", id, len(terminal))
+		}
+		if len(terminal) == 1 {
+			return terminal[0]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec, _, _ := state.NewStore(b.kv(t), "", nil).Get(context.Background(), id)
+	t.Fatalf("job %s: no terminal event within %s (state %+v)", id, within, rec)
+	return events.Event{}
+}
+
+// awaitStatus waits until id has published an event with status.
+func (b *bundle) awaitStatus(t *testing.T, id string, status state.Status, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, ev := range b.events(t) {
+			if ev.Subject == id && ev.Data.Status == string(status) {
+				return
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("job %s: no %s event within %s", id, status, within)
+}
+
+func (b *bundle) kv(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	kv, err := b.nats.JS.KeyValue(context.Background(), contract.StateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// record returns id's state record.
+func (b *bundle) record(t *testing.T, id string) *state.Record {
+	t.Helper()
+	rec, _, err := state.NewStore(b.kv(t), "", nil).Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("state of %s: %v", id, err)
+	}
+	return rec
+}
+
+// deadLetters returns the messages in SLUICE_DLQ.
+func (b *bundle) deadLetters(t *testing.T) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
+	s, err := b.nats.JS.Stream(ctx, contract.DLQStream)
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return nil
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		if m, err := s.GetMsg(ctx, seq); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// assertNoSecrets scans logs, events, dead letters and state records.
+func (b *bundle) assertNoSecrets(t *testing.T) {
+	var hay strings.Builder
+	hay.WriteString(b.logs.String())
+	for _, ev := range b.events(t) {
+		j, _ := json.Marshal(ev)
+		hay.Write(j)
+	}
+	for _, m := range b.deadLetters(t) {
+		fmt.Fprintf(&hay, "%v", m.Header)
+	}
+	all := hay.String()
+	for _, s := range []string{secretMediaKey, secretComputePass, secretS3Key, "X-Amz-Signature", "X-Amz-Credential"} {
+		if strings.Contains(all, s) {
+			i := strings.Index(all, s)
+			t.Errorf("secret %q leaked: ...%s...", s, all[max(0, i-200):min(len(all), i+100)])
+		}
+	}
+}
