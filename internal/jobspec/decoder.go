@@ -1,0 +1,278 @@
+package jobspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// decoder turns the raw JSON of a spec into typed values one field at a time,
+// so that it can name the path of every unknown field, duplicate field and
+// wrongly typed value, and carry on after each. The document has already
+// passed json.Valid, so the standard library never sees a syntax error here.
+type decoder struct {
+	problems
+}
+
+// jsonType is the type of a JSON value as its first byte tells it.
+type jsonType int
+
+const (
+	jsonNull jsonType = iota
+	jsonBool
+	jsonNumber
+	jsonString
+	jsonArray
+	jsonObject
+)
+
+var jsonTypeNames = [...]string{"null", "a boolean", "a number", "a string", "an array", "an object"}
+
+func typeOf(raw json.RawMessage) jsonType {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return jsonNull
+	}
+	switch raw[0] {
+	case '{':
+		return jsonObject
+	case '[':
+		return jsonArray
+	case '"':
+		return jsonString
+	case 't', 'f':
+		return jsonBool
+	case 'n':
+		return jsonNull
+	default:
+		return jsonNumber
+	}
+}
+
+// want reports whether raw has type t, and a problem naming both types when
+// it does not.
+func (d *decoder) want(path string, raw json.RawMessage, t jsonType) bool {
+	got := typeOf(raw)
+	if got == t {
+		return true
+	}
+	d.add(path, "must be "+jsonTypeNames[t]+", got "+jsonTypeNames[got])
+	return false
+}
+
+// member is one name/value pair of a JSON object, in document order.
+type member struct {
+	name string
+	raw  json.RawMessage
+}
+
+// members returns the members of the object raw, reporting duplicates
+// (which are dropped) and a value that is not an object.
+func (d *decoder) members(path string, raw json.RawMessage) ([]member, bool) {
+	if !d.want(path, raw, jsonObject) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		d.add(path, "malformed JSON object")
+		return nil, false
+	}
+	var out []member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			d.add(path, "malformed JSON object")
+			return out, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			d.add(path, "malformed JSON object")
+			return out, false
+		}
+		if seen[name] {
+			d.add(field(path, name), "duplicate field")
+			continue
+		}
+		seen[name] = true
+		out = append(out, member{name: name, raw: v})
+	}
+	return out, true
+}
+
+// fieldFunc decodes the value of one known field found at path.
+type fieldFunc func(path string, raw json.RawMessage)
+
+// object decodes the object raw: each member named in fields goes to its
+// function, any other member is an unknown field. It reports false when raw
+// is not an object.
+func (d *decoder) object(path string, raw json.RawMessage, fields map[string]fieldFunc) bool {
+	ms, ok := d.members(path, raw)
+	if !ok {
+		return false
+	}
+	for _, m := range ms {
+		fn, known := fields[m.name]
+		if !known {
+			d.add(field(path, m.name), "unknown field")
+			continue
+		}
+		fn(field(path, m.name), m.raw)
+	}
+	return true
+}
+
+// array returns the elements of the array raw.
+func (d *decoder) array(path string, raw json.RawMessage) ([]json.RawMessage, bool) {
+	if !d.want(path, raw, jsonArray) {
+		return nil, false
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		d.add(path, "malformed JSON array")
+		return nil, false
+	}
+	return elems, true
+}
+
+// str decodes a string into dst.
+func (d *decoder) str(path string, raw json.RawMessage, dst *string) bool {
+	if !d.want(path, raw, jsonString) {
+		return false
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		d.add(path, "malformed JSON string")
+		return false
+	}
+	return true
+}
+
+// optStr decodes an optional string that, when present, must not be empty:
+// an empty string would silently mean "absent" after decoding.
+func (d *decoder) optStr(path string, raw json.RawMessage, dst *string) {
+	if d.str(path, raw, dst) && *dst == "" {
+		d.add(path, "must not be empty when given")
+	}
+}
+
+// boolean decodes a boolean into dst.
+func (d *decoder) boolean(path string, raw json.RawMessage, dst *bool) bool {
+	if !d.want(path, raw, jsonBool) {
+		return false
+	}
+	*dst = bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("true"))
+	return true
+}
+
+// boolPtr decodes a boolean into a freshly allocated *bool.
+func (d *decoder) boolPtr(path string, raw json.RawMessage, dst **bool) {
+	var b bool
+	if d.boolean(path, raw, &b) {
+		*dst = &b
+	}
+}
+
+// integer decodes a JSON number with an integral value in [lo, hi] into
+// dst; rule is the problem reported otherwise. Like JSON Schema's "integer",
+// it accepts 5, 5.0 and 5e0 alike, and rejects 5.5 and "5".
+func (d *decoder) integer(path string, raw json.RawMessage, dst *int, lo, hi int64, rule string) bool {
+	if typeOf(raw) != jsonNumber {
+		d.add(path, rule+", got "+jsonTypeNames[typeOf(raw)])
+		return false
+	}
+	n, ok := parseInteger(string(bytes.TrimSpace(raw)))
+	if !ok || n < lo || n > hi {
+		d.add(path, rule)
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+// intPtr is integer into a freshly allocated *int.
+func (d *decoder) intPtr(path string, raw json.RawMessage, dst **int, lo, hi int64, rule string) {
+	var n int
+	if d.integer(path, raw, &n, lo, hi, rule) {
+		*dst = &n
+	}
+}
+
+// stringMap decodes an object of strings. An empty object gives a nil map;
+// a member whose value is not a string is kept with an empty value, so that
+// rules about which keys are present do not report it a second time.
+func (d *decoder) stringMap(path string, raw json.RawMessage) (map[string]string, bool) {
+	ms, ok := d.members(path, raw)
+	if !ok {
+		return nil, false
+	}
+	var out map[string]string
+	for _, m := range ms {
+		var v string
+		d.str(field(path, m.name), m.raw, &v)
+		if out == nil {
+			out = make(map[string]string, len(ms))
+		}
+		out[m.name] = v
+	}
+	return out, true
+}
+
+// maxExactInt bounds the integers parseInteger returns (2^53), so every
+// accepted value is also exact as a float64 in other languages' decoders.
+const maxExactInt = 1 << 53
+
+// parseInteger returns the value of the JSON number literal s when it is an
+// integer within ±2^53. It works on the decimal digits, never on a float, so
+// "5.0000000000000000001" is rightly not an integer, and it never expands an
+// exponent like 1e999999999.
+func parseInteger(s string) (int64, bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil {
+			// An exponent beyond int range: the value is 0 or enormous.
+			return 0, onlyZeros(mant)
+		}
+		exp = e
+	}
+	digits := mant
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		digits = mant[:i] + mant[i+1:]
+		if exp < -maxDigitsExp || exp > maxDigitsExp {
+			return 0, onlyZeros(digits)
+		}
+		exp -= len(mant) - i - 1
+	}
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return 0, true
+	}
+	for strings.HasSuffix(digits, "0") {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if exp < 0 || len(digits)+exp > 16 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits+strings.Repeat("0", exp), 10, 64)
+	if err != nil || n > maxExactInt {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// maxDigitsExp keeps exponent arithmetic far from int overflow; a 1 MiB
+// document cannot hold more digits than this.
+const maxDigitsExp = 1 << 30
+
+func onlyZeros(s string) bool {
+	return strings.Trim(s, "0.") == ""
+}

@@ -1,0 +1,51 @@
+package jobspec
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+)
+
+// Kind is a job kind: the last token of the subject a spec is published to
+// and the name of the spec's one section.
+type Kind string
+
+// The job kinds of CONTRACT.md section 3.
+const (
+	KindVideo   Kind = "video"
+	KindSpeech  Kind = "speech"
+	KindCompute Kind = "compute"
+)
+
+// ErrUnknownKind is returned (wrapped) by ParseKind and KindFromSubject for
+// anything but video, speech or compute.
+var ErrUnknownKind = errors.New("jobspec: unknown kind")
+
+// Kinds returns every kind in canonical order: video, speech, compute.
+func Kinds() []Kind { return []Kind{KindVideo, KindSpeech, KindCompute} }
+
+// Valid reports whether k is one of Kinds.
+func (k Kind) Valid() bool {
+	return k == KindVideo || k == KindSpeech || k == KindCompute
+}
+
+// ParseKind returns the Kind named s, exactly as spelled (no case folding),
+// or an error wrapping ErrUnknownKind.
+func ParseKind(s string) (Kind, error) {
+	if k := Kind(s); k.Valid() {
+		return k, nil
+	}
+	return "", fmt.Errorf("%w %s: want video, speech or compute", ErrUnknownKind, quote(s))
+}
+
+// KindFromSubject returns the kind of a jobs subject: KindVideo for
+// "sluice.jobs.video". It returns an error wrapping ErrUnknownKind when the
+// subject is not sluice.jobs.<kind> or the kind is not one of Kinds.
+func KindFromSubject(subject string) (Kind, error) {
+	token, err := contract.KindOfSubject(subject)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnknownKind, err)
+	}
+	return ParseKind(token)
+}

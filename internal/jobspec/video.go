@@ -1,0 +1,318 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+)
+
+// Video limits of media-api.md sections 2.4 and 8.
+const (
+	MaxPromptChars = 7000
+	MinDuration    = 4
+	MaxDuration    = 15
+	MaxImages      = 1
+)
+
+// maxMediaPerRole is the most media items of each role one request may
+// carry (media-api.md 2.4).
+var maxMediaPerRole = map[string]int{
+	apiclient.RoleFirstFrame:     1,
+	apiclient.RoleLastFrame:      1,
+	apiclient.RoleReferenceImage: 9,
+	apiclient.RoleReferenceVideo: 3,
+	apiclient.RoleReferenceAudio: 3,
+}
+
+// roles in the order the upstream document lists them.
+var roles = []string{
+	apiclient.RoleFirstFrame, apiclient.RoleLastFrame,
+	apiclient.RoleReferenceImage, apiclient.RoleReferenceVideo, apiclient.RoleReferenceAudio,
+}
+
+// Video resolutions and aspect ratios (media-api.md 2.4); adaptive comes
+// first so that ratios[1:] are the ones text-to-video may use.
+var (
+	resolutions = []string{"768P", "2K"}
+	ratios      = []string{"adaptive", "21:9", "16:9", "4:3", "1:1", "3:4", "9:16"}
+)
+
+// RatioAdaptive is the ratio text-to-video must not use.
+const RatioAdaptive = "adaptive"
+
+// Video is the video section: the media API's video request body
+// (media-api.md 2.4, 4.1) as it will be sent, except that media URLs may be
+// s3://bucket/key.
+type Video struct {
+	// Model is the video model name; required.
+	Model string `json:"model"`
+	// Input holds the prompt and the media.
+	Input VideoInput `json:"input"`
+	// Parameters holds resolution, duration, ratio and watermark.
+	Parameters VideoParameters `json:"parameters"`
+}
+
+// VideoInput is the input object of a video request.
+type VideoInput struct {
+	// Prompt is required: not blank, at most 7000 characters (runes).
+	Prompt string `json:"prompt"`
+	// Images holds at most one image that is the first frame.
+	Images []string `json:"images,omitempty"`
+	// Media holds role-tagged media inputs.
+	Media []Media `json:"media,omitempty"`
+}
+
+// Media is one role-tagged media input. URL is an http(s) URL, a base64
+// data URI (data:<mime>;base64,<payload>) or s3://bucket/key.
+type Media struct {
+	// Type is the role: first_frame, last_frame, reference_image,
+	// reference_video or reference_audio.
+	Type string `json:"type"`
+	// URL is where upstream fetches the media from.
+	URL string `json:"url"`
+}
+
+// VideoParameters is the parameters object of a video request.
+type VideoParameters struct {
+	// Resolution is 768P or 2K; required.
+	Resolution string `json:"resolution"`
+	// Duration is the length in whole seconds, 4 to 15; required.
+	Duration int `json:"duration"`
+	// Ratio is one of adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16. Required
+	// and not adaptive for text-to-video; ignored upstream for first/last
+	// frame; optional (default adaptive) for multimodal reference.
+	Ratio string `json:"ratio,omitempty"`
+	// Watermark adds an AIGC watermark when true; nil means upstream's
+	// default (false).
+	Watermark *bool `json:"watermark,omitempty"`
+}
+
+// VideoScenario is the kind of video request, decided by its media.
+type VideoScenario string
+
+// The scenarios of media-api.md 2.4.
+const (
+	ScenarioTextToVideo  VideoScenario = "text_to_video"
+	ScenarioImageToVideo VideoScenario = "image_to_video"
+	ScenarioReference    VideoScenario = "multimodal_reference"
+)
+
+// Scenario returns the request's scenario: text-to-video when there are
+// no images and no media, image-to-video when images or a first/last frame
+// is present, else multimodal reference when a reference role is present. A
+// valid Video never mixes the two; for an invalid one whose media roles are
+// all unknown it returns "".
+func (v *Video) Scenario() VideoScenario {
+	if len(v.Input.Images) == 0 && len(v.Input.Media) == 0 {
+		return ScenarioTextToVideo
+	}
+	if len(v.Input.Images) > 0 {
+		return ScenarioImageToVideo
+	}
+	for _, m := range v.Input.Media {
+		if frameRole(m.Type) {
+			return ScenarioImageToVideo
+		}
+	}
+	for _, m := range v.Input.Media {
+		if referenceRole(m.Type) {
+			return ScenarioReference
+		}
+	}
+	return ""
+}
+
+// Request returns the upstream request body: the section as it is, s3://
+// URLs included (the worker presigns them before submitting). The result
+// shares nothing with v.
+func (v *Video) Request() apiclient.VideoRequest {
+	r := apiclient.VideoRequest{
+		Model: v.Model,
+		Input: apiclient.VideoInput{Prompt: v.Input.Prompt},
+		Parameters: apiclient.VideoParameters{
+			Resolution: v.Parameters.Resolution,
+			Duration:   v.Parameters.Duration,
+			Ratio:      v.Parameters.Ratio,
+		},
+	}
+	if len(v.Input.Images) > 0 {
+		r.Input.Images = append([]string(nil), v.Input.Images...)
+	}
+	for _, m := range v.Input.Media {
+		r.Input.Media = append(r.Input.Media, apiclient.MediaInput{Type: m.Type, URL: m.URL})
+	}
+	if v.Parameters.Watermark != nil {
+		w := *v.Parameters.Watermark
+		r.Parameters.Watermark = &w
+	}
+	return r
+}
+
+func frameRole(t string) bool {
+	return t == apiclient.RoleFirstFrame || t == apiclient.RoleLastFrame
+}
+
+func referenceRole(t string) bool {
+	return t == apiclient.RoleReferenceImage || t == apiclient.RoleReferenceVideo || t == apiclient.RoleReferenceAudio
+}
+
+// mediaClass is the data URI MIME family a role takes.
+func mediaClass(role string) string {
+	switch role {
+	case apiclient.RoleReferenceVideo:
+		return "video"
+	case apiclient.RoleReferenceAudio:
+		return "audio"
+	default:
+		return "image"
+	}
+}
+
+func (v *Video) decode(d *decoder, path string, raw json.RawMessage) bool {
+	return d.object(path, raw, map[string]fieldFunc{
+		"model": func(p string, r json.RawMessage) { d.str(p, r, &v.Model) },
+		"input": func(p string, r json.RawMessage) {
+			d.object(p, r, map[string]fieldFunc{
+				"prompt": func(p string, r json.RawMessage) { d.str(p, r, &v.Input.Prompt) },
+				"images": func(p string, r json.RawMessage) {
+					elems, _ := d.array(p, r)
+					for i, e := range elems {
+						// Keep even a broken item, so indexes match the document.
+						var u string
+						d.str(index(p, i), e, &u)
+						v.Input.Images = append(v.Input.Images, u)
+					}
+				},
+				"media": func(p string, r json.RawMessage) {
+					elems, _ := d.array(p, r)
+					for i, e := range elems {
+						var m Media
+						d.object(index(p, i), e, map[string]fieldFunc{
+							"type": func(p string, r json.RawMessage) { d.str(p, r, &m.Type) },
+							"url":  func(p string, r json.RawMessage) { d.str(p, r, &m.URL) },
+						})
+						// Keep even a broken item, so indexes in later
+						// problems match the document.
+						v.Input.Media = append(v.Input.Media, m)
+					}
+				},
+			})
+		},
+		"parameters": func(p string, r json.RawMessage) {
+			prm := &v.Parameters
+			d.object(p, r, map[string]fieldFunc{
+				"resolution": func(p string, r json.RawMessage) { d.str(p, r, &prm.Resolution) },
+				"duration": func(p string, r json.RawMessage) {
+					d.integer(p, r, &prm.Duration, MinDuration, MaxDuration, durationRule)
+				},
+				"ratio":     func(p string, r json.RawMessage) { d.optStr(p, r, &prm.Ratio) },
+				"watermark": func(p string, r json.RawMessage) { d.boolPtr(p, r, &prm.Watermark) },
+			})
+		},
+	})
+}
+
+var (
+	durationRange = fmt.Sprintf("an integer in [%d, %d]", MinDuration, MaxDuration)
+	durationRule  = "must be " + durationRange
+)
+
+func (v *Video) validate(ps *problems, path string) {
+	requireText(ps, field(path, "model"), v.Model)
+
+	in := field(path, "input")
+	prompt := field(in, "prompt")
+	requireText(ps, prompt, v.Input.Prompt)
+	if n := utf8.RuneCountInString(v.Input.Prompt); n > MaxPromptChars {
+		ps.add(prompt, fmt.Sprintf("must be at most %d characters, got %d", MaxPromptChars, n))
+	}
+
+	images := field(in, "images")
+	if len(v.Input.Images) > MaxImages {
+		ps.add(images, fmt.Sprintf("at most %d item (images count as the first frame), got %d", MaxImages, len(v.Input.Images)))
+	}
+	for i, u := range v.Input.Images {
+		if rule := mediaURLRule(u, "image"); rule != "" {
+			ps.add(index(images, i), rule)
+		}
+	}
+
+	// The scenario is decided by images or the first media item with a
+	// known role; every item of the other group is the one reported.
+	media := field(in, "media")
+	decider := ""
+	if len(v.Input.Images) > 0 {
+		decider = "images"
+	} else {
+		for _, m := range v.Input.Media {
+			if frameRole(m.Type) || referenceRole(m.Type) {
+				decider = m.Type
+				break
+			}
+		}
+	}
+	deciderIsFrame := decider == "images" || frameRole(decider)
+	count := map[string]int{apiclient.RoleFirstFrame: len(v.Input.Images)}
+	for i, m := range v.Input.Media {
+		item := index(media, i)
+		if _, ok := maxMediaPerRole[m.Type]; !ok {
+			if m.Type == "" {
+				ps.add(field(item, "type"), "required (one of "+strings.Join(roles, ", ")+")")
+			} else {
+				ps.add(field(item, "type"), "must be one of "+strings.Join(roles, ", ")+", got "+quote(m.Type))
+			}
+		} else {
+			count[m.Type]++
+			switch {
+			case frameRole(m.Type) != deciderIsFrame:
+				ps.add(item, fmt.Sprintf("role %s cannot be combined with %s", m.Type, decider))
+			case m.Type == apiclient.RoleFirstFrame && len(v.Input.Images) > 0:
+				ps.add(item, "role first_frame cannot be combined with images (images count as the first frame, at most 1)")
+			case count[m.Type] == maxMediaPerRole[m.Type]+1:
+				ps.add(item, fmt.Sprintf("at most %d %s item(s)", maxMediaPerRole[m.Type], m.Type))
+			}
+		}
+		if rule := mediaURLRule(m.URL, mediaClass(m.Type)); rule != "" {
+			ps.add(field(item, "url"), rule)
+		}
+	}
+
+	prm := field(path, "parameters")
+	res := v.Parameters.Resolution
+	switch {
+	case res == "":
+		ps.add(field(prm, "resolution"), "required (one of "+strings.Join(resolutions, ", ")+")")
+	case !slices.Contains(resolutions, res):
+		ps.add(field(prm, "resolution"), "must be one of "+strings.Join(resolutions, ", ")+", got "+quote(res))
+	}
+	switch dur := v.Parameters.Duration; {
+	case dur == 0:
+		ps.add(field(prm, "duration"), "required, "+durationRange)
+	case dur < MinDuration || dur > MaxDuration:
+		ps.add(field(prm, "duration"), durationRule)
+	}
+	ratio := v.Parameters.Ratio
+	switch {
+	case ratio != "" && !slices.Contains(ratios, ratio):
+		ps.add(field(prm, "ratio"), "must be one of "+strings.Join(ratios, ", ")+", got "+quote(ratio))
+	case v.Scenario() != ScenarioTextToVideo:
+	case ratio == "":
+		ps.addDep(field(prm, "ratio"), "required for text-to-video (one of "+strings.Join(ratios[1:], ", ")+")", media, images)
+	case ratio == RatioAdaptive:
+		ps.addDep(field(prm, "ratio"), "must not be adaptive for text-to-video", media, images)
+	}
+}
+
+// requireText reports an empty or all-whitespace required string.
+func requireText(ps *problems, path, s string) {
+	switch {
+	case s == "":
+		ps.add(path, "required (must not be empty)")
+	case strings.TrimSpace(s) == "":
+		ps.add(path, "must not be blank")
+	}
+}
