@@ -81,6 +81,19 @@ type Config struct {
 
 // Load reads the environment and validates the result.
 func Load() (*Config, error) {
+	c, err := Parse()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse reads the environment without validating, for callers that set
+// some fields themselves before calling Validate.
+func Parse() (*Config, error) {
 	var c Config
 	if err := envconfig.Process(Prefix, &c); err != nil {
 		var pe *envconfig.ParseError
@@ -92,9 +105,6 @@ func Load() (*Config, error) {
 	if c.WorkerName == "" {
 		host, _ := os.Hostname()
 		c.WorkerName = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
 	}
 	return &c, nil
 }

@@ -70,7 +70,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 			return errCancelled
 		}
 		name := path.Base(sourcePath(in.From))
-		err := sess.Upload(ctx, in.To, name, in.Cover, r.inputOpener(ctx, in.From))
+		// A later delivery overwrites what an earlier one of the same job
+		// uploaded, whatever cover says.
+		cover := in.Cover || j.rec.Attempts > 1
+		err := sess.Upload(ctx, in.To, name, cover, r.inputOpener(ctx, in.From))
 		if err != nil {
 			field := fmt.Sprintf("compute.inputs[%d]", i)
 			var f *failure

@@ -124,7 +124,7 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	log := logging.New(b.logs, "json", "debug")
-	go func() { done <- worker.Run(ctx, cfg, log, func() { close(ready) }) }()
+	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(ready) }) }()
 	select {
 	case <-ready:
 	case err := <-done:

@@ -30,10 +30,26 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
+// Endpoints tells where a running worker's parts listen; with SLUICE_DEV
+// they are the embedded default's.
+type Endpoints struct {
+	NATSURL    string
+	S3Endpoint string
+	S3Bucket   string
+	// S3Dir is where the embedded store keeps its objects as files ("" when
+	// not in dev mode).
+	S3Dir string
+	// SimURL is the simulators' base URL ("" when not in dev mode).
+	SimURL string
+	// HTTPAddr is the address of /healthz, /readyz and /metrics.
+	HTTPAddr string
+}
+
 // Run runs a worker until ctx is done, then stops it gracefully within
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
 // consumes (tests and the demo wait for it).
-func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func()) error {
+func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	var ep Endpoints
 	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
 		stack, err := devstack.Start(ctx, devstack.Config{
@@ -56,6 +72,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 			cfg.ComputePassword, cfg.ComputeOrgID = devstack.ComputePassword, devstack.ComputeOrgID
 		}
 		cfg.AllowPrivateURLs = true
+		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
 		log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
 			Str("simulators", stack.SimURL).Msg("embedded default started")
 	}
@@ -162,7 +179,8 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 
 	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
 	if ready != nil {
-		ready()
+		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr
+		ready(ep)
 	}
 	err = cons.Run(ctx)
 	stopBG()
@@ -237,7 +255,7 @@ func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Met
 	if err != nil {
 		return nil, fmt.Errorf("SLUICE_HTTP_ADDR %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("ops server")
