@@ -164,9 +164,9 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		return nil, errors.New("consumer: at least one kind is required")
 	}
 	return &Consumer{
-		cfg:      cfg,
-		handler:  h,
-		log:      *cfg.Logger,
+		cfg:       cfg,
+		handler:   h,
+		log:       *cfg.Logger,
 		held:      make(map[jetstream.Msg]string),
 		stopping:  make(chan struct{}),
 		pullsDone: make(chan struct{}),
