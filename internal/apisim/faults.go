@@ -1,6 +1,7 @@
 package apisim
 
 import (
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -85,6 +86,10 @@ func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, statu
 			}
 		}
 		if hit(ft.HangRate) {
+			// Consume the body first: net/http notices that the client went
+			// away (and cancels r.Context()) only once the body is read;
+			// otherwise a hung POST never returns and blocks server Close.
+			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 			return
 		}

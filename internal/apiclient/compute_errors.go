@@ -1,0 +1,96 @@
+package apiclient
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Sentinel errors of the compute client. The shared ones (ErrAmbiguous,
+// ErrUnauthorized, ErrMalformedResponse, ErrInvalidArgument) are declared in
+// errors.go and apply to compute calls with the same meaning.
+var (
+	// ErrJobNotFound is matched when the job details call answers an error
+	// envelope (or HTTP 404) for a job id, after the token was checked: the
+	// platform no longer knows the job. See JobVanished.
+	ErrJobNotFound = errors.New("apiclient: compute job not found")
+
+	// ErrClusterNotFound is returned by Cluster when the token response
+	// lists no cluster with the requested name or id.
+	ErrClusterNotFound = errors.New("apiclient: compute cluster not found")
+
+	// ErrNoServiceURL is returned when the center lists no enabled address
+	// for a service (efileUrls or hpcUrls).
+	ErrNoServiceURL = errors.New("apiclient: center lists no enabled address")
+)
+
+// EnvelopeError is a failed compute platform call: a non-2xx HTTP answer
+// (with or without an envelope) or a 2xx answer whose envelope code is not
+// "0". Msg is scrubbed of credentials and tokens before it is stored.
+//
+// For a non-2xx answer EnvelopeError unwraps to the equivalent *APIError,
+// so IsTransient (429, 5xx), IsPermanent (other 4xx), RetryAfterOf and
+// errors.Is(err, ErrUnauthorized) (401, 403) classify it like a media API
+// error. A 2xx answer with an error code is neither transient nor
+// permanent by those helpers; Temporary reports false for it.
+type EnvelopeError struct {
+	// Op names the call, e.g. "submit job".
+	Op string
+	// Status is the HTTP status of the answer.
+	Status int
+	// Code is the envelope code; "" when the body carried no envelope.
+	Code string
+	// Msg is the envelope msg, or a short excerpt of a body without one.
+	Msg string
+	// RetryAfter is the parsed Retry-After header; zero when absent.
+	RetryAfter time.Duration
+}
+
+// Error returns a one-line description naming the call, status and code.
+func (e *EnvelopeError) Error() string {
+	var b strings.Builder
+	b.WriteString("apiclient: compute ")
+	if e.Op != "" {
+		b.WriteString(e.Op + ": ")
+	}
+	fmt.Fprintf(&b, "upstream answered HTTP %d", e.Status)
+	if e.Code != "" {
+		b.WriteString(" code " + e.Code)
+	}
+	if e.Msg != "" {
+		b.WriteString(": " + e.Msg)
+	}
+	return b.String()
+}
+
+// Unwrap returns the equivalent *APIError of a non-2xx answer, nil for an
+// error envelope on a 2xx answer.
+func (e *EnvelopeError) Unwrap() error {
+	if e.Status >= 200 && e.Status < 300 {
+		return nil
+	}
+	return &APIError{Status: e.Status, Code: e.Code, Message: e.Msg, RetryAfter: e.RetryAfter}
+}
+
+// Temporary reports whether retrying later may succeed: HTTP 429 or 5xx.
+func (e *EnvelopeError) Temporary() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// certainlyRejected reports whether the platform refused the request before
+// acting on it, so repeating a paid call is safe: 429 and 503.
+func (e *EnvelopeError) certainlyRejected() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+}
+
+// authRejected reports whether the answer refuses the token: 401 or 403.
+func (e *EnvelopeError) authRejected() bool {
+	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+}
+
+// invalidArg builds an ErrInvalidArgument error naming field.
+func invalidArg(field, rule string) error {
+	return fmt.Errorf("%w: %s %s", ErrInvalidArgument, field, rule)
+}

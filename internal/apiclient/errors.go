@@ -1,0 +1,299 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors shared by the upstream clients. Match them with errors.Is;
+// an *APIError matches the ones that describe its status or code.
+var (
+	// ErrAmbiguous marks a failure of a non-idempotent call (a paid submit)
+	// after which upstream may or may not have acted: a timeout or reset
+	// after the request was written, a 5xx other than 503, or a 2xx whose
+	// body could not be read or decoded. The underlying cause stays wrapped.
+	// An ambiguous error is neither transient nor permanent: repeating the
+	// call could pay twice, so the caller must reconcile or give up.
+	ErrAmbiguous = errors.New("apiclient: outcome unknown, upstream may have acted")
+
+	// ErrTaskTerminal is matched by an *APIError telling that a task is
+	// already succeeded, failed or cancelled (invalid_task_status).
+	ErrTaskTerminal = errors.New("apiclient: task already in a terminal status")
+
+	// ErrTaskNotFound is matched by an *APIError with HTTP status 404 from a
+	// task endpoint: upstream does not know the id.
+	ErrTaskNotFound = errors.New("apiclient: task not found")
+
+	// ErrUnauthorized is matched by an *APIError with HTTP status 401 or
+	// 403: upstream rejected the credentials.
+	ErrUnauthorized = errors.New("apiclient: credentials rejected")
+
+	// ErrMalformedResponse marks a response body that was truncated or did
+	// not have the documented shape.
+	ErrMalformedResponse = errors.New("apiclient: malformed response")
+
+	// ErrStreamIncomplete marks a stream that ended, or broke, before its
+	// final frame. Errors carrying it also match ErrAmbiguous: the stream
+	// was a paid submission that upstream has already started.
+	ErrStreamIncomplete = errors.New("apiclient: stream ended without a final frame")
+
+	// ErrInvalidArgument marks a call refused by the client before anything
+	// was sent (bad configuration, empty id, too many ids). The message
+	// names the field.
+	ErrInvalidArgument = errors.New("apiclient: invalid argument")
+)
+
+// APIError is an error answer of an upstream API: any non-2xx HTTP status.
+// When the body has the documented error shape its fields are copied;
+// otherwise Message is a short, scrubbed excerpt of the body. Strings are
+// scrubbed of credentials and URL query strings before they are stored.
+type APIError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Type is error.type, e.g. "invalid_request_error".
+	Type string
+	// Code is error.code, e.g. "invalid_parameter".
+	Code string
+	// Param is error.param, the offending field, when upstream named one.
+	Param string
+	// Message is error.message, or a short excerpt of an undocumented body.
+	Message string
+	// RequestID is the request_id upstream gave the failed call.
+	RequestID string
+	// RetryAfter is the parsed Retry-After header of the answer; zero when
+	// absent, unparseable or zero.
+	RetryAfter time.Duration
+}
+
+// Error returns a one-line description naming the status, type, code and
+// param; it never contains a credential.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiclient: upstream answered HTTP %d", e.Status)
+	if e.Type != "" {
+		b.WriteString(" " + e.Type)
+	}
+	if e.Code != "" {
+		b.WriteString(" (code " + e.Code + ")")
+	}
+	if e.Param != "" {
+		b.WriteString(" param " + e.Param)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.RequestID != "" {
+		b.WriteString(" [request_id " + e.RequestID + "]")
+	}
+	return b.String()
+}
+
+// Is reports whether e is described by target: ErrTaskTerminal for
+// invalid_task_status, ErrTaskNotFound for 404, ErrUnauthorized for 401 and
+// 403.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrTaskTerminal:
+		return e.Type == "invalid_task_status" || e.Code == "invalid_task_status"
+	case ErrTaskNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+	}
+	return false
+}
+
+// IsTransient reports whether err is worth retrying later: a network error,
+// a deadline, HTTP 429 or 5xx, or a truncated or malformed response. An
+// error matching ErrAmbiguous is never transient (retrying could pay twice),
+// nor is a cancelled context or a refused argument.
+func IsTransient(err error) bool {
+	if err == nil ||
+		errors.Is(err, ErrAmbiguous) ||
+		errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, context.Canceled) {
+		return false
+	}
+	if ae, ok := errors.AsType[*APIError](err); ok {
+		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, ErrMalformedResponse)
+}
+
+// IsPermanent reports whether err will not go away by retrying: an
+// *APIError with a 4xx status other than 429, a refused argument, or a
+// failed stream frame. An ambiguous error is not permanent either; see
+// ErrAmbiguous.
+func IsPermanent(err error) bool {
+	if err == nil || errors.Is(err, ErrAmbiguous) {
+		return false
+	}
+	if ae, ok := errors.AsType[*APIError](err); ok {
+		return ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
+	}
+	if _, ok := errors.AsType[*FrameError](err); ok {
+		return true
+	}
+	return errors.Is(err, ErrInvalidArgument)
+}
+
+// RetryAfterOf returns the Retry-After delay carried by a 429 or 503
+// *APIError in err's chain; ok is false when there is none.
+func RetryAfterOf(err error) (d time.Duration, ok bool) {
+	ae, isAPI := errors.AsType[*APIError](err)
+	if !isAPI || ae.RetryAfter <= 0 {
+		return 0, false
+	}
+	if ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	return ae.RetryAfter, true
+}
+
+// errorBody is the documented error shape (media-api section 7). Fields
+// are lenient: a number where a string is documented (error.code 422) is
+// kept as its text.
+type errorBody struct {
+	Error *struct {
+		Message looseString `json:"message"`
+		Type    looseString `json:"type"`
+		Param   looseString `json:"param"`
+		Code    looseString `json:"code"`
+	} `json:"error"`
+	RequestID looseString `json:"request_id"`
+}
+
+// looseString decodes a JSON string, number or boolean as its text and null
+// as "".
+type looseString string
+
+func (s *looseString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = looseString(v)
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v.(type) {
+	case nil:
+		*s = ""
+	case float64, bool:
+		*s = looseString(strings.TrimSpace(string(b)))
+	default:
+		return fmt.Errorf("want a string, got %s", strings.TrimSpace(string(b))[:1])
+	}
+	return nil
+}
+
+// maxExcerpt bounds the length of any upstream text put into an error.
+const maxExcerpt = 300
+
+// newAPIError builds the *APIError of a non-2xx answer. body may be nil;
+// secrets (the API key) are removed from every string kept.
+func newAPIError(status int, h http.Header, body []byte, now time.Time, secrets ...string) *APIError {
+	e := &APIError{Status: status}
+	if d, ok := RetryAfter(h, now); ok {
+		e.RetryAfter = d
+	}
+	var eb errorBody
+	if err := json.Unmarshal(body, &eb); err == nil && eb.Error != nil {
+		e.Type = scrub(string(eb.Error.Type), secrets...)
+		e.Code = scrub(string(eb.Error.Code), secrets...)
+		e.Param = scrub(string(eb.Error.Param), secrets...)
+		e.Message = scrub(string(eb.Error.Message), secrets...)
+		e.RequestID = scrub(string(eb.RequestID), secrets...)
+		return e
+	}
+	e.Message = scrub(string(body), secrets...)
+	if e.Message == "" {
+		e.Message = http.StatusText(status)
+	}
+	return e
+}
+
+var (
+	// urlRE finds URLs (any scheme) so their userinfo, query and fragment
+	// can be dropped: presigned URLs carry signatures there.
+	urlRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
+	// dataURIRE finds base64 data URIs, which are dropped for size.
+	dataURIRE = regexp.MustCompile(`data:[^,\s"']*;base64,[A-Za-z0-9+/=_-]*`)
+	// bearerRE finds bearer tokens echoed by a server or proxy.
+	bearerRE = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
+	// credRE finds credential-looking key=value or "key": "value" pairs.
+	credRE = regexp.MustCompile(`(?i)((?:token|api[_-]?key|secret|password|signature|authorization|credential)["']?\s*[:=]\s*["']?)[^\s"',;&}]+`)
+)
+
+// scrub turns upstream text into something safe to put into an error: one
+// line, at most maxExcerpt bytes, with secrets, URL userinfo and query
+// strings, data URIs and credential-looking key/value pairs removed.
+func scrub(s string, secrets ...string) string {
+	if s == "" {
+		return ""
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "?")
+	}
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	s = dataURIRE.ReplaceAllString(s, "data:[omitted]")
+	s = urlRE.ReplaceAllStringFunc(s, scrubURL)
+	s = bearerRE.ReplaceAllString(s, "${1}[redacted]")
+	s = credRE.ReplaceAllString(s, "${1}[redacted]")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) > maxExcerpt {
+		cut := maxExcerpt
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// scrubURL drops the userinfo, query and fragment of one URL-looking token.
+func scrubURL(u string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	end := strings.IndexAny(rest, "?#")
+	tail := ""
+	if end >= 0 {
+		rest, tail = rest[:end], "?[redacted]"
+	}
+	host, path, hasPath := strings.Cut(rest, "/")
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		host = "[redacted]@" + host[at+1:]
+	}
+	if hasPath {
+		host += "/" + path
+	}
+	return scheme + "://" + host + tail
+}

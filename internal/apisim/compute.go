@@ -1,0 +1,421 @@
+package apisim
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Endpoint names of the compute simulator, for Faults.Set and the
+// "requests:<endpoint>:<status>" counters.
+const (
+	EndpointComputeTokens   = "compute.tokens"
+	EndpointComputeCenter   = "compute.center"
+	EndpointComputeUpload   = "compute.upload"
+	EndpointComputeCluster  = "compute.cluster"
+	EndpointComputeQueues   = "compute.queues"
+	EndpointComputeSubmit   = "compute.submit"
+	EndpointComputeJob      = "compute.job"
+	EndpointComputeDownload = "compute.download"
+)
+
+// Envelope codes the compute simulator answers with. The platform's own
+// codes are not documented; these are the simulator's choice.
+const (
+	// ComputeCodeBadCredentials: the token call's user, password or orgid
+	// is wrong (HTTP 401).
+	ComputeCodeBadCredentials = "10001"
+	// ComputeCodeBadToken: the token header is missing, unknown, replaced
+	// or used up (HTTP 401).
+	ComputeCodeBadToken = "10002"
+	// ComputeCodeInvalid: a parameter is missing or wrong; msg names it
+	// (HTTP 200).
+	ComputeCodeInvalid = "20001"
+	// ComputeCodeNotFound: the file or job does not exist (HTTP 200).
+	ComputeCodeNotFound = "20002"
+	// ComputeCodeExists: an upload without cover hit an existing file
+	// (HTTP 200).
+	ComputeCodeExists = "20003"
+	// ComputeCodeInternal: the simulator itself failed (HTTP 500).
+	ComputeCodeInternal = "50001"
+)
+
+// ComputeConfig configures the compute platform simulator. Fields are in a
+// stable order.
+type ComputeConfig struct {
+	// User, Password and OrgID are the credentials the token call must
+	// carry; User is also the cluster user (clusterUserInfo.userName).
+	// Empty values accept any non-empty header. Defaults to "".
+	User, Password, OrgID string
+	// BaseURL is the scheme://host[:port] the center lists as efile and
+	// hpc address. Defaults to "", which builds it from the request's Host
+	// (and TLS state).
+	BaseURL string
+	// QueuedFor is how long a job stays queued after submit. Defaults to
+	// 1s; a script's "#SIM queuedfor" overrides it per job.
+	QueuedFor time.Duration
+	// RunFor is how long a job runs. Defaults to 3s; a script's
+	// "#SIM runfor" overrides it per job.
+	RunFor time.Duration
+	// FailureRate is the probability in [0, 1] that a job whose script
+	// does not exit explicitly ends with exit code 1. Defaults to 0.
+	FailureRate float64
+	// TokenMaxUses is how many authenticated requests a token serves
+	// before it expires (HTTP 401, code ComputeCodeBadToken); the next
+	// token call hands out a new one. Defaults to 0, unlimited.
+	TokenMaxUses int
+	// Now reads the clock that moves jobs along. Defaults to time.Now.
+	Now func() time.Time
+	// Root is the directory holding the simulated cluster file system
+	// (cluster path /a/b is Root/a/b; both clusters share it). Defaults to
+	// "", a new temporary directory that Close removes.
+	Root string
+	// DeadURL, when set, is listed first (enabled) in efileUrls and
+	// hpcUrls, e.g. the address of a closed listener, to exercise
+	// failover. Defaults to "".
+	DeadURL string
+}
+
+func (c ComputeConfig) withDefaults() ComputeConfig {
+	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
+	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// simCluster is one simulated cluster with its job scheduler.
+type simCluster struct {
+	id, name    string
+	schedID     int64
+	schedType   string
+	token       string // the current token; "" before the first token call
+	tokenUses   int
+	queues      []simQueue
+	schedName   string
+	managerAddr string
+}
+
+// simQueue is one queue and its limits.
+type simQueue struct {
+	name     string
+	maxNodes int
+	maxPPN   int
+	maxWall  time.Duration
+}
+
+// Compute simulates the compute platform (spec/compute-api.md): tokens for
+// two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
+// "1002" with scheduler 2002, both with queues "debug" and "normal"), the
+// center, file upload and download on a real directory tree, the cluster
+// and queue lists, job submission (template BASIC/BASE) and job details.
+// Safe for concurrent use.
+//
+// Failure shapes (the platform's are not documented): bad credentials
+// and bad tokens answer HTTP 401 with an error envelope; every other
+// refusal answers HTTP 200 with an error envelope (the ComputeCode*
+// codes); injected faults answer their status with an envelope whose code
+// is the status.
+//
+// # Jobs
+//
+// A submitted job is queued for QueuedFor, runs for RunFor and then
+// completes (jobStatus statQ/QUEUED, statR/RUNNING, statC/COMPLETED with
+// jobEndTime and exitCode), computed lazily from the clock whenever a
+// request or File looks. Its scheduler script (GAP_SCHED_FILE, read at
+// submit) drives it. Lines are trimmed; other lines (the shebang,
+// #SBATCH/#PBS headers, other commands) are ignored.
+//
+// Read at submit, anywhere in the script:
+//
+//	#SIM queuedfor <duration>   stay queued this long (Go duration, e.g. 90s)
+//	#SIM runfor <duration>      run this long
+//	#SIM vanish                 disappear when the run ends: job details
+//	                            then answer not found, no files are written
+//
+// Executed in order when the run ends (relative paths are relative to the
+// job's work directory, GAP_WORK_DIR or the script's directory):
+//
+//	echo <text>                 append <text> and a newline to stdout
+//	#SIM stderr <text>          append <text> and a newline to stderr
+//	#SIM output <path> <size>   write a file of <size> bytes (suffix K, M or
+//	                            G for KiB, MiB, GiB) with ComputeOutputBytes
+//	cp <src> <dst>              copy a file (into <dst> if it is a directory);
+//	                            a missing source writes a message to stderr
+//	                            and ends the script with exit code 1
+//	exit <code>                 end the script with <code>
+//	#SIM exit <code>            the same
+//
+// A script that does not exit explicitly ends with 0, or with 1 at
+// probability FailureRate. stdout and stderr go to GAP_STD_OUT_FILE and
+// GAP_STD_ERR_FILE, by default <work_dir>/<job name>.o<job id> and
+// .e<job id> (reported as outputPath and errorPath); both are always
+// written when the job completes.
+type Compute struct {
+	cfg      ComputeConfig
+	mux      *http.ServeMux
+	faults   Faults
+	counters Counters
+
+	root    string
+	rootErr error
+	ownRoot bool
+
+	mu       sync.Mutex
+	clusters []*simCluster
+	jobs     map[string]*simJob
+	nextJob  int64
+	submits  map[string]int64
+}
+
+// NewCompute returns a compute simulator. When cfg.Root is empty it creates
+// a temporary directory (remove it with Close); if that fails, every file
+// operation answers ComputeCodeInternal.
+func NewCompute(cfg ComputeConfig) *Compute {
+	c := &Compute{
+		cfg:     cfg.withDefaults(),
+		jobs:    make(map[string]*simJob),
+		nextJob: 4000,
+		submits: make(map[string]int64),
+	}
+	c.root = cfg.Root
+	if c.root == "" {
+		c.root, c.rootErr = os.MkdirTemp("", "apisim-compute-")
+		c.ownRoot = c.rootErr == nil
+	}
+	c.clusters = []*simCluster{
+		{id: "1001", name: "cluster-a", schedID: 2001, schedType: "SLURM", schedName: "slurm-a", managerAddr: "10.0.0.11", queues: defaultQueues()},
+		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
+	}
+	mux := http.NewServeMux()
+	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
+	c.handle(mux, "GET /ac/openapi/v2/center", EndpointComputeCenter, c.center)
+	c.handle(mux, "POST /efile/openapi/v2/file/upload", EndpointComputeUpload, c.upload)
+	c.handle(mux, "GET /efile/openapi/v2/file/download", EndpointComputeDownload, c.download)
+	c.handle(mux, "GET /hpc/openapi/v2/cluster", EndpointComputeCluster, c.cluster)
+	c.handle(mux, "GET /hpc/openapi/v2/queuenames/users/{user}", EndpointComputeQueues, c.queues)
+	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
+	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
+	c.mux = mux
+	return c
+}
+
+func defaultQueues() []simQueue {
+	return []simQueue{
+		{name: "debug", maxNodes: 2, maxPPN: 32, maxWall: 30 * time.Minute},
+		{name: "normal", maxNodes: 16, maxPPN: 64, maxWall: 72 * time.Hour},
+	}
+}
+
+// ServeHTTP serves /ac/openapi/v2/, /efile/openapi/v2/ and /hpc/openapi/v2/.
+func (c *Compute) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// Faults returns the simulator's fault settings (endpoint names are the
+// EndpointCompute* constants).
+func (c *Compute) Faults() *Faults { return &c.faults }
+
+// Counters returns what the simulator counted:
+// "requests:<endpoint>:<status>" per answered request,
+// "submits:<job name>" per accepted submission, "jobs:<phase>" per job
+// that reached queued, running, succeeded, failed or vanished (as
+// observed by a later request), and "bytes:compute.upload" for the file
+// bytes received so far.
+func (c *Compute) Counters() *Counters { return &c.counters }
+
+// SubmitCount returns how many submissions of a job named jobName
+// (GAP_JOB_NAME) were accepted: more than one means a job was paid twice.
+func (c *Compute) SubmitCount(jobName string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.submits[jobName]
+}
+
+// Root returns the directory holding the simulated file system.
+func (c *Compute) Root() string { return c.root }
+
+// Close removes the temporary directory NewCompute created, if any.
+func (c *Compute) Close() error {
+	if !c.ownRoot {
+		return nil
+	}
+	return os.RemoveAll(c.root)
+}
+
+// handle registers h under pattern with the endpoint's faults and request
+// counter around it.
+func (c *Compute) handle(mux *http.ServeMux, pattern, endpoint string, h http.HandlerFunc) {
+	wrapped := c.faults.Wrap(endpoint, c.writeFaultError, h)
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			c.counters.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1)
+		}()
+		wrapped(sw, r)
+	})
+}
+
+// envelope is the code/msg/data wrapper of every JSON answer.
+type envelope struct {
+	Code string `json:"code"`
+	Msg  string `json:"msg"`
+	Data any    `json:"data"`
+}
+
+func writeOK(w http.ResponseWriter, data any) {
+	writeJSON(w, http.StatusOK, envelope{Code: "0", Msg: "success", Data: data})
+}
+
+func writeEnvelopeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, envelope{Code: code, Msg: msg})
+}
+
+// writeFaultError is the body of an injected 429 or 5xx.
+func (c *Compute) writeFaultError(w http.ResponseWriter, status int) {
+	writeEnvelopeError(w, status, strconv.Itoa(status), "simulated "+http.StatusText(status))
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// tokenUsable reports whether cl's current token may serve another request.
+func (c *Compute) tokenUsable(cl *simCluster) bool {
+	return cl.token != "" && (c.cfg.TokenMaxUses <= 0 || cl.tokenUses < c.cfg.TokenMaxUses)
+}
+
+// tokens answers the token call: the current token of every cluster, a new
+// one where there is none or it is used up.
+func (c *Compute) tokens(w http.ResponseWriter, r *http.Request) {
+	user, pass, org := r.Header.Get("user"), r.Header.Get("password"), r.Header.Get("orgid")
+	if !credOK(c.cfg.User, user) || !credOK(c.cfg.Password, pass) || !credOK(c.cfg.OrgID, org) {
+		writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadCredentials, "user, password or orgid is wrong")
+		return
+	}
+	c.mu.Lock()
+	out := make([]map[string]string, 0, len(c.clusters))
+	for _, cl := range c.clusters {
+		if !c.tokenUsable(cl) {
+			cl.token, cl.tokenUses = newToken(), 0
+		}
+		out = append(out, map[string]string{"clusterId": cl.id, "clusterName": cl.name, "token": cl.token})
+	}
+	c.mu.Unlock()
+	writeOK(w, out)
+}
+
+func credOK(want, got string) bool { return got != "" && (want == "" || want == got) }
+
+// authorize checks the token header, counts one use, and returns the
+// token's cluster; on failure it has answered 401.
+func (c *Compute) authorize(w http.ResponseWriter, r *http.Request) (*simCluster, bool) {
+	tok := r.Header.Get("token")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.clusters {
+		if tok != "" && tok == cl.token && c.tokenUsable(cl) {
+			cl.tokenUses++
+			return cl, true
+		}
+	}
+	writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadToken, "token is missing, invalid or expired")
+	return nil, false
+}
+
+// baseURL is the address the center lists for efile and hpc.
+func (c *Compute) baseURL(r *http.Request) string {
+	if c.cfg.BaseURL != "" {
+		return c.cfg.BaseURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// center answers the center call. efileUrls lists a disabled address
+// before the simulator's own, and DeadURL (if set) first of all.
+func (c *Compute) center(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.authorize(w, r); !ok {
+		return
+	}
+	base := c.baseURL(r)
+	efile := []map[string]string{
+		{"nodeName": "efile-off", "enable": "false", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": "http://efile-disabled.invalid"},
+		{"nodeName": "efile-1", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": base},
+	}
+	hpc := []map[string]string{{"enable": "true", "isManagerNode": "true", "version": "v2", "url": base}}
+	if c.cfg.DeadURL != "" {
+		efile = append([]map[string]string{{"nodeName": "efile-dead", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": c.cfg.DeadURL}}, efile...)
+		hpc = append([]map[string]string{{"enable": "true", "isManagerNode": "false", "version": "v2", "url": c.cfg.DeadURL}}, hpc...)
+	}
+	writeOK(w, map[string]any{
+		"id":          1,
+		"name":        "sim-center",
+		"description": "simulated compute center",
+		"clusterUserInfo": map[string]string{
+			"userName": c.clusterUser(),
+			"homePath": "/public/home/" + c.clusterUser(),
+		},
+		"ingressUrls":    []map[string]string{{"enable": "true", "isManagerNode": "true", "version": "v2", "url": base}},
+		"efileUrls":      efile,
+		"eshellUrls":     []map[string]string{},
+		"hpcUrls":        hpc,
+		"aiUrls":         []map[string]string{},
+		"eshellSshHosts": []map[string]string{},
+	})
+}
+
+// clusterUser is the platform user of the center.
+func (c *Compute) clusterUser() string { return cmp.Or(c.cfg.User, "simuser") }
+
+// cluster answers the scheduler list of the token's cluster.
+func (c *Compute) cluster(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	writeOK(w, []map[string]any{{
+		"id":             cl.schedID,
+		"text":           cl.schedName,
+		"JobManagerAddr": cl.managerAddr,
+		"JobManagerType": cl.schedType,
+		"JobManagerPort": "6817",
+	}})
+}
+
+// queues answers the queues of the token's cluster for its user.
+func (c *Compute) queues(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	if user := r.PathValue("user"); user != c.clusterUser() {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "user_name "+strconv.Quote(user)+" is not a user of this cluster")
+		return
+	}
+	if id := r.URL.Query().Get("strJobManagerID"); id != strconv.FormatInt(cl.schedID, 10) {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "strJobManagerID "+strconv.Quote(id)+" is not a scheduler of this cluster")
+		return
+	}
+	out := make([]map[string]string, 0, len(cl.queues))
+	for _, q := range cl.queues {
+		out = append(out, map[string]string{
+			"queueName": q.name, "id": q.name, "text": q.name,
+			"queNodes": "16", "queFreeNodes": "8", "queNcpus": "1024", "queFreeNcpus": "512",
+			"queMaxNcpus": strconv.Itoa(q.maxNodes * q.maxPPN), "queMaxNgpus": "-1", "queMaxNdcus": "-1",
+			"queMaxNmlus": "-1", "queMaxNodect": strconv.Itoa(q.maxNodes), "queMaxPPN": strconv.Itoa(q.maxPPN),
+			"queMaxGpuPN": "-1", "queMaxDcuPN": "-1", "queMaxWalltime": formatHMS(q.maxWall),
+			"queChargeRate": "1.0", "aclHosts": "node01,node02",
+		})
+	}
+	writeOK(w, out)
+}

@@ -1,0 +1,213 @@
+package apisim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ComputeOutputBytes returns the content a "#SIM output <path> <size>"
+// directive writes: a deterministic pseudo-random stream of size bytes
+// keyed by the cleaned cluster path, so tests can compare a download
+// without keeping the file.
+func ComputeOutputBytes(clusterPath string, size int64) io.Reader {
+	return ResultBytes("compute-output:"+path.Clean(clusterPath), 0, size)
+}
+
+// hostPath maps an absolute cluster path into Root; ".." cannot climb
+// above Root.
+func (c *Compute) hostPath(p string) (string, error) {
+	if c.rootErr != nil {
+		return "", fmt.Errorf("file system unavailable: %w", c.rootErr)
+	}
+	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path %q is not an absolute path", p)
+	}
+	return filepath.Join(c.root, filepath.FromSlash(path.Clean(p))), nil
+}
+
+// File returns the content of the cluster file at clusterPath, for tests
+// (read whole: keep it to small files). Jobs due to finish are finished
+// first, so their outputs are visible.
+func (c *Compute) File(clusterPath string) ([]byte, bool) {
+	c.settle(c.cfg.Now())
+	hp, err := c.hostPath(clusterPath)
+	if err != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(hp)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// maxFormField bounds the non-file fields of an upload.
+const maxFormField = 64 << 10
+
+// upload stores the multipart field "file" as <path>/<file name>. The file
+// is streamed to a temporary file next to its target and renamed into
+// place, so a broken upload leaves nothing behind. cover "true" or "1"
+// overwrites; the target directory is created if missing.
+func (c *Compute) upload(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.authorize(w, r); !ok {
+		return
+	}
+	if c.rootErr != nil {
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "file system unavailable")
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "body must be multipart/form-data")
+		return
+	}
+	var (
+		dir, cover, name string
+		tmp              *os.File
+		sawFile          bool
+	)
+	defer func() {
+		if tmp != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "broken multipart body")
+			return
+		}
+		switch part.FormName() {
+		case "path", "cover":
+			b, err := io.ReadAll(io.LimitReader(part, maxFormField))
+			if err != nil {
+				writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "broken multipart body")
+				return
+			}
+			if part.FormName() == "path" {
+				dir = string(b)
+			} else {
+				cover = string(b)
+			}
+		case "file":
+			if sawFile {
+				writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "more than one file part")
+				return
+			}
+			sawFile, name = true, part.FileName()
+			staging, err := c.hostPath("/.apisim-upload")
+			if err == nil {
+				err = os.MkdirAll(staging, 0o755)
+			}
+			if err == nil {
+				tmp, err = os.CreateTemp(staging, "part-")
+			}
+			if err != nil {
+				writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot stage the upload")
+				return
+			}
+			if _, err := io.Copy(&countingWriter{w: tmp, c: &c.counters}, part); err != nil {
+				writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "broken multipart body")
+				return
+			}
+		}
+		_ = part.Close()
+	}
+	switch {
+	case !sawFile:
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "file is required")
+		return
+	case dir == "":
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path is required")
+		return
+	case name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == "..":
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "file name "+strconv.Quote(name)+" is not a plain file name")
+		return
+	}
+	hdir, err := c.hostPath(dir)
+	if err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path "+strconv.Quote(dir)+" is not an absolute path")
+		return
+	}
+	target := filepath.Join(hdir, name)
+	overwrite := strings.EqualFold(cover, "true") || cover == "1"
+	if _, err := os.Stat(target); err == nil && !overwrite {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeExists, "file "+path.Join(dir, name)+" exists and cover is not true")
+		return
+	}
+	if err := os.MkdirAll(hdir, 0o755); err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "cannot create directory "+dir)
+		return
+	}
+	if err := tmp.Close(); err != nil {
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot store the upload")
+		return
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot store the upload")
+		return
+	}
+	tmp = nil
+	writeOK(w, nil)
+}
+
+// countingWriter adds every byte written to "bytes:compute.upload", so a
+// test can watch an upload arrive while it is still being sent.
+type countingWriter struct {
+	w io.Writer
+	c *Counters
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.c.Add("bytes:"+EndpointComputeUpload, int64(n))
+	return n, err
+}
+
+// download streams the file named by the query parameter path
+// (URL-decoded) as application/octet-stream with its Content-Length. A
+// missing file answers an error envelope (HTTP 200, application/json).
+func (c *Compute) download(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.authorize(w, r); !ok {
+		return
+	}
+	c.settle(c.cfg.Now())
+	p := r.URL.Query().Get("path")
+	hp, err := c.hostPath(p)
+	if err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path must be an absolute path")
+		return
+	}
+	f, err := os.Open(hp)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "file "+p+" not found")
+			return
+		}
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot open the file")
+		return
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "file "+p+" not found")
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(filepath.Base(hp)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
+}

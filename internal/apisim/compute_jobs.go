@@ -1,0 +1,499 @@
+package apisim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// jobTimeLayout is how the simulator writes job times.
+const jobTimeLayout = "2006-01-02 15:04:05"
+
+// maxScriptBytes bounds a scheduler script.
+const maxScriptBytes = 1 << 20
+
+// maxOutputBytes bounds one "#SIM output" file.
+const maxOutputBytes = 16 << 30
+
+// Job phases of the simulator (the "jobs:<phase>" counters).
+const (
+	simQueued    = "queued"
+	simRunning   = "running"
+	simSucceeded = "succeeded"
+	simFailed    = "failed"
+	simVanished  = "vanished"
+)
+
+// simJob is one submitted job.
+type simJob struct {
+	id, name, queue   string
+	cluster           *simCluster
+	workDir, script   string
+	stdout, stderr    string
+	nodes, ppn        int
+	wall              string
+	submitType        string
+	lines             []string
+	submitAt          time.Time
+	queuedFor, runFor time.Duration
+	vanish            bool
+
+	phase    string
+	exitCode int
+}
+
+func (j *simJob) startAt() time.Time { return j.submitAt.Add(j.queuedFor) }
+func (j *simJob) endAt() time.Time   { return j.startAt().Add(j.runFor) }
+
+var wallTimeRE = regexp.MustCompile(`^(\d{2,}):([0-5]\d):([0-5]\d)$`)
+
+// parseHMS reads HH:MM:SS.
+func parseHMS(s string) (time.Duration, bool) {
+	m := wallTimeRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	h, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	se, _ := strconv.Atoi(m[3])
+	return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(se)*time.Second, true
+}
+
+func formatHMS(d time.Duration) string {
+	s := int64(d / time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// submitBody is the submit call's body.
+type submitBody struct {
+	StrJobManagerID string         `json:"strJobManagerID"`
+	MapAppJobInfo   map[string]any `json:"mapAppJobInfo"`
+}
+
+// submit validates a job and queues it. Only the template BASIC/BASE is
+// known.
+func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	invalid := func(format string, args ...any) {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, fmt.Sprintf(format, args...))
+	}
+	if t, n := r.PathValue("type"), r.PathValue("name"); t != "BASIC" || n != "BASE" {
+		invalid("unknown app template %s/%s", t, n)
+		return
+	}
+	var body submitBody
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	if err := dec.Decode(&body); err != nil {
+		invalid("body is not a JSON object with strJobManagerID and mapAppJobInfo")
+		return
+	}
+	if body.StrJobManagerID != strconv.FormatInt(cl.schedID, 10) {
+		invalid("strJobManagerID %q is not the scheduler of cluster %s", body.StrJobManagerID, cl.name)
+		return
+	}
+	info := body.MapAppJobInfo
+	str := func(key string) (string, error) {
+		v, ok := info[key]
+		if !ok || v == nil {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", fmt.Errorf("%s must be a string", key)
+		}
+		return s, nil
+	}
+	get := map[string]string{}
+	for _, k := range []string{"GAP_JOB_NAME", "GAP_QUEUE", "GAP_NNODE", "GAP_PPN", "GAP_WALL_TIME", "GAP_SCHED_FILE",
+		"GAP_WORK_DIR", "GAP_STD_OUT_FILE", "GAP_STD_ERR_FILE", "GAP_SUBMIT_TYPE", "GAP_CLUSTER_ID",
+		"GAP_NODE_TYPE", "GAP_MULTI_SUB", "GAP_JOB_MEM", "GAP_NGPU", "GAP_NDCU"} {
+		s, err := str(k)
+		if err != nil {
+			invalid("%v", err)
+			return
+		}
+		get[k] = s
+	}
+	for _, k := range []string{"GAP_JOB_NAME", "GAP_QUEUE", "GAP_NNODE", "GAP_PPN", "GAP_WALL_TIME", "GAP_SCHED_FILE"} {
+		if get[k] == "" {
+			invalid("%s is required", k)
+			return
+		}
+	}
+	if v, ok := info["GAP_GUI"]; ok && v != nil {
+		if _, isNum := v.(float64); !isNum {
+			invalid("GAP_GUI must be an integer")
+			return
+		}
+	}
+	if v, ok := info["advance"]; ok && v != nil {
+		if _, isBool := v.(bool); !isBool {
+			invalid("advance must be a boolean")
+			return
+		}
+	}
+	if id := get["GAP_CLUSTER_ID"]; id != "" && id != cl.id {
+		invalid("GAP_CLUSTER_ID %q is not this cluster (%s)", id, cl.id)
+		return
+	}
+	var queue *simQueue
+	for i := range cl.queues {
+		if cl.queues[i].name == get["GAP_QUEUE"] {
+			queue = &cl.queues[i]
+		}
+	}
+	if queue == nil {
+		invalid("GAP_QUEUE %q is not a queue of cluster %s", get["GAP_QUEUE"], cl.name)
+		return
+	}
+	nodes, err := strconv.Atoi(get["GAP_NNODE"])
+	if err != nil || nodes < 1 || nodes > queue.maxNodes {
+		invalid("GAP_NNODE must be an integer in [1, %d] for queue %s", queue.maxNodes, queue.name)
+		return
+	}
+	ppn, err := strconv.Atoi(get["GAP_PPN"])
+	if err != nil || ppn < 1 || ppn > queue.maxPPN {
+		invalid("GAP_PPN must be an integer in [1, %d] for queue %s", queue.maxPPN, queue.name)
+		return
+	}
+	wall, ok := parseHMS(get["GAP_WALL_TIME"])
+	if !ok {
+		invalid("GAP_WALL_TIME must have the shape HH:MM:SS")
+		return
+	}
+	if wall <= 0 || wall > queue.maxWall {
+		invalid("GAP_WALL_TIME must be in (00:00:00, %s] for queue %s", formatHMS(queue.maxWall), queue.name)
+		return
+	}
+	schedPath := get["GAP_SCHED_FILE"]
+	hp, err := c.hostPath(schedPath)
+	if err != nil {
+		invalid("GAP_SCHED_FILE must be an absolute path")
+		return
+	}
+	f, err := os.Open(hp)
+	if err != nil {
+		invalid("GAP_SCHED_FILE %s does not exist", schedPath)
+		return
+	}
+	script, err := io.ReadAll(io.LimitReader(f, maxScriptBytes+1))
+	_ = f.Close()
+	if err != nil || len(script) > maxScriptBytes {
+		invalid("GAP_SCHED_FILE %s is not a readable script of at most 1 MiB", schedPath)
+		return
+	}
+	workDir := get["GAP_WORK_DIR"]
+	if workDir == "" {
+		workDir = path.Dir(path.Clean(schedPath))
+	}
+	if !strings.HasPrefix(workDir, "/") {
+		invalid("GAP_WORK_DIR must be an absolute path")
+		return
+	}
+	job := &simJob{
+		name: get["GAP_JOB_NAME"], queue: queue.name, cluster: cl,
+		workDir: path.Clean(workDir), script: schedPath, nodes: nodes, ppn: ppn,
+		wall: get["GAP_WALL_TIME"], submitType: get["GAP_SUBMIT_TYPE"],
+		lines:     strings.Split(strings.ReplaceAll(string(script), "\r\n", "\n"), "\n"),
+		queuedFor: c.cfg.QueuedFor, runFor: c.cfg.RunFor,
+		phase: simQueued,
+	}
+	if err := job.readHeaders(); err != nil {
+		invalid("GAP_SCHED_FILE %s: %v", schedPath, err)
+		return
+	}
+	c.mu.Lock()
+	c.nextJob++
+	job.id = strconv.FormatInt(c.nextJob, 10)
+	job.submitAt = c.cfg.Now()
+	job.stdout = job.resolve(cmpStr(get["GAP_STD_OUT_FILE"], job.name+".o"+job.id))
+	job.stderr = job.resolve(cmpStr(get["GAP_STD_ERR_FILE"], job.name+".e"+job.id))
+	c.jobs[job.id] = job
+	c.submits[job.name]++
+	c.mu.Unlock()
+	c.counters.Add("submits:"+job.name, 1)
+	c.counters.Add("jobs:"+simQueued, 1)
+	writeOK(w, job.id)
+}
+
+func cmpStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// resolve makes p absolute against the job's work directory.
+func (j *simJob) resolve(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p)
+	}
+	return path.Join(j.workDir, p)
+}
+
+// readHeaders applies the submit-time directives.
+func (j *simJob) readHeaders() error {
+	for _, line := range j.lines {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "#SIM" {
+			continue
+		}
+		switch f[1] {
+		case "queuedfor", "runfor":
+			if len(f) != 3 {
+				return fmt.Errorf("#SIM %s takes one duration", f[1])
+			}
+			d, err := time.ParseDuration(f[2])
+			if err != nil || d < 0 {
+				return fmt.Errorf("#SIM %s: %q is not a duration", f[1], f[2])
+			}
+			if f[1] == "queuedfor" {
+				j.queuedFor = d
+			} else {
+				j.runFor = d
+			}
+		case "vanish":
+			j.vanish = true
+		}
+	}
+	return nil
+}
+
+// settle moves every job to the phase its times call for at now, running
+// the scripts of the jobs whose run ended.
+func (c *Compute) settle(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, j := range c.jobs {
+		if j.phase == simQueued && !now.Before(j.startAt()) {
+			j.phase = simRunning
+			c.counters.Add("jobs:"+simRunning, 1)
+		}
+		if j.phase != simRunning || now.Before(j.endAt()) {
+			continue
+		}
+		if j.vanish {
+			delete(c.jobs, id)
+			c.counters.Add("jobs:"+simVanished, 1)
+			continue
+		}
+		j.exitCode = c.run(j)
+		j.phase = simSucceeded
+		if j.exitCode != 0 {
+			j.phase = simFailed
+		}
+		c.counters.Add("jobs:"+j.phase, 1)
+	}
+}
+
+var sizeRE = regexp.MustCompile(`^(\d+)([KMG]?)$`)
+
+// parseSize reads <n>[K|M|G].
+func parseSize(s string) (int64, bool) {
+	m := sizeRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	switch m[2] {
+	case "K":
+		n <<= 10
+	case "M":
+		n <<= 20
+	case "G":
+		n <<= 30
+	}
+	return n, n >= 0 && n <= maxOutputBytes
+}
+
+// run executes j's script body and writes its stdout and stderr; it
+// returns the exit code.
+func (c *Compute) run(j *simJob) int {
+	var stdout, stderr strings.Builder
+	fmt.Fprintf(&stdout, "apisim: job %s (%s) on %s, queue %s, %d node(s) x %d\n", j.id, j.name, j.cluster.name, j.queue, j.nodes, j.ppn)
+	code, explicit := 0, false
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(&stderr, format+"\n", args...)
+		code, explicit = 1, true
+	}
+lines:
+	for _, line := range j.lines {
+		line = strings.TrimSpace(line)
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch {
+		case f[0] == "echo":
+			stdout.WriteString(strings.TrimSpace(strings.TrimPrefix(line, "echo")) + "\n")
+		case f[0] == "exit" || (f[0] == "#SIM" && len(f) > 1 && f[1] == "exit"):
+			args := f[1:]
+			if f[0] == "#SIM" {
+				args = f[2:]
+			}
+			n := 0
+			if len(args) > 0 {
+				v, err := strconv.Atoi(args[0])
+				if err != nil {
+					v = 2
+					fmt.Fprintf(&stderr, "exit: %s: numeric argument required\n", args[0])
+				}
+				n = v
+			}
+			code, explicit = n, true
+			break lines
+		case f[0] == "cp" && len(f) == 3:
+			if err := c.copyFile(j.resolve(f[1]), j.resolve(f[2])); err != nil {
+				fail("cp: %v", err)
+				break lines
+			}
+		case f[0] == "#SIM" && len(f) > 1 && f[1] == "stderr":
+			stderr.WriteString(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "#SIM")), "stderr")) + "\n")
+		case f[0] == "#SIM" && len(f) > 1 && f[1] == "output":
+			if len(f) != 4 {
+				fail("#SIM output takes a path and a size")
+				break lines
+			}
+			size, ok := parseSize(f[3])
+			if !ok {
+				fail("#SIM output: bad size %q", f[3])
+				break lines
+			}
+			if err := c.writeFile(j.resolve(f[2]), ComputeOutputBytes(j.resolve(f[2]), size)); err != nil {
+				fail("#SIM output: %v", err)
+				break lines
+			}
+		}
+	}
+	if !explicit && c.cfg.FailureRate > 0 && rand.Float64() < c.cfg.FailureRate {
+		code = 1
+		stderr.WriteString("apisim: simulated failure\n")
+	}
+	_ = c.writeFile(j.stdout, strings.NewReader(stdout.String()))
+	_ = c.writeFile(j.stderr, strings.NewReader(stderr.String()))
+	return code
+}
+
+// writeFile stores r at the cluster path p, creating directories.
+func (c *Compute) writeFile(p string, r io.Reader) error {
+	hp, err := c.hostPath(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+		return fmt.Errorf("cannot create directory of %s", p)
+	}
+	f, err := os.Create(hp)
+	if err != nil {
+		return fmt.Errorf("cannot create %s", p)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("cannot write %s", p)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot write %s", p)
+	}
+	return nil
+}
+
+// copyFile copies the cluster file src to dst (into dst when it is a
+// directory).
+func (c *Compute) copyFile(src, dst string) error {
+	hs, err := c.hostPath(src)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(hs)
+	if err != nil {
+		return fmt.Errorf("cannot stat '%s': No such file or directory", src)
+	}
+	defer func() { _ = in.Close() }()
+	if st, err := in.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("'%s' is not a regular file", src)
+	}
+	if hd, err := c.hostPath(dst); err == nil {
+		if st, err := os.Stat(hd); err == nil && st.IsDir() {
+			dst = path.Join(dst, path.Base(src))
+		}
+	}
+	return c.writeFile(dst, in)
+}
+
+// job answers the details of a job of the token's cluster.
+func (c *Compute) job(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	now := c.cfg.Now()
+	c.settle(now)
+	id := r.PathValue("id")
+	c.mu.Lock()
+	j, found := c.jobs[id]
+	var view map[string]any
+	if found && j.cluster == cl {
+		view = c.jobView(j, now)
+	}
+	c.mu.Unlock()
+	if view == nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "job "+id+" not found")
+		return
+	}
+	writeOK(w, view)
+}
+
+// jobView renders a job detail (spec 2.6). The caller holds c.mu.
+func (c *Compute) jobView(j *simJob, now time.Time) map[string]any {
+	status, state := "statQ", "QUEUED"
+	var (
+		start, runTime    string
+		end, exit, cpu    any
+		procUsed, nodeStr = 0, ""
+	)
+	switch j.phase {
+	case simRunning:
+		status, state = "statR", "RUNNING"
+		start, runTime = j.startAt().Format(jobTimeLayout), formatHMS(now.Sub(j.startAt()))
+		procUsed, nodeStr = j.nodes*j.ppn, "sim-node01"
+		cpu = formatHMS(now.Sub(j.startAt()) * time.Duration(j.nodes*j.ppn))
+	case simSucceeded, simFailed:
+		status, state = "statC", "COMPLETED"
+		start, runTime = j.startAt().Format(jobTimeLayout), formatHMS(j.runFor)
+		procUsed, nodeStr = j.nodes*j.ppn, "sim-node01"
+		end, exit = j.endAt().Format(jobTimeLayout), strconv.Itoa(j.exitCode)
+		cpu = formatHMS(j.runFor * time.Duration(j.nodes*j.ppn))
+	}
+	return map[string]any{
+		"jobId": j.id, "jobName": j.name, "jobStatus": status, "queue": j.queue,
+		"user": c.clusterUser(), "jobSubmitTime": j.submitAt.Format(jobTimeLayout),
+		"jobStartTime": start, "jobEndTime": end, "exitCode": exit,
+		"nodeUsed": nodeStr, "procNumUsed": procUsed, "gpuNumUsed": 0, "dcuNumUsed": nil,
+		"memUsed": "0", "cpuTimeUsed": cpu, "jobRunTime": runTime, "walltimeReq": j.wall,
+		"nodeNumReq": j.nodes, "procNumReq": j.nodes * j.ppn, "gpuNumReq": 0, "dcuNumReq": nil,
+		"workDir": j.workDir, "errorPath": j.stderr, "outputPath": j.stdout,
+		"priority": "0", "account": nil, "appType": "BASIC", "scale": nil, "jobVncSessionInfo": nil,
+		"jobInitAttr": map[string]string{
+			"JobState": state, "Queue": j.queue, "Job_Name": j.name,
+			"Resource_List.nodect": strconv.Itoa(j.nodes), "Resource_List.walltime": j.wall,
+		},
+		"jobmanagerId":   strconv.FormatInt(j.cluster.schedID, 10),
+		"jobmanagerName": j.cluster.schedName, "jobmanagerType": j.cluster.schedType,
+		"restarts": "0", "aveVMSize": "0", "aveRSS": "0",
+	}
+}
