@@ -1,0 +1,83 @@
+package artifacts
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// S3Config says which S3-compatible service to talk to. Credentials come
+// from the standard AWS chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
+// profiles, roles) unless a static pair is given.
+type S3Config struct {
+	// Endpoint is the URL of an S3-compatible service (MinIO, versitygw,
+	// the embedded dev store). Defaults to AWS's regional endpoint.
+	Endpoint string
+	// Region is the signing region. Defaults to us-east-1.
+	Region string
+	// PathStyle addresses buckets as https://host/bucket instead of
+	// https://bucket.host, as most self-hosted stores need. Defaults to
+	// false.
+	PathStyle bool
+	// AccessKeyID and SecretAccessKey, when both set, replace the standard
+	// credential chain (the embedded dev store uses them). Default to
+	// empty.
+	AccessKeyID     string
+	SecretAccessKey string
+	// HTTPClient sends the requests. Defaults to the SDK's client.
+	HTTPClient *http.Client
+}
+
+// validate checks the fields; errors wrap ErrInvalidArgument and name the
+// field.
+func (c S3Config) validate() error {
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalidf("Endpoint", "%q is not an http(s) URL", ScrubURL(c.Endpoint))
+		}
+		if u.User != nil || u.RawQuery != "" {
+			return invalidf("Endpoint", "must not carry userinfo or a query")
+		}
+	}
+	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
+		return invalidf("AccessKeyID", "set both AccessKeyID and SecretAccessKey, or neither")
+	}
+	return nil
+}
+
+// NewS3Client returns an S3 client for cfg. It fails when cfg is invalid
+// (ErrInvalidArgument) or the AWS configuration cannot be loaded; it does
+// not contact the service.
+func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts := []func(*config.LoadOptions) error{
+		config.WithRegion(cmp.Or(cfg.Region, "us-east-1")),
+	}
+	if cfg.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: load AWS configuration: %w", err)
+	}
+	return s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+	}), nil
+}

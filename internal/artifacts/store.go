@@ -1,0 +1,484 @@
+package artifacts
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/rs/zerolog"
+)
+
+// Artifact describes one object copied to S3; it is the artifact object of
+// the contract's events (CONTRACT.md section 4) and has the fields of
+// state.Artifact in the same order.
+type Artifact struct {
+	// URL is s3://<bucket>/<key>.
+	URL string `json:"url"`
+	// Bucket holds the object.
+	Bucket string `json:"bucket"`
+	// Key is the object key.
+	Key string `json:"key"`
+	// Size is the object's length in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the lower-case hex SHA-256 of the object's bytes, also
+	// stored in the object's user metadata "sha256".
+	SHA256 string `json:"sha256"`
+	// ContentType is the object's Content-Type.
+	ContentType string `json:"content_type"`
+	// Source says where the bytes came from; URLs in it are scrubbed of
+	// userinfo and query strings.
+	Source string `json:"source,omitempty"`
+}
+
+// OpenFunc opens the source of a copy. Copy calls it once per attempt, so
+// it must start afresh each time. It returns the body (closed by Copy), the
+// Content-Type the source gave ("" when none), and a description of the
+// source for Artifact.Source (scrubbed again by Copy). An error that is
+// worth retrying must say so (see IsTemporary and Transient).
+type OpenFunc func(ctx context.Context) (body io.ReadCloser, contentType, source string, err error)
+
+// MetadataSHA256 is the user metadata key holding an object's SHA-256.
+const MetadataSHA256 = "sha256"
+
+// MaxObjectBytes is the largest artifact a Store writes: 5 GiB, the limit
+// of the single CopyObject that finalises a large upload. A larger maxBytes
+// is refused with ErrInvalidArgument.
+const MaxObjectBytes int64 = 5 << 30
+
+// stagingDir is the directory under the store's prefix that holds large
+// uploads until their checksum is known. Artifact keys always have at
+// least four segments under the prefix and staging keys exactly two, so the
+// two never collide.
+const stagingDir = ".sluice-staging"
+
+// minPartSize is S3's smallest multipart part.
+const minPartSize = 5 << 20
+
+// StoreConfig configures a Store. Client and Bucket are required.
+type StoreConfig struct {
+	// Client talks to S3; see NewS3Client. Required.
+	Client *s3.Client
+	// Bucket receives the artifacts. Required.
+	Bucket string
+	// Prefix starts every key (SLUICE_S3_PREFIX); a trailing "/" is
+	// dropped. Defaults to "sluice".
+	Prefix string
+	// PartSize is the multipart part size and the largest object written
+	// with a single PUT. At least 5 MiB. Defaults to 8 MiB.
+	PartSize int64
+	// Concurrency is how many parts of one object are uploaded at once.
+	// Defaults to 2.
+	Concurrency int
+	// MaxUploads bounds how many Puts run at once in this Store; further
+	// ones wait. With PartSize and Concurrency it bounds the memory of
+	// uploads: a Put holds about PartSize × (Concurrency + 4) bytes (48 MiB
+	// with the defaults, whatever the object's size). Defaults to 4.
+	MaxUploads int
+	// MaxAttempts bounds the attempts of Copy. Defaults to 4.
+	MaxAttempts int
+	// MinBackoff is Copy's first delay between attempts, doubled for each
+	// further one. Defaults to 1s.
+	MinBackoff time.Duration
+	// MaxBackoff caps Copy's delay, including one asked for by the source
+	// with Retry-After. Defaults to 30s.
+	MaxBackoff time.Duration
+	// Sleep waits between attempts of Copy; it returns ctx's error when ctx
+	// ends first. Defaults to a timer.
+	Sleep func(context.Context, time.Duration) error
+	// Logger receives warnings that do not fail a copy (a staging object
+	// left behind). Defaults to a disabled logger.
+	Logger *zerolog.Logger
+}
+
+// withDefaults fills the unset fields.
+func (c StoreConfig) withDefaults() StoreConfig {
+	c.Prefix = strings.TrimRight(cmp.Or(c.Prefix, "sluice"), "/")
+	c.PartSize = cmp.Or(c.PartSize, 8<<20)
+	c.Concurrency = cmp.Or(c.Concurrency, 2)
+	c.MaxUploads = cmp.Or(c.MaxUploads, 4)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 4)
+	c.MinBackoff = cmp.Or(c.MinBackoff, time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 30*time.Second)
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	return c
+}
+
+// validate checks the fields; errors wrap ErrInvalidArgument and name the
+// field.
+func (c StoreConfig) validate() error {
+	switch {
+	case c.Client == nil:
+		return invalidf("Client", "required")
+	case c.Bucket == "":
+		return invalidf("Bucket", "required")
+	case hasControl(c.Bucket) || strings.Contains(c.Bucket, "/"):
+		return invalidf("Bucket", "%q is not a bucket name", printable(c.Bucket))
+	case c.Prefix == "":
+		return invalidf("Prefix", "must not be only slashes")
+	case c.PartSize < minPartSize:
+		return invalidf("PartSize", "%d bytes, less than S3's minimum of %d", c.PartSize, minPartSize)
+	case c.PartSize > 512<<20:
+		return invalidf("PartSize", "%d bytes, more than 512 MiB", c.PartSize)
+	case c.Concurrency < 1:
+		return invalidf("Concurrency", "must be at least 1")
+	case c.MaxUploads < 1:
+		return invalidf("MaxUploads", "must be at least 1")
+	case c.MaxAttempts < 1:
+		return invalidf("MaxAttempts", "must be at least 1")
+	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff:
+		return invalidf("MaxBackoff", "must be at least MinBackoff (%s)", c.MinBackoff)
+	}
+	return checkRelPath("Prefix", c.Prefix, MaxPrefixBytes)
+}
+
+// Store writes artifacts to one bucket under one prefix, and reads,
+// presigns and inspects S3 objects. It is safe for concurrent use.
+type Store struct {
+	cfg    StoreConfig
+	client *s3.Client
+	tm     *transfermanager.Client
+	prefix string
+	slots  chan struct{}
+	bufs   sync.Pool
+}
+
+// NewStore returns a Store for cfg. It fails with ErrInvalidArgument when a
+// field is invalid; it does not contact S3 (see EnsureBucket).
+func NewStore(cfg StoreConfig) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:    cfg,
+		client: cfg.Client,
+		prefix: cfg.Prefix,
+		slots:  make(chan struct{}, cfg.MaxUploads),
+	}
+	s.tm = transfermanager.New(cfg.Client, func(o *transfermanager.Options) {
+		o.PartSizeBytes = cfg.PartSize
+		o.MultipartUploadThreshold = cfg.PartSize
+		o.Concurrency = cfg.Concurrency
+		// Abort a failed multipart upload even when ctx was cancelled.
+		o.FailTimeout = 30 * time.Second
+	})
+	s.bufs.New = func() any {
+		b := make([]byte, cfg.PartSize)
+		return &b
+	}
+	return s, nil
+}
+
+// Bucket returns the bucket artifacts are written to.
+func (s *Store) Bucket() string { return s.cfg.Bucket }
+
+// EnsureBucket creates the bucket when it does not exist. A bucket that
+// exists and is accessible, including one created concurrently by another
+// worker, is fine.
+func (s *Store) EnsureBucket(ctx context.Context) error {
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)})
+	if err == nil {
+		return nil
+	}
+	if httpStatus(err) != http.StatusNotFound {
+		return fmt.Errorf("artifacts: check bucket %s: %w", s.cfg.Bucket, err)
+	}
+	in := &s3.CreateBucketInput{Bucket: aws.String(s.cfg.Bucket)}
+	if region := s.client.Options().Region; region != "" && region != "us-east-1" {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(region),
+		}
+	}
+	_, err = s.client.CreateBucket(ctx, in)
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*types.BucketAlreadyOwnedByYou](err); ok {
+		return nil
+	}
+	// Another worker may have won the race: accept the bucket if we can
+	// reach it now.
+	if _, herr := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)}); herr == nil {
+		return nil
+	}
+	return fmt.Errorf("artifacts: create bucket %s: %w", s.cfg.Bucket, err)
+}
+
+// Put streams r into the object key in one attempt and returns what it
+// wrote. The bytes are hashed and counted on the way and never held whole:
+// an object of at most PartSize bytes is written with one PUT carrying its
+// Content-Type and sha256 metadata; a larger one is uploaded in parts to a
+// staging key under the prefix, copied server-side onto key with the
+// metadata, and the staging object deleted, so a reader of key never sees
+// it without its sha256. contentType "" is derived from key's extension.
+// More than maxBytes bytes fail with ErrTooLarge; maxBytes must be in
+// (0, MaxObjectBytes]. Put does not retry (see Copy).
+func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.Reader, maxBytes int64) (Artifact, error) {
+	if err := s.checkPut(key, maxBytes); err != nil {
+		return Artifact{}, err
+	}
+	if contentType == "" {
+		contentType = ContentType("", key)
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return Artifact{}, fmt.Errorf("artifacts: put %s: %w", key, ctx.Err())
+	}
+
+	h := sha256.New()
+	lr := &limitReader{r: r, max: maxBytes}
+	body := io.TeeReader(lr, h)
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	buf := *bp
+
+	n, err := fill(body, buf)
+	switch {
+	case err == io.EOF: // the whole source fits one part
+		err = s.putSmall(ctx, key, contentType, buf[:n], hexSum(h))
+	case err != nil:
+		err = fmt.Errorf("read source: %w", err)
+	default:
+		err = s.putLarge(ctx, key, contentType, io.MultiReader(bytes.NewReader(buf), body), h)
+	}
+	if err != nil {
+		return Artifact{}, fmt.Errorf("artifacts: put %s: %w", key, err)
+	}
+	return Artifact{
+		URL:         "s3://" + s.cfg.Bucket + "/" + key,
+		Bucket:      s.cfg.Bucket,
+		Key:         key,
+		Size:        lr.n,
+		SHA256:      hexSum(h),
+		ContentType: contentType,
+		Source:      scrubText(source),
+	}, nil
+}
+
+// checkPut validates the arguments shared by Put and Copy.
+func (s *Store) checkPut(key string, maxBytes int64) error {
+	rel, ok := strings.CutPrefix(key, s.prefix+"/")
+	if !ok {
+		return invalidf("key", "%q is not under the prefix %q", printable(key), s.prefix)
+	}
+	if err := checkRelPath("key", rel, maxKeyBytes); err != nil {
+		return err
+	}
+	if strings.HasPrefix(rel, stagingDir+"/") && strings.Count(rel, "/") == 1 {
+		return invalidf("key", "%q is a staging key", printable(key))
+	}
+	if maxBytes <= 0 || maxBytes > MaxObjectBytes {
+		return invalidf("maxBytes", "%d is not in (0, %d]", maxBytes, MaxObjectBytes)
+	}
+	return nil
+}
+
+// putSmall writes a whole object with one PUT.
+func (s *Store) putSmall(ctx context.Context, key, contentType string, b []byte, sum string) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(s.cfg.Bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(b),
+		ContentLength: aws.Int64(int64(len(b))),
+		ContentType:   aws.String(contentType),
+		Metadata:      map[string]string{MetadataSHA256: sum},
+	})
+	return err
+}
+
+// putLarge uploads body in parts to a fresh staging key, then copies it
+// onto key with the checksum that h holds once body is consumed.
+func (s *Store) putLarge(ctx context.Context, key, contentType string, body io.Reader, h hash.Hash) error {
+	staging, err := s.stagingKey()
+	if err != nil {
+		return err
+	}
+	_, err = s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
+		Bucket:      aws.String(s.cfg.Bucket),
+		Key:         aws.String(staging),
+		Body:        body,
+		ContentType: aws.String(contentType),
+	})
+	if err != nil {
+		// The transfer manager aborts the multipart upload itself.
+		return fmt.Errorf("upload: %w", err)
+	}
+	defer s.deleteStaging(ctx, staging)
+	_, err = s.client.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket:            aws.String(s.cfg.Bucket),
+		Key:               aws.String(key),
+		CopySource:        aws.String(copySource(s.cfg.Bucket, staging)),
+		MetadataDirective: types.MetadataDirectiveReplace,
+		ContentType:       aws.String(contentType),
+		Metadata:          map[string]string{MetadataSHA256: hexSum(h)},
+	})
+	if err != nil {
+		return fmt.Errorf("finalise from staging: %w", err)
+	}
+	return nil
+}
+
+// stagingKey returns a fresh, random staging key.
+func (s *Store) stagingKey() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("staging key: %w", err)
+	}
+	return s.prefix + "/" + stagingDir + "/" + hex.EncodeToString(b[:]), nil
+}
+
+// deleteStaging removes a staging object, even when ctx has ended; a
+// failure only leaves garbage behind (see the README's lifecycle rule).
+func (s *Store) deleteStaging(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Key:    aws.String(key),
+	})
+	if err != nil {
+		s.cfg.Logger.Warn().Err(err).Str("bucket", s.cfg.Bucket).Str("key", key).
+			Msg("artifacts: staging object left behind")
+	}
+}
+
+// copySource is the x-amz-copy-source value of an object: bucket and key
+// percent-encoded segment by segment, with "+" encoded too because some
+// stores decode it as a space.
+func copySource(bucket, key string) string {
+	segs := strings.Split(key, "/")
+	for i, seg := range segs {
+		segs[i] = strings.ReplaceAll(url.PathEscape(seg), "+", "%2B")
+	}
+	return url.PathEscape(bucket) + "/" + strings.Join(segs, "/")
+}
+
+// Presign returns a presigned GET URL of bucket/key valid for ttl (1 h when
+// zero, at most 7 days). It signs locally without contacting S3; the URL
+// carries credentials in its query and must never be logged (ScrubURL).
+// URLs signed with temporary credentials stop working when those expire.
+func (s *Store) Presign(ctx context.Context, bucket, key string, ttl time.Duration) (string, error) {
+	switch {
+	case bucket == "" || hasControl(bucket):
+		return "", invalidf("bucket", "%q is not a bucket name", printable(bucket))
+	case key == "" || hasControl(key):
+		return "", invalidf("key", "%q is not an object key", printable(key))
+	case ttl < 0 || ttl > 7*24*time.Hour:
+		return "", invalidf("ttl", "%s is not in [0, 168h]", ttl)
+	}
+	ttl = cmp.Or(ttl, time.Hour)
+	req, err := s3.NewPresignClient(s.client).PresignGetObject(ctx,
+		&s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)},
+		s3.WithPresignExpires(ttl))
+	if err != nil {
+		return "", fmt.Errorf("artifacts: presign s3://%s/%s: %w", bucket, key, err)
+	}
+	return req.URL, nil
+}
+
+// Open starts reading the object bucket/key; the caller closes the body.
+// A missing object or bucket fails with ErrNotFound.
+func (s *Store) Open(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: open s3://%s/%s: %w", bucket, key, notFound(err))
+	}
+	return out.Body, nil
+}
+
+// Stat returns the size and the sha256 metadata ("" when absent) of the
+// object key in the store's bucket. A missing object fails with
+// ErrNotFound.
+func (s *Store) Stat(ctx context.Context, key string) (size int64, sha256 string, err error) {
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return 0, "", fmt.Errorf("artifacts: stat s3://%s/%s: %w", s.cfg.Bucket, key, notFound(err))
+	}
+	return aws.ToInt64(out.ContentLength), out.Metadata[MetadataSHA256], nil
+}
+
+// notFound adds ErrNotFound to an S3 error that says 404.
+func notFound(err error) error {
+	if httpStatus(err) == http.StatusNotFound {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+// fill reads from r until buf is full (returning a nil error) or r fails.
+// Only a plain io.EOF from r means the source ended: unlike io.ReadFull it
+// never mistakes a source's own io.ErrUnexpectedEOF (a truncated download)
+// for a short, complete one.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// hexSum returns h's sum in lower-case hex.
+func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
+
+// limitReader counts what it reads and fails with ErrTooLarge as soon as
+// more than max bytes came from r.
+type limitReader struct {
+	r   io.Reader
+	max int64
+	n   int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n > l.max {
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.max)
+	}
+	if rest := l.max - l.n + 1; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	if l.n > l.max {
+		return n - int(l.n-l.max), fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.max)
+	}
+	return n, err
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
