@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/jobspec"
+)
+
+func runCompute(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet("compute")
+	var (
+		sf                                     specFlags
+		pf                                     publishFlags
+		template, queue, wallTime, script      string
+		name, cluster, workDir, stdout, stderr string
+		submitType, mem                        string
+		nodes, ppn                             int
+		inputs, outputs                        listFlag
+		cover                                  bool
+		extra                                  = labelFlag{}
+	)
+	fs.StringVar(&template, "template", "", "application template `TYPE/NAME` of the submit path (required)")
+	fs.StringVar(&queue, "queue", "", "scheduler queue (required)")
+	fs.IntVar(&nodes, "nodes", 0, "node count (required)")
+	fs.IntVar(&ppn, "ppn", 0, "processes per node (required)")
+	fs.StringVar(&wallTime, "wall-time", "", "wall time `HH:MM:SS` (required)")
+	fs.StringVar(&script, "script", "", "scheduler script `PATH` on the cluster (required)")
+	fs.Var(&inputs, "input", "upload `FROM=DIR` before submitting: s3://bucket/key or https:// URL, then the target directory on the cluster (repeatable)")
+	fs.BoolVar(&cover, "cover-inputs", false, "overwrite files that already exist on the cluster when uploading --input files")
+	fs.Var(&outputs, "output", "absolute file `PATH` on the cluster to collect after the job (repeatable; stdout and stderr are always collected)")
+	fs.StringVar(&name, "name", "", "job name (default: the job id)")
+	fs.StringVar(&cluster, "cluster", "", "cluster name or id (default: the first cluster)")
+	fs.StringVar(&workDir, "work-dir", "", "working directory on the cluster")
+	fs.StringVar(&stdout, "stdout", "", "standard output file on the cluster")
+	fs.StringVar(&stderr, "stderr", "", "standard error file on the cluster")
+	fs.StringVar(&submitType, "submit-type", "", "submission type (GAP_SUBMIT_TYPE)")
+	fs.StringVar(&mem, "mem", "", "memory request (GAP_JOB_MEM), e.g. 64GB")
+	fs.Var(extra, "extra", "extra mapAppJobInfo entry `GAP_KEY=VALUE`, sent verbatim (repeatable)")
+	sf.register(fs)
+	pf.register(fs, false)
+	h := help{
+		usage: "enqueue compute --template TYPE/NAME --queue Q --nodes N --ppn P --wall-time HH:MM:SS --script PATH [flags]",
+		about: `Publish one compute job: upload the --input files, submit the template's
+job, poll it to its end and collect its stdout, stderr and --output files.` + "\n" + publishAbout,
+		examples: `  enqueue compute --template BASIC/BASE --queue normal --nodes 2 --ppn 32 \
+      --wall-time 36:00:00 --script /home/alice/hydro/run.sh \
+      --input s3://hydro-in/meshes/basin.msh=/home/alice/hydro/run-1 \
+      --output /home/alice/hydro/run-1/result.nc --work-dir /home/alice/hydro/run-1 --wait
+  enqueue compute --template BASIC/BASE --queue gpu --nodes 1 --ppn 8 --wall-time 01:00:00 \
+      --script /home/alice/train.sh --extra GAP_NGPU=1 --cluster cluster-east --id train-7`,
+		exits: true,
+	}
+	rest, err := a.parse(fs, h.printer(fs), args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs("compute", rest); err != nil {
+		return err
+	}
+	c := &jobspec.Compute{
+		Cluster: cluster,
+		Job: jobspec.ComputeJob{
+			Name: name, SubmitType: submitType, Queue: queue, Nodes: nodes, PPN: ppn,
+			WallTime: wallTime, WorkDir: workDir, Script: script, Stdout: stdout, Stderr: stderr, Mem: mem,
+		},
+		Outputs: outputs,
+	}
+	if len(extra) > 0 {
+		c.Job.Extra = extra
+	}
+	if template != "" {
+		typ, nm, ok := strings.Cut(template, "/")
+		if !ok || typ == "" || nm == "" || strings.Contains(nm, "/") {
+			return usageErrorf("--template: want TYPE/NAME, got %q", template)
+		}
+		c.Template = jobspec.Template{Type: typ, Name: nm}
+	}
+	names := flagNames{
+		"compute":                 "--template",
+		"compute.cluster":         "--cluster",
+		"compute.template":        "--template",
+		"compute.job":             "--queue",
+		"compute.job.name":        "--name",
+		"compute.job.queue":       "--queue",
+		"compute.job.nodes":       "--nodes",
+		"compute.job.ppn":         "--ppn",
+		"compute.job.wall_time":   "--wall-time",
+		"compute.job.script":      "--script",
+		"compute.job.work_dir":    "--work-dir",
+		"compute.job.stdout":      "--stdout",
+		"compute.job.stderr":      "--stderr",
+		"compute.job.submit_type": "--submit-type",
+		"compute.job.mem":         "--mem",
+		"compute.job.extra":       "--extra",
+		"compute.inputs":          "--input",
+		"compute.outputs":         "--output",
+	}
+	for _, in := range inputs {
+		// The directory is after the last "=": a URL may carry "=" in
+		// its query, a directory rarely does.
+		i := strings.LastIndex(in, "=")
+		if i <= 0 || i == len(in)-1 {
+			return usageErrorf("--input: want FROM=DIR, for example s3://bucket/key=/home/me/run")
+		}
+		c.Inputs = append(c.Inputs, jobspec.ComputeInput{From: in[:i], To: in[i+1:], Cover: cover})
+	}
+	spec := &jobspec.Spec{Kind: jobspec.KindCompute, Compute: c}
+	sf.apply(spec)
+	return a.runBuilt(ctx, spec, names, &pf)
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// marshalLine encodes v as compact JSON without HTML escaping.
+func marshalLine(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// printArtifacts writes one line per artifact: URL, size, sha256.
+func printArtifacts(w io.Writer, indent string, arts []state.Artifact) {
+	for _, art := range arts {
+		fmt.Fprintf(w, "%s%s  %d bytes  sha256 %s\n", indent, art.URL, art.Size, art.SHA256)
+	}
+}
+
+// errorText is "code (stage): message".
+func errorText(e *state.Error) string {
+	if e == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s): %s", e.Code, e.Stage, e.Message)
+}
+
+// upstreamText lists the upstream ids that are set.
+func upstreamText(u *state.Upstream) string {
+	if u == nil {
+		return ""
+	}
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	add("task_id", u.TaskID)
+	add("request_id", u.RequestID)
+	add("cluster_id", u.ClusterID)
+	add("job_id", u.JobID)
+	add("status", u.Status)
+	add("state", u.State)
+	if u.ExitCode != nil {
+		add("exit_code", *u.ExitCode)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printJobLine writes a job's outcome: its id and status, its error, its
+// artifacts.
+func printJobLine(w io.Writer, j *jobclient.Job) {
+	switch {
+	case j.Error != nil:
+		fmt.Fprintf(w, "%s  %s  %s\n", j.ID, j.Status, errorText(j.Error))
+	case !j.Terminal():
+		fmt.Fprintf(w, "%s  %s  (not finished)\n", j.ID, j.Status)
+	default:
+		fmt.Fprintf(w, "%s  %s\n", j.ID, j.Status)
+	}
+	printArtifacts(w, "    ", j.Artifacts)
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	_, err := w.Write(append(marshalLine(v), '\n'))
+	return err
+}

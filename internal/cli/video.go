@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+)
+
+func runVideo(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet("video")
+	var (
+		sf                               specFlags
+		pf                               publishFlags
+		model, prompt, resolution, ratio string
+		firstFrame, lastFrame            string
+		duration                         int
+		refImages, refVideos, refAudios  listFlag
+		watermark                        optBool
+	)
+	fs.StringVar(&model, "model", "", "video model name (required)")
+	fs.StringVar(&prompt, "prompt", "", "text prompt, at most 7000 characters (required)")
+	fs.StringVar(&resolution, "resolution", "", "768P or 2K (required)")
+	fs.IntVar(&duration, "duration", 0, "length in seconds, 4 to 15 (required)")
+	fs.StringVar(&ratio, "ratio", "", "adaptive, 21:9, 16:9, 4:3, 1:1, 3:4 or 9:16 (required for text-to-video, not adaptive)")
+	fs.StringVar(&firstFrame, "first-frame", "", "first frame image `URL` (https://, s3://bucket/key or a data: URI)")
+	fs.StringVar(&lastFrame, "last-frame", "", "last frame image `URL`")
+	fs.Var(&refImages, "ref-image", "reference image `URL` (repeatable, at most 9)")
+	fs.Var(&refVideos, "ref-video", "reference video `URL` (repeatable, at most 3)")
+	fs.Var(&refAudios, "ref-audio", "reference audio `URL` (repeatable, at most 3)")
+	fs.Var(&watermark, "watermark", "add an AIGC watermark (default: upstream's default, none)")
+	sf.register(fs)
+	pf.register(fs, false)
+	h := help{
+		usage: "enqueue video --model M --prompt TEXT --resolution 768P|2K --duration SECONDS [--ratio R] [media flags] [flags]",
+		about: `Publish one video job. Without media flags it is text-to-video (--ratio
+required, not adaptive); --first-frame/--last-frame make it image-to-video;
+--ref-image/--ref-video/--ref-audio make it a multimodal reference job. The
+two groups cannot be mixed.` + "\n" + publishAbout,
+		examples: `  enqueue video --model M --prompt "a paper boat drifting down a rain gutter" \
+      --resolution 768P --duration 5 --ratio 16:9 --id clip-0001 --label campaign=spring --wait
+  enqueue video --model M --prompt "the boat sails off" --resolution 2K --duration 8 \
+      --first-frame s3://media/boat.png --prefix spring/clips
+  enqueue video --model M --prompt "dance" --resolution 768P --duration 10 \
+      --ref-image https://example.test/a.png --ref-video https://example.test/b.mp4 --json`,
+		exits: true,
+	}
+	rest, err := a.parse(fs, h.printer(fs), args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs("video", rest); err != nil {
+		return err
+	}
+	spec := &jobspec.Spec{Kind: jobspec.KindVideo, Video: &jobspec.Video{
+		Model: model,
+		Input: jobspec.VideoInput{Prompt: prompt},
+		Parameters: jobspec.VideoParameters{
+			Resolution: resolution, Duration: duration, Ratio: ratio, Watermark: watermark.ptr(),
+		},
+	}}
+	sf.apply(spec)
+	names := flagNames{
+		"video":                       "--model",
+		"video.model":                 "--model",
+		"video.input":                 "--prompt",
+		"video.input.prompt":          "--prompt",
+		"video.input.media":           "--first-frame/--last-frame/--ref-image/--ref-video/--ref-audio",
+		"video.parameters.resolution": "--resolution",
+		"video.parameters.duration":   "--duration",
+		"video.parameters.ratio":      "--ratio",
+		"video.parameters.watermark":  "--watermark",
+	}
+	addMedia := func(role, flagName string, urls ...string) {
+		for _, u := range urls {
+			if u == "" {
+				continue
+			}
+			names[fmt.Sprintf("video.input.media[%d]", len(spec.Video.Input.Media))] = flagName
+			spec.Video.Input.Media = append(spec.Video.Input.Media, jobspec.Media{Type: role, URL: u})
+		}
+	}
+	addMedia(apiclient.RoleFirstFrame, "--first-frame", firstFrame)
+	addMedia(apiclient.RoleLastFrame, "--last-frame", lastFrame)
+	addMedia(apiclient.RoleReferenceImage, "--ref-image", refImages...)
+	addMedia(apiclient.RoleReferenceVideo, "--ref-video", refVideos...)
+	addMedia(apiclient.RoleReferenceAudio, "--ref-audio", refAudios...)
+	return a.runBuilt(ctx, spec, names, &pf)
+}

@@ -1,0 +1,128 @@
+package jobclient
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// StatusQueued is the status of a job no worker has reported on yet.
+const StatusQueued = "queued"
+
+// Job is what a producer may see of a job: its state record or its latest
+// event, without the record's results (which may be signed URLs) and with
+// every artifact URL passed through ScrubURL.
+type Job struct {
+	// ID is the job id.
+	ID string `json:"job_id"`
+	// Kind is video, speech or compute; empty while unknown.
+	Kind string `json:"kind,omitempty"`
+	// Status is queued (no worker has reported on it), one of the state
+	// record's steps (received, submitting, submitted, running,
+	// collecting) or a terminal status (succeeded, failed, cancelled).
+	Status string `json:"status"`
+	// Labels are the spec's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Attempts counts the deliveries that reached a worker.
+	Attempts int `json:"attempts"`
+	// CancelRequested reports that a cancel was requested.
+	CancelRequested bool `json:"cancel_requested"`
+	// Upstream holds the upstream ids and status; nil before submission.
+	Upstream *state.Upstream `json:"upstream,omitempty"`
+	// Artifacts are the objects copied to S3 so far.
+	Artifacts []state.Artifact `json:"artifacts"`
+	// Usage is upstream's usage object, verbatim.
+	Usage json.RawMessage `json:"usage,omitempty"`
+	// Error is set on a failed job.
+	Error *state.Error `json:"error,omitempty"`
+	// Worker names the worker that last wrote the record.
+	Worker string `json:"worker,omitempty"`
+	// CreatedAt, UpdatedAt, SubmittedAt and FinishedAt come from the state
+	// record (UpdatedAt from the event's time when the job was seen
+	// through an event).
+	CreatedAt   *time.Time `json:"created_at,omitempty"`
+	UpdatedAt   *time.Time `json:"updated_at,omitempty"`
+	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// Terminal reports whether the job has ended: succeeded, failed or
+// cancelled.
+func (j *Job) Terminal() bool { return state.Status(j.Status).Terminal() }
+
+// JobFromRecord returns the Job of a state record. A record without a
+// status exists only because a cancel was requested: its job is queued.
+func JobFromRecord(r *state.Record) Job {
+	j := Job{
+		ID:              r.JobID,
+		Kind:            r.Kind,
+		Status:          string(r.Status),
+		Labels:          r.Labels,
+		Attempts:        r.Attempts,
+		CancelRequested: r.Cancel != nil,
+		Artifacts:       scrubArtifacts(r.Artifacts),
+		Usage:           nullToNil(r.Usage),
+		Error:           r.Error,
+		Worker:          r.Worker,
+		SubmittedAt:     r.SubmittedAt,
+		FinishedAt:      r.FinishedAt,
+	}
+	if j.Status == "" {
+		j.Status = StatusQueued
+	}
+	if r.Upstream != (state.Upstream{}) {
+		u := r.Upstream
+		j.Upstream = &u
+	}
+	if !r.CreatedAt.IsZero() {
+		t := r.CreatedAt
+		j.CreatedAt = &t
+	}
+	if !r.UpdatedAt.IsZero() {
+		t := r.UpdatedAt
+		j.UpdatedAt = &t
+	}
+	return j
+}
+
+// JobFromEvent returns the Job an event describes.
+func JobFromEvent(ev *events.Event) Job {
+	d := ev.Data
+	j := Job{
+		ID:        d.JobID,
+		Kind:      d.Kind,
+		Status:    d.Status,
+		Labels:    d.Labels,
+		Attempts:  d.Attempt,
+		Upstream:  d.Upstream,
+		Artifacts: scrubArtifacts(d.Artifacts),
+		Usage:     nullToNil(d.Usage),
+		Error:     d.Error,
+	}
+	if j.ID == "" {
+		j.ID = ev.Subject
+	}
+	if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+		j.UpdatedAt = &t
+	}
+	return j
+}
+
+func scrubArtifacts(in []state.Artifact) []state.Artifact {
+	out := make([]state.Artifact, len(in))
+	for i, a := range in {
+		a.URL = ScrubURL(a.URL)
+		a.Source = ScrubURL(a.Source)
+		out[i] = a
+	}
+	return out
+}
+
+func nullToNil(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
+}

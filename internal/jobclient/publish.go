@@ -1,0 +1,194 @@
+package jobclient
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+)
+
+// PublishOptions tunes Publish.
+type PublishOptions struct {
+	// MaxInFlight bounds the publishes sent but not yet acknowledged.
+	// Defaults to 256.
+	MaxInFlight int
+	// AckTimeout bounds the wait for one publish's acknowledgement.
+	// Defaults to 30s.
+	AckTimeout time.Duration
+	// OnResult is called once per submission, in submission order and
+	// from one goroutine, when its publish is settled. Defaults to none.
+	OnResult func(Published)
+}
+
+func (o PublishOptions) withDefaults() PublishOptions {
+	o.MaxInFlight = cmp.Or(o.MaxInFlight, 256)
+	o.AckTimeout = cmp.Or(o.AckTimeout, 30*time.Second)
+	return o
+}
+
+func (o PublishOptions) validate() error {
+	if o.MaxInFlight < 1 {
+		return fmt.Errorf("MaxInFlight must be at least 1, got %d", o.MaxInFlight)
+	}
+	if o.AckTimeout <= 0 {
+		return fmt.Errorf("AckTimeout must be positive, got %s", o.AckTimeout)
+	}
+	return nil
+}
+
+// publishRetries is how many more times a publish whose acknowledgement
+// was lost is sent. The copies carry the same Nats-Msg-Id, so the stream
+// keeps at most one of them.
+const publishRetries = 2
+
+// Published is the outcome of publishing one submission.
+type Published struct {
+	// ID, Kind and Line are the submission's.
+	ID   string
+	Kind jobspec.Kind
+	Line int
+	// Duplicate reports that the stream already had a message with this
+	// id inside its duplicate window, so nothing new was queued.
+	Duplicate bool
+	// Sequence is the message's sequence in SLUICE_JOBS (that of the
+	// original for a duplicate).
+	Sequence uint64
+	// Err is set when the publish was not acknowledged.
+	Err error
+}
+
+// PublishResult sums up a Publish.
+type PublishResult struct {
+	// Jobs holds one entry per submission, in submission order, up to the
+	// first one not sent when the context ended.
+	Jobs []Published
+	// Published counts the new messages, Duplicates the ones the stream
+	// already had, Failed the ones not acknowledged.
+	Published, Duplicates, Failed int
+}
+
+// Publish makes sure SLUICE_JOBS exists, then publishes every submission
+// to sluice.jobs.<kind> with Nats-Msg-Id set to its id, keeping at most
+// MaxInFlight publishes unacknowledged. A publish whose acknowledgement is
+// lost is sent again with the same id, which the stream deduplicates.
+//
+// The error is for the set-up (no stream, no JetStream) or the context
+// ending before every submission was sent; failed publishes are counted
+// in the result instead.
+func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOptions) (*PublishResult, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.ensureJobsStream(ctx); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(o.MaxInFlight),
+		jetstream.WithPublishAsyncTimeout(o.AckTimeout),
+	)
+	if err != nil {
+		return nil, err
+	}
+
+	type inFlight struct {
+		sub *Submission
+		msg *nats.Msg
+		f   jetstream.PubAckFuture
+		err error
+	}
+	// The library bounds what is unacknowledged; the channel only hands
+	// the futures over in order.
+	pending := make(chan inFlight, o.MaxInFlight)
+	res := &PublishResult{Jobs: make([]Published, 0, len(subs))}
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		for p := range pending {
+			r := c.settle(ctx, js, o, p.sub, p.msg, p.f, p.err)
+			res.add(r)
+			if o.OnResult != nil {
+				o.OnResult(r)
+			}
+		}
+	}()
+
+	var stopped error
+	for i := range subs {
+		if err := ctx.Err(); err != nil {
+			stopped = fmt.Errorf("publish stopped after %d of %d specs: %w", i, len(subs), context.Cause(ctx))
+			break
+		}
+		msg := subs[i].message()
+		// A full window waits for a free slot for up to AckTimeout.
+		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(o.AckTimeout))
+		pending <- inFlight{sub: &subs[i], msg: msg, f: f, err: err}
+	}
+	close(pending)
+	<-settled
+	return res, stopped
+}
+
+func (r *PublishResult) add(p Published) {
+	r.Jobs = append(r.Jobs, p)
+	switch {
+	case p.Err != nil:
+		r.Failed++
+	case p.Duplicate:
+		r.Duplicates++
+	default:
+		r.Published++
+	}
+}
+
+// message builds the NATS message of a submission.
+func (s *Submission) message() *nats.Msg {
+	m := nats.NewMsg(contract.JobSubject(string(s.Kind)))
+	m.Data = s.Data
+	m.Header.Set(contract.HeaderMsgID, s.ID)
+	m.Header.Set("Content-Type", "application/json")
+	return m
+}
+
+// settle waits for the acknowledgement of one asynchronous publish (sendErr
+// when it could not even be sent) and resends it synchronously when the
+// acknowledgement was lost rather than refused.
+func (c *Client) settle(ctx context.Context, js jetstream.JetStream, o PublishOptions, sub *Submission, msg *nats.Msg, f jetstream.PubAckFuture, sendErr error) Published {
+	out := Published{ID: sub.ID, Kind: sub.Kind, Line: sub.Line}
+	err := sendErr
+	if err == nil {
+		select {
+		case ack := <-f.Ok():
+			out.Duplicate, out.Sequence = ack.Duplicate, ack.Sequence
+			return out
+		case err = <-f.Err():
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	}
+	for range publishRetries {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) || ctx.Err() != nil {
+			break // the server refused it, or the user gave up
+		}
+		actx, cancel := context.WithTimeout(ctx, o.AckTimeout)
+		ack, rerr := js.PublishMsg(actx, msg)
+		cancel()
+		if rerr == nil {
+			// A duplicate here is most likely the first attempt, stored
+			// with its acknowledgement lost: it counts as published.
+			out.Sequence = ack.Sequence
+			return out
+		}
+		err = rerr
+	}
+	out.Err = fmt.Errorf("publish %s: %w", sub.ID, err)
+	return out
+}

@@ -1,0 +1,187 @@
+package jobclient
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/internal/jobspec"
+)
+
+// Submission is one valid spec, ready to publish.
+type Submission struct {
+	// Line is the line of its input the spec starts on, counting from 1;
+	// 0 for a spec that did not come from a file.
+	Line int
+	// ID is the job id, sent as Nats-Msg-Id.
+	ID string
+	// Kind decides the subject, sluice.jobs.<kind>.
+	Kind jobspec.Kind
+	// Data is the spec as published: the producer's document, with the
+	// id written into it when it had none.
+	Data []byte
+	// GeneratedID reports that the id was generated: publishing the same
+	// input again makes a new job.
+	GeneratedID bool
+}
+
+// IDFunc returns a fresh job id for a kind, for example NewID with a
+// clock and a source of randomness.
+type IDFunc func(kind string) (string, error)
+
+// NewSubmission validates data with jobspec.Decode and returns it ready to
+// publish. A spec without an id gets one from newID, written into the
+// document. A spec that breaks a rule gives the *jobspec.Error, with a
+// Submission that carries only the spec's id, when that id is valid.
+func NewSubmission(data []byte, newID IDFunc) (Submission, error) {
+	spec, err := jobspec.Decode(data, "")
+	if err != nil {
+		if spec != nil {
+			return Submission{ID: spec.ID}, err
+		}
+		return Submission{}, err
+	}
+	sub := Submission{ID: spec.ID, Kind: spec.Kind, Data: data}
+	if sub.ID != "" {
+		return sub, nil
+	}
+	id, err := newID(string(spec.Kind))
+	if err != nil {
+		return Submission{}, err
+	}
+	withID, err := insertID(data, id)
+	if err != nil {
+		return Submission{}, err
+	}
+	// The document changed: check it as the worker will see it.
+	if _, err := jobspec.Decode(withID, spec.Kind); err != nil {
+		return Submission{}, err
+	}
+	sub.ID, sub.Data, sub.GeneratedID = id, withID, true
+	return sub, nil
+}
+
+// insertID writes "id" as the first member of the JSON object data, which
+// has at least one member and no "id". The rest of the document keeps its
+// bytes.
+func insertID(data []byte, id string) ([]byte, error) {
+	i := bytes.IndexByte(data, '{')
+	if i < 0 {
+		return nil, errors.New("spec is not a JSON object")
+	}
+	member, err := json.Marshal(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(data)+len(member)+8)
+	out = append(out, data[:i+1]...)
+	out = append(out, `"id":`...)
+	out = append(out, member...)
+	out = append(out, ',')
+	out = append(out, data[i+1:]...)
+	return out, nil
+}
+
+// InvalidSpec is a spec of an input that breaks a rule.
+type InvalidSpec struct {
+	// Line is the line the spec starts on, counting from 1.
+	Line int
+	// ID is the spec's id when it has a valid one.
+	ID string
+	// Err is the *jobspec.Error listing the problems.
+	Err error
+}
+
+// Error reads "line 3 (id clip-3): video.parameters.duration: must be ...".
+func (e *InvalidSpec) Error() string {
+	s := "line " + strconv.Itoa(e.Line)
+	if e.ID != "" {
+		s += " (id " + e.ID + ")"
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the *jobspec.Error.
+func (e *InvalidSpec) Unwrap() error { return e.Err }
+
+// Problems lists the broken rules, or nil when Err is not a *jobspec.Error.
+func (e *InvalidSpec) Problems() []jobspec.Problem {
+	var je *jobspec.Error
+	if errors.As(e.Err, &je) {
+		return je.Problems
+	}
+	return nil
+}
+
+// ErrNoSpecs is returned by ReadSpecs for an input without any spec.
+var ErrNoSpecs = errors.New("no job spec in the input")
+
+// ReadSpecs reads job specs from r and validates every one of them. The
+// input is either one JSON document, which may span many lines, or any
+// number of documents one per line (NDJSON; blank lines are skipped). It
+// is NDJSON when its first non-blank line is a complete JSON value by
+// itself.
+//
+// Valid specs come back in input order with ids written into those that
+// had none; the others come back as InvalidSpecs, as does a spec repeating
+// an id seen on an earlier line. The error is for reading r, or ErrNoSpecs.
+func ReadSpecs(r io.Reader, newID IDFunc) ([]Submission, []*InvalidSpec, error) {
+	all, err := io.ReadAll(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read specs: %w", err)
+	}
+	all = bytes.TrimPrefix(all, []byte("\xef\xbb\xbf"))
+	lines := bytes.Split(all, []byte("\n"))
+	first := -1
+	for i, l := range lines {
+		if len(bytes.TrimSpace(l)) > 0 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil, nil, ErrNoSpecs
+	}
+	type doc struct {
+		line int
+		data []byte
+	}
+	var docs []doc
+	if json.Valid(lines[first]) {
+		for i := first; i < len(lines); i++ {
+			if l := bytes.TrimSpace(lines[i]); len(l) > 0 {
+				docs = append(docs, doc{line: i + 1, data: l})
+			}
+		}
+	} else {
+		docs = append(docs, doc{line: first + 1, data: bytes.TrimSpace(all)})
+	}
+
+	var subs []Submission
+	var invalid []*InvalidSpec
+	seen := make(map[string]int)
+	for _, d := range docs {
+		sub, err := NewSubmission(d.data, newID)
+		if err != nil {
+			var je *jobspec.Error
+			if !errors.As(err, &je) {
+				return nil, nil, fmt.Errorf("line %d: %w", d.line, err)
+			}
+			invalid = append(invalid, &InvalidSpec{Line: d.line, ID: sub.ID, Err: err})
+			continue
+		}
+		if prev, dup := seen[sub.ID]; dup {
+			invalid = append(invalid, &InvalidSpec{Line: d.line, ID: sub.ID, Err: &jobspec.Error{Problems: []jobspec.Problem{{
+				Path: "id", Rule: fmt.Sprintf("repeats the id of the spec on line %d", prev),
+			}}}})
+			continue
+		}
+		seen[sub.ID] = d.line
+		sub.Line = d.line
+		subs = append(subs, sub)
+	}
+	return subs, invalid, nil
+}
