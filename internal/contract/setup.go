@@ -55,15 +55,24 @@ func JobsStreamConfig(o Options) jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Duplicates:  dedupeWindow,
 		Replicas:    o.Replicas,
-		MaxMsgSize:  1 << 20,
+		// A spec is at most 1 MiB; headers come on top.
+		MaxMsgSize: 1<<20 + 64<<10,
 	}
 }
 
-// EnsureJobsStream creates SLUICE_JOBS or updates it to the contract's
-// definition. It is what the enqueue CLI calls before publishing.
+// EnsureJobsStream creates SLUICE_JOBS when it does not exist and leaves
+// an existing one as it is (its replicas and limits are the worker's to
+// set). It is what producers call before publishing.
 func EnsureJobsStream(ctx context.Context, js jetstream.JetStream, o Options) error {
-	if _, err := js.CreateOrUpdateStream(ctx, JobsStreamConfig(o)); err != nil {
-		return fmt.Errorf("ensure stream %s: %w", JobsStream, err)
+	_, err := js.Stream(ctx, JobsStream)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("look up stream %s: %w", JobsStream, err)
+	}
+	if _, err := js.CreateStream(ctx, JobsStreamConfig(o)); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("create stream %s: %w", JobsStream, err)
 	}
 	return nil
 }

@@ -106,19 +106,10 @@ func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []by
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rec, err := store.Update(ctx, req.JobID, func(r *state.Record) error {
-		switch {
-		case r.Status.Terminal(), r.Cancel != nil:
-			return state.Unchanged
-		case r.Kind == "compute" && submittedOrLater(r.Status):
-			return errComputeRunning
-		}
-		r.Cancel = &state.CancelRequest{RequestedAt: time.Now().UTC()}
-		return nil
-	})
+	rec, err := store.RequestCancel(ctx, req.JobID)
 	switch {
-	case errors.Is(err, errComputeRunning):
-		return CancelReply{JobID: req.JobID, Status: "submitted", Error: errComputeRunning.Error()}
+	case errors.Is(err, state.ErrNotCancellable):
+		return CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
 	case err != nil:
 		return CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
 	}
@@ -128,5 +119,3 @@ func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []by
 	}
 	return CancelReply{JobID: req.JobID, Cancel: "requested", Status: string(rec.Status)}
 }
-
-var errComputeRunning = errors.New("a compute job cannot be cancelled once submitted: the platform has no cancel operation")

@@ -197,13 +197,7 @@ func specMessage(err error) string {
 	return err.Error()
 }
 
-func submittedOrLater(s state.Status) bool {
-	switch s {
-	case state.StatusSubmitted, state.StatusRunning, state.StatusCollecting:
-		return true
-	}
-	return false
-}
+func submittedOrLater(s state.Status) bool { return s.Active() }
 
 func stageOf(s state.Status) state.Stage {
 	switch s {

@@ -94,15 +94,37 @@ func (s *Store) Update(ctx context.Context, jobID string, fn func(*Record) error
 	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
 }
 
+// ErrNotCancellable refuses a cancel: a compute job already submitted
+// cannot be cancelled, because the compute platform has no cancel
+// operation.
+var ErrNotCancellable = errors.New("a compute job cannot be cancelled once submitted: the platform has no cancel operation")
+
+// Active reports whether s is a step at which the job is upstream and not
+// yet finished.
+func (s Status) Active() bool {
+	return s == StatusSubmitted || s == StatusRunning || s == StatusCollecting
+}
+
 // RequestCancel sets the cancel flag of jobID, creating the record when no
-// worker has seen the job yet. It reports the record as written; a job
-// already terminal is returned unchanged.
+// worker has seen the job yet, and returns the record as it then is. A job
+// already finished, or already flagged, is returned unchanged. A compute
+// job already submitted is refused with ErrNotCancellable and the record
+// it has (a flag would be ignored while the job runs on).
 func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error) {
-	return s.Update(ctx, jobID, func(r *Record) error {
-		if r.Status.Terminal() || r.Cancel != nil {
+	var seen *Record
+	rec, err := s.Update(ctx, jobID, func(r *Record) error {
+		seen = r
+		switch {
+		case r.Status.Terminal(), r.Cancel != nil:
 			return Unchanged
+		case r.Kind == "compute" && r.Status.Active():
+			return ErrNotCancellable
 		}
 		r.Cancel = &CancelRequest{RequestedAt: s.now().UTC()}
 		return nil
 	})
+	if errors.Is(err, ErrNotCancellable) {
+		return seen, err
+	}
+	return rec, err
 }
