@@ -314,7 +314,12 @@ func computeError(stage state.Stage, what string, err error) error {
 	}
 	code := CodeUpstreamRejected
 	var ee *apiclient.EnvelopeError
-	if errors.As(err, &ee) && ee.Code != "" {
+	switch {
+	case errors.Is(err, apiclient.ErrClusterNotFound):
+		code = CodeClusterNotFound
+	case errors.Is(err, apiclient.ErrUnauthorized):
+		code = CodeUpstreamUnauthorized
+	case errors.As(err, &ee) && ee.Code != "":
 		code = "compute_" + ee.Code
 	}
 	return fail(code, stage, true, "%s: %v", what, err)

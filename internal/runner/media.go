@@ -171,7 +171,9 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 	case apiclient.IsPermanent(err):
 		code := CodeUpstreamRejected
 		var ae *apiclient.APIError
-		if errors.As(err, &ae) && ae.Code != "" {
+		if errors.Is(err, apiclient.ErrUnauthorized) {
+			code = CodeUpstreamUnauthorized
+		} else if errors.As(err, &ae) && ae.Code != "" {
 			code = ae.Code
 		}
 		return fail(code, state.StageSubmit, true, "%v", err)

@@ -12,20 +12,21 @@ import (
 // sluice's own error codes (CONTRACT.md section 4), used when upstream gave
 // none.
 const (
-	CodeInvalidSpec         = "invalid_spec"
-	CodeUpstreamUnavailable = "upstream_unavailable"
-	CodeUpstreamRejected    = "upstream_rejected"
-	CodeSubmitAmbiguous     = "submit_ambiguous"
-	CodeUpstreamFailed      = "upstream_failed"
-	CodeTimeout             = "timeout"
-	CodeArtifactTooLarge    = "artifact_too_large"
-	CodeArtifactFetchFailed = "artifact_fetch_failed"
-	CodeArtifactStoreFailed = "artifact_store_failed"
-	CodeExitStatus          = "exit_status"
-	CodeJobVanished         = "job_vanished"
-	CodeTooManyDeliveries   = "too_many_deliveries"
-	CodeQueueUnavailable    = "queue_unavailable"
-	CodeInputFetchFailed    = "input_fetch_failed"
+	CodeInvalidSpec          = "invalid_spec"
+	CodeUpstreamUnavailable  = "upstream_unavailable"
+	CodeUpstreamRejected     = "upstream_rejected"
+	CodeSubmitAmbiguous      = "submit_ambiguous"
+	CodeUpstreamFailed       = "upstream_failed"
+	CodeTimeout              = "timeout"
+	CodeArtifactTooLarge     = "artifact_too_large"
+	CodeArtifactFetchFailed  = "artifact_fetch_failed"
+	CodeExitStatus           = "exit_status"
+	CodeJobVanished          = "job_vanished"
+	CodeTooManyDeliveries    = "too_many_deliveries"
+	CodeQueueUnavailable     = "queue_unavailable"
+	CodeInputFetchFailed     = "input_fetch_failed"
+	CodeClusterNotFound      = "cluster_not_found"
+	CodeUpstreamUnauthorized = "upstream_unauthorized"
 )
 
 // failure ends a job failed. deadLetter also copies its message to
