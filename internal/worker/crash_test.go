@@ -15,19 +15,21 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-var workerBin string
+var workerBin, enqueueBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sluice-worker-bin-")
 	if err != nil {
 		panic(err)
 	}
-	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", workerBin, "github.com/sluice-dev/sluice/cmd/worker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build worker:", err)
-		os.Exit(1)
+	workerBin, enqueueBin = filepath.Join(dir, "worker"), filepath.Join(dir, "enqueue")
+	for bin, pkg := range map[string]string{workerBin: "./cmd/worker", enqueueBin: "./cmd/enqueue"} {
+		build := exec.Command("go", "build", "-o", bin, "github.com/sluice-dev/sluice/"+pkg[2:])
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)

@@ -1,0 +1,121 @@
+package worker_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// enqueue runs the enqueue binary against b's NATS and returns its output
+// and exit code.
+func (b *bundle) enqueue(t *testing.T, stdin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(enqueueBin, append(args, "--nats-url", b.nats.URL)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return out.String(), 0
+}
+
+// TestEnqueueAgainstWorker drives the real CLI against a real worker: every
+// kind with --wait, a failure, a cancel while running, status.
+func TestEnqueueAgainstWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+
+	out, code := b.enqueue(t, "", "video", "--id", "cli-video", "--model", "m", "--prompt", "from the cli",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
+	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/cli-video/result-0.mp4") {
+		t.Fatalf("video --wait: exit %d\n%s", code, out)
+	}
+
+	var nd strings.Builder
+	for _, mode := range []string{"sync", "async", "stream"} {
+		spec, _ := json.Marshal(speechSpec("cli-speech-"+mode, "line "+mode, mode))
+		nd.Write(spec)
+		nd.WriteByte('\n')
+	}
+	nd.WriteString(`{"id":"cli-video-2","kind":"video","video":{"model":"m","input":{"prompt":"x"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}` + "\n")
+	out, code = b.enqueue(t, nd.String(), "submit", "-f", "-", "--wait", "--timeout", "60s", "--json")
+	if code != 0 || !strings.Contains(out, `"published":4`) {
+		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	}
+
+	out, code = b.enqueue(t, "", "video", "--id", "cli-fail", "--model", "m", "--prompt", "no [sim:fail=blocked]",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
+	if code != 1 || !strings.Contains(out, "blocked") {
+		t.Fatalf("failed job: exit %d\n%s", code, out)
+	}
+
+	// Cancel a running job from a second process while the first waits.
+	wait := exec.Command(enqueueBin, "video", "--id", "cli-cancel", "--model", "m", "--prompt", "long [sim:duration=5m]",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s", "--nats-url", b.nats.URL)
+	var waitOut bytes.Buffer
+	wait.Stdout, wait.Stderr = &waitOut, &waitOut
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.awaitStatus(t, "cli-cancel", state.StatusRunning, 30*time.Second)
+	if out, code := b.enqueue(t, "", "cancel", "cli-cancel"); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
+	}
+	err := wait.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("waiting on a cancelled job: %v\n%s", err, waitOut.String())
+	}
+
+	out, code = b.enqueue(t, "", "status", "cli-video", "--json")
+	var st struct {
+		Status    string           `json:"status"`
+		Artifacts []state.Artifact `json:"artifacts"`
+	}
+	if code != 0 || json.Unmarshal([]byte(strings.TrimSpace(out)), &st) != nil || st.Status != "succeeded" || len(st.Artifacts) != 1 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	if _, code := b.enqueue(t, "", "status", "no-such-job"); code != 6 {
+		t.Errorf("status of an unknown job: exit %d", code)
+	}
+}
+
+// TestDeliveryLimitFailsAndDeadLetters: a job redelivered past
+// SLUICE_MAX_DELIVER ends failed and dead-lettered instead of looping.
+func TestDeliveryLimitFailsAndDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Error429Rate: 1, RetryAfter: time.Second})
+	b.start(t, func(c *config.Config) { c.MaxDeliver = 2 })
+	b.publish(t, "video", "limit-1", videoSpec("limit-1", "always throttled"))
+	ev := b.await(t, "limit-1", 90*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error.Code != runner.CodeTooManyDeliveries {
+		t.Fatalf("event = %+v", ev.Data.Error)
+	}
+	found := false
+	for _, m := range b.deadLetters(t) {
+		found = found || m.Header.Get("Sluice-Job-Id") == "limit-1"
+	}
+	if !found {
+		t.Error("job past the delivery limit was not dead-lettered")
+	}
+	if n := b.media.SubmitCount("always throttled"); n != 0 {
+		t.Errorf("throttled submits created %d tasks", n)
+	}
+}
