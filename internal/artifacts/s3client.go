@@ -79,5 +79,8 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// Stores that send no checksums (gofakes3, some gateways) would
+		// otherwise print a debug line for every download.
+		o.DisableLogOutputChecksumValidationSkipped = true
 	}), nil
 }
