@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +91,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	if err != nil {
 		return computeError(state.StageSubmit, "query cluster", err)
 	}
-	queue := cmpOr(spec.Job.Extra["GAP_QUEUE"], spec.Job.Queue)
+	queue := cmp.Or(spec.Job.Extra["GAP_QUEUE"], spec.Job.Queue)
 	if queue != "" {
 		queues, err := sess.Queues(ctx, sess.UserName(), schedID)
 		if err != nil {
@@ -217,10 +218,10 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 	spec := j.spec.Compute
 	type file struct{ name, path string }
 	var files []file
-	if p := cmpOr(d.OutputPath, spec.Job.Stdout); p != "" {
+	if p := cmp.Or(d.OutputPath, spec.Job.Stdout); p != "" {
 		files = append(files, file{"stdout.txt", p})
 	}
-	if p := cmpOr(d.ErrorPath, spec.Job.Stderr); p != "" {
+	if p := cmp.Or(d.ErrorPath, spec.Job.Stderr); p != "" {
 		files = append(files, file{"stderr.txt", p})
 	}
 	used := map[string]bool{"stdout.txt": true, "stderr.txt": true}

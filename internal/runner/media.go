@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -249,7 +250,7 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 	case st.Terminal():
 		j.rec.Upstream.Status = string(st)
 		j.rec.Upstream.EndTime = t.Output.EndTime
-		j.rec.Upstream.SubmitTime = cmpOr(t.Output.SubmitTime, j.rec.Upstream.SubmitTime)
+		j.rec.Upstream.SubmitTime = cmp.Or(t.Output.SubmitTime, j.rec.Upstream.SubmitTime)
 		j.rec.Usage = t.Usage
 		if err := r.checkpoint(ctx, j, j.rec.Status, func(rec *state.Record) {
 			rec.Upstream = j.rec.Upstream
@@ -368,7 +369,7 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	if _, err := br.Peek(1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 		return streamFailure(err)
 	}
-	ctype := cmpOr(stream.ContentType(), "audio/mpeg")
+	ctype := cmp.Or(stream.ContentType(), "audio/mpeg")
 	name := "result-0" + audioExt(ctype)
 	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
 	if err != nil {
@@ -394,7 +395,7 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 func streamFailure(err error) error {
 	var fe *apiclient.FrameError
 	if errors.As(err, &fe) {
-		return fail(cmpOr(fe.Code, CodeUpstreamFailed), state.StagePoll, false, "%v", err)
+		return fail(cmp.Or(fe.Code, CodeUpstreamFailed), state.StagePoll, false, "%v", err)
 	}
 	if f := artifactFailure(err); f != nil {
 		return f
@@ -417,11 +418,4 @@ func audioExt(ctype string) string {
 		return ".flac"
 	}
 	return ".mp3"
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
