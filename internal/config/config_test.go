@@ -1,0 +1,85 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+)
+
+func TestDefaultsNeedOnlyABucket(t *testing.T) {
+	t.Setenv("SLUICE_S3_BUCKET", "media")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxInflight != 256 || c.PollInterval != 5*time.Second || c.ComputePoll != 30*time.Second ||
+		c.MaxArtifactBytes != 5368709120 || c.HTTPAddr != ":9090" || c.S3Prefix != "sluice" ||
+		strings.Join(c.Kinds, ",") != "video,speech,compute" || c.ShutdownTimeout != 30*time.Second {
+		t.Errorf("defaults = %+v", c)
+	}
+	if c.WorkerName == "" {
+		t.Error("no worker name")
+	}
+}
+
+func TestEveryInvalidValueIsNamed(t *testing.T) {
+	for name, value := range map[string]string{
+		"SLUICE_KINDS":                 "video,audio",
+		"SLUICE_MAX_INFLIGHT":          "0",
+		"SLUICE_POLL_INTERVAL":         "-1s",
+		"SLUICE_MEDIA_BASE_URL":        "ftp://x",
+		"SLUICE_COMPUTE_BASE_URL":      "https://user:pw@host",
+		"SLUICE_LOG_FORMAT":            "xml",
+		"SLUICE_LOG_LEVEL":             "loud",
+		"SLUICE_S3_PART_SIZE":          "1024",
+		"SLUICE_S3_PREFIX":             "/abs",
+		"SLUICE_ACK_WAIT":              "10ms",
+		"SLUICE_MEDIA_MAX_CONCURRENCY": "-3",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("SLUICE_S3_BUCKET", "media")
+			t.Setenv(name, value)
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("error %v does not name %s", err, name)
+			}
+		})
+	}
+}
+
+func TestUnparseableValueNamesTheVariable(t *testing.T) {
+	t.Setenv("SLUICE_SHUTDOWN_TIMEOUT", "soon")
+	_, err := config.Load()
+	if err == nil || !strings.Contains(err.Error(), "SLUICE_SHUTDOWN_TIMEOUT") || !strings.Contains(err.Error(), "soon") {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestSeveralProblemsReportedTogether(t *testing.T) {
+	t.Setenv("SLUICE_MAX_INFLIGHT", "0")
+	t.Setenv("SLUICE_LOG_FORMAT", "xml")
+	_, err := config.Load()
+	for _, want := range []string{"SLUICE_S3_BUCKET", "SLUICE_MAX_INFLIGHT", "SLUICE_LOG_FORMAT"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %s", err, want)
+		}
+	}
+}
+
+func TestSummaryHasNoSecrets(t *testing.T) {
+	t.Setenv("SLUICE_S3_BUCKET", "media")
+	t.Setenv("SLUICE_MEDIA_API_KEY", "sk-SECRET")
+	t.Setenv("SLUICE_COMPUTE_PASSWORD", "pw-SECRET")
+	t.Setenv("SLUICE_NATS_URL", "nats://u:natsSECRET@host:4222")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.Summary() {
+		if s, ok := v.(string); ok && strings.Contains(s, "SECRET") {
+			t.Errorf("summary %s = %q", k, s)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package contract_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+func TestEnsureIsIdempotent(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, n.JS)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, n.JS)
+	for name, b := range before {
+		if after[name] != b {
+			t.Errorf("%s changed on the second Ensure:\n%s\n%s", name, b, after[name])
+		}
+	}
+	jobs, err := n.JS.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jobs.CachedInfo().Config
+	if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != time.Hour || cfg.Storage != jetstream.FileStorage {
+		t.Errorf("jobs stream = %+v", cfg)
+	}
+	for _, kind := range contract.Kinds {
+		c, err := n.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName(kind))
+		if err != nil {
+			t.Fatalf("consumer %s: %v", kind, err)
+		}
+		cc := c.CachedInfo().Config
+		if cc.FilterSubject != "sluice.jobs."+kind || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.Durable != "sluice-"+kind {
+			t.Errorf("consumer %s = %+v", kind, cc)
+		}
+	}
+	if err := contract.Present(ctx, n.JS); err != nil {
+		t.Errorf("Present: %v", err)
+	}
+}
+
+func snapshot(t *testing.T, js jetstream.JetStream) map[string]string {
+	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
+	out := map[string]string{}
+	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, "KV_" + contract.StateBucket} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info := s.CachedInfo()
+		out[name] = info.Created.String() + " " + fmtConfig(info.Config)
+	}
+	return out
+}
+
+func fmtConfig(c jetstream.StreamConfig) string {
+	return c.Name + " " + c.Description + " " + c.MaxAge.String() + " " + c.Duplicates.String()
+}
+
+func TestEnsureJobsStreamLeavesAnExistingStreamAlone(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	cfg := contract.JobsStreamConfig(contract.Options{})
+	cfg.Description = "set by an operator"
+	if _, err := n.JS.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := contract.EnsureJobsStream(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := n.JS.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.CachedInfo().Config.Description; d != "set by an operator" {
+		t.Errorf("description = %q", d)
+	}
+}
+
+func TestNames(t *testing.T) {
+	t.Parallel()
+	if contract.EventSubject("video", "succeeded") != "sluice.events.video.succeeded" ||
+		contract.DLQSubject("speech") != "sluice.dlq.speech" || contract.EventID("a", "failed") != "a.failed" {
+		t.Error("names differ from the contract")
+	}
+	for subject, want := range map[string]string{"sluice.jobs.video": "video", "sluice.jobs.": "", "sluice.jobs.a.b": "", "other.video": ""} {
+		got, err := contract.KindOfSubject(subject)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("KindOfSubject(%q) = %q, %v", subject, got, err)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+)
+
+// fakeTasks answers batch queries from a table, as the media API's batch
+// query would, and records every call.
+type fakeTasks struct {
+	mu      sync.Mutex
+	calls   [][]string
+	missing map[string]bool
+	err     error
+}
+
+func (f *fakeTasks) GetTasks(_ context.Context, ids []string) ([]apiclient.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, append([]string(nil), ids...))
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []apiclient.Task
+	for _, id := range ids {
+		if !f.missing[id] {
+			out = append(out, apiclient.Task{Output: apiclient.TaskOutput{TaskID: id, TaskStatus: apiclient.TaskRunning}})
+		}
+	}
+	return out, nil
+}
+
+// clockPoller drives a Poller's rounds by hand on a fake clock.
+type clockPoller struct {
+	*Poller
+	now time.Time
+}
+
+func newClockPoller(f TaskQuerier) *clockPoller {
+	cp := &clockPoller{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cp.Poller = NewPoller(PollerConfig{Client: f, MaxInterval: 5 * time.Second, FirstDelay: time.Second, Now: func() time.Time { return cp.now }})
+	return cp
+}
+
+// run advances the clock in 10 ms steps for d, sending every batch a round
+// picks.
+func (cp *clockPoller) run(d time.Duration) {
+	end := cp.now.Add(d)
+	for cp.now.Before(end) {
+		batches, _ := cp.round(cp.now)
+		for _, b := range batches {
+			cp.query(context.Background(), b)
+		}
+		cp.now = cp.now.Add(10 * time.Millisecond)
+	}
+}
+
+func TestPollerFillsBatches(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{100, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeTasks{}
+			cp := newClockPoller(f)
+			// Tasks arrive spread over 3 s, as submits do.
+			for i := range n {
+				cp.Watch(fmt.Sprintf("t-%d", i))
+				cp.now = cp.now.Add(3 * time.Second / time.Duration(n))
+			}
+			cp.run(20 * time.Second) // warm up to the 5 s interval
+			f.mu.Lock()
+			warm := len(f.calls)
+			f.mu.Unlock()
+			cp.run(60 * time.Second)
+
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			polled := 0
+			for _, c := range f.calls {
+				if len(c) > apiclient.MaxBatch {
+					t.Fatalf("batch of %d ids", len(c))
+				}
+			}
+			steady := f.calls[warm:]
+			for _, c := range steady {
+				polled += len(c)
+			}
+			perTask := float64(len(steady)) / float64(polled)
+			t.Logf("%d tasks: %d requests polled %d task states: %.3f requests per task poll", n, len(steady), polled, perTask)
+			if perTask > 0.11 {
+				t.Errorf("%.3f requests per task poll, want <= 0.11 (full batches of 10)", perTask)
+			}
+			// Every task is still polled about every MaxInterval.
+			if floor := n * 60 / 5 * 8 / 10; polled < floor {
+				t.Errorf("only %d task polls in 60 s for %d tasks (want >= %d)", polled, n, floor)
+			}
+		})
+	}
+}
+
+func TestPollerPausesOnRetryAfter(t *testing.T) {
+	t.Parallel()
+	f := &fakeTasks{err: &apiclient.APIError{Status: 429, RetryAfter: 3 * time.Second}}
+	cp := newClockPoller(f)
+	cp.Watch("t-1")
+	cp.run(1100 * time.Millisecond) // first poll at 1 s gets the 429
+	f.mu.Lock()
+	f.err = nil
+	calls := len(f.calls)
+	f.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d calls before the pause", calls)
+	}
+	cp.run(2500 * time.Millisecond)
+	f.mu.Lock()
+	if len(f.calls) != 1 {
+		t.Errorf("polled during the Retry-After pause: %d calls", len(f.calls))
+	}
+	f.mu.Unlock()
+	cp.run(3 * time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) < 2 {
+		t.Error("never polled again after the pause")
+	}
+}
+
+func TestPollerReportsMissingTasks(t *testing.T) {
+	t.Parallel()
+	f := &fakeTasks{missing: map[string]bool{"gone": true}}
+	cp := newClockPoller(f)
+	updates, stop := cp.Watch("gone")
+	defer stop()
+	cp.run(30 * time.Second)
+	select {
+	case u := <-updates:
+		if !errors.Is(u.Err, errTaskMissing) {
+			t.Errorf("update = %+v", u)
+		}
+	default:
+		t.Error("a task left out of every answer was never reported")
+	}
+}
+
+func TestPollerDeliversLatestUpdate(t *testing.T) {
+	t.Parallel()
+	f := &fakeTasks{}
+	cp := newClockPoller(f)
+	updates, stop := cp.Watch("t-1")
+	cp.run(20 * time.Second) // many polls, nobody reading
+	if u := <-updates; u.Task == nil || u.Task.Output.TaskID != "t-1" {
+		t.Errorf("update = %+v", u)
+	}
+	select {
+	case u := <-updates:
+		t.Errorf("more than the latest update queued: %+v", u)
+	default:
+	}
+	stop()
+	f.mu.Lock()
+	n := len(f.calls)
+	f.mu.Unlock()
+	cp.run(10 * time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) != n {
+		t.Error("polled a stopped watch")
+	}
+}

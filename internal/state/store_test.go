@@ -1,0 +1,105 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+func newStore(t *testing.T) *state.Store {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 10*time.Second)
+	kv, err := n.JS.CreateOrUpdateKeyValue(ctx, contract.StateBucketConfig(contract.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.NewStore(kv, "w1", nil)
+}
+
+func TestUpdateIsCompareAndSet(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := st.Update(ctx, "job-1", func(r *state.Record) error { r.Attempts++; return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	rec, _, err := st.Get(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Attempts != 8 || rec.Worker != "w1" || rec.CreatedAt.IsZero() {
+		t.Errorf("record = %+v, want 8 attempts from 8 concurrent updates", rec)
+	}
+}
+
+func TestUpdateUnchangedAndErrors(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, _, err := st.Get(ctx, "none"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get of a missing record: %v", err)
+	}
+	boom := errors.New("boom")
+	if _, err := st.Update(ctx, "j", func(*state.Record) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("fn error = %v", err)
+	}
+	if _, _, err := st.Get(ctx, "j"); !errors.Is(err, state.ErrNotFound) {
+		t.Error("an aborted update wrote a record")
+	}
+	if _, err := st.Update(ctx, "j", func(*state.Record) error { return state.Unchanged }); err != nil {
+		t.Error(err)
+	}
+	if _, _, err := st.Get(ctx, "j"); !errors.Is(err, state.ErrNotFound) {
+		t.Error("Unchanged wrote a record")
+	}
+}
+
+func TestRequestCancel(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := testenv.Context(t, 10*time.Second)
+	set := func(id, kind string, s state.Status) {
+		t.Helper()
+		if _, err := st.Update(ctx, id, func(r *state.Record) error { r.Kind, r.Status = kind, s; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Unknown job: the flag is recorded for the first worker to see it.
+	rec, err := st.RequestCancel(ctx, "queued")
+	if err != nil || rec.Cancel == nil || rec.Status != "" {
+		t.Fatalf("queued: %+v %v", rec, err)
+	}
+	set("running-video", "video", state.StatusRunning)
+	if rec, err := st.RequestCancel(ctx, "running-video"); err != nil || rec.Cancel == nil {
+		t.Errorf("running video: %+v %v", rec, err)
+	}
+	set("done", "video", state.StatusSucceeded)
+	if rec, err := st.RequestCancel(ctx, "done"); err != nil || rec.Cancel != nil {
+		t.Errorf("finished job flagged: %+v %v", rec, err)
+	}
+	set("hpc", "compute", state.StatusSubmitted)
+	rec, err = st.RequestCancel(ctx, "hpc")
+	if !errors.Is(err, state.ErrNotCancellable) || rec == nil || rec.Status != state.StatusSubmitted {
+		t.Errorf("submitted compute job: %+v %v", rec, err)
+	}
+	if r, _, _ := st.Get(context.Background(), "hpc"); r.Cancel != nil {
+		t.Error("a refused cancel set the flag")
+	}
+	set("hpc-queued", "compute", state.StatusReceived)
+	if rec, err := st.RequestCancel(ctx, "hpc-queued"); err != nil || rec.Cancel == nil {
+		t.Errorf("compute job not yet submitted: %+v %v", rec, err)
+	}
+}
