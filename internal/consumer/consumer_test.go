@@ -1,0 +1,195 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// handlerFunc adapts a function to consumer.Handler.
+type handlerFunc func(ctx context.Context, d *consumer.Delivery) consumer.Outcome
+
+func (f handlerFunc) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome { return f(ctx, d) }
+
+type testBundle struct {
+	n *testenv.NATS
+}
+
+func setup(t *testing.T, ackWait time.Duration) *testBundle {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	if err := contract.Ensure(testenv.Context(t, 10*time.Second), n.JS, contract.Options{AckWait: ackWait}); err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{n: n}
+}
+
+func (b *testBundle) publish(t *testing.T, count int) {
+	t.Helper()
+	for i := range count {
+		m := nats.NewMsg(contract.JobSubject("video"))
+		m.Data = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		m.Header.Set(contract.HeaderMsgID, fmt.Sprintf("job-%d", i))
+		if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (b *testBundle) run(t *testing.T, cfg consumer.Config, h consumer.Handler) (stop func()) {
+	t.Helper()
+	cfg.JS, cfg.Kinds = b.n.JS, []string{"video"}
+	c, err := consumer.New(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func (b *testBundle) info(t *testing.T) *jetstream.ConsumerInfo {
+	t.Helper()
+	ctx := testenv.Context(t, 5*time.Second)
+	c, err := b.n.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName("video"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPullsOnlyForFreeSlotsAndHeartbeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t, time.Second)
+	b.publish(t, 10)
+	var held atomic.Int32
+	release := make(chan struct{})
+	b.run(t, consumer.Config{MaxInflight: 3, AckWait: time.Second, FetchWait: 200 * time.Millisecond}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			held.Add(1)
+			<-release
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "3 held jobs", func() bool { return held.Load() == 3 })
+	// Hold for three AckWaits: without heartbeats the jobs would be
+	// redelivered; without slots more would be pulled.
+	time.Sleep(3 * time.Second)
+	info := b.info(t)
+	if held.Load() != 3 || info.NumAckPending != 3 || info.NumRedelivered != 0 || info.NumPending != 7 {
+		t.Errorf("held %d, ack pending %d, redelivered %d, pending %d; want 3, 3, 0, 7",
+			held.Load(), info.NumAckPending, info.NumRedelivered, info.NumPending)
+	}
+	close(release)
+	waitFor(t, "all acked", func() bool { i := b.info(t); return i.NumPending == 0 && i.NumAckPending == 0 })
+}
+
+func TestDeadLetterCopiesAndTerms(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	b.publish(t, 1)
+	b.run(t, consumer.Config{FetchWait: 200 * time.Millisecond}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			return consumer.Outcome{Action: consumer.DeadLetter, Reason: "invalid_spec: video.model:\nrequired", JobID: "job-0"}
+		}))
+	ctx := testenv.Context(t, 20*time.Second)
+	var m *jetstream.RawStreamMsg
+	waitFor(t, "the dead letter", func() bool {
+		s, err := b.n.JS.Stream(ctx, contract.DLQStream)
+		if err != nil {
+			return false
+		}
+		m, err = s.GetMsg(ctx, 1)
+		return err == nil
+	})
+	if m.Subject != "sluice.dlq.video" || string(m.Data) != `{"n":0}` || m.Header.Get(contract.HeaderError) != "invalid_spec: video.model: required" ||
+		m.Header.Get(contract.HeaderJobID) != "job-0" || m.Header.Get(contract.HeaderMsgID) != "job-0" {
+		t.Errorf("dead letter = %s %q %v", m.Subject, m.Data, m.Header)
+	}
+	waitFor(t, "the message terminated", func() bool { i := b.info(t); return i.NumAckPending == 0 && i.NumPending == 0 })
+}
+
+func TestStopReleasesHeldJobsToAnotherWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 30*time.Second)
+	b.publish(t, 4)
+	var first atomic.Int32
+	stop := b.run(t, consumer.Config{FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			first.Add(1)
+			<-d.Stopping()
+			return consumer.Outcome{Action: consumer.Release}
+		}))
+	waitFor(t, "4 held jobs", func() bool { return first.Load() == 4 })
+	stop()
+	var second sync.Map
+	b.run(t, consumer.Config{FetchWait: 200 * time.Millisecond}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			second.Store(string(d.Msg.Data()), d.NumDelivered())
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	// Redelivered at once, not after the 30 s AckWait.
+	waitFor(t, "the second worker to finish all 4", func() bool { i := b.info(t); return i.NumPending == 0 && i.NumAckPending == 0 })
+	second.Range(func(k, v any) bool {
+		if v.(uint64) > 3 {
+			t.Errorf("%s delivered %d times", k, v)
+		}
+		return true
+	})
+}
+
+func TestRetryNaksWithDelayAndPanicsDoNotKill(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	b.publish(t, 2)
+	var calls sync.Map
+	b.run(t, consumer.Config{FetchWait: 200 * time.Millisecond}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			key := string(d.Msg.Data())
+			n, _ := calls.LoadOrStore(key, new(atomic.Int32))
+			if n.(*atomic.Int32).Add(1) == 1 {
+				if key == `{"n":1}` {
+					panic("handler bug")
+				}
+				return consumer.Outcome{Action: consumer.Retry, Delay: 100 * time.Millisecond}
+			}
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "the retried job", func() bool {
+		n, ok := calls.Load(`{"n":0}`)
+		return ok && n.(*atomic.Int32).Load() == 2
+	})
+	// The job whose handler panicked is held for a later retry, not lost.
+	waitFor(t, "the panicked job to wait for its retry", func() bool {
+		n, ok := calls.Load(`{"n":1}`)
+		return ok && n.(*atomic.Int32).Load() == 1 && b.info(t).NumAckPending == 1
+	})
+}
