@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // ComputeConfig configures a Compute client. Only BaseURL and the three
@@ -34,9 +36,9 @@ type ComputeConfig struct {
 	// Defaults to 4.
 	MaxAttempts int
 	// Backoff spaces retries that have no Retry-After. Defaults to
-	// Backoff{} (200ms doubling to 10s, jittered).
-	Backoff Backoff
-	// Sleep waits between retries. Defaults to Sleep.
+	// backoff.Exponential{} (200ms doubling to 10s, jittered).
+	Backoff backoff.Exponential
+	// Sleep waits between retries. Defaults to backoff.Sleep.
 	Sleep func(context.Context, time.Duration) error
 	// Now is the clock used to read Retry-After dates. Defaults to
 	// time.Now.
@@ -62,7 +64,7 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 	}
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultComputeAttempts)
 	if c.Sleep == nil {
-		c.Sleep = Sleep
+		c.Sleep = backoff.Sleep
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -213,6 +215,11 @@ func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, err
 	if err != nil {
 		return nil, err
 	}
+	return stateOf(states, clusterID)
+}
+
+// stateOf returns the token state of clusterID among states.
+func stateOf(states []*tokenState, clusterID string) (*tokenState, error) {
 	for _, s := range states {
 		if s.entry.ClusterID == clusterID {
 			return s, nil
@@ -240,12 +247,7 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range states {
-		if s.entry.ClusterID == clusterID {
-			return s, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: cluster id %q is no longer in the token response", ErrClusterNotFound, clusterID)
+	return stateOf(states, clusterID)
 }
 
 // fetchTokens calls the token endpoint and replaces the cache. A token that

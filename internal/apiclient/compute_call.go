@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // This file is the compute client's one HTTP exchange: it picks the
@@ -321,7 +323,7 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 	if up != nil {
 		if srcErr := up.finish(); srcErr != nil {
 			if resp != nil {
-				drainClose(resp.Body)
+				backoff.DrainClose(resp.Body)
 			}
 			return nil, outcome{kind: outFatal, err: srcErr}
 		}
@@ -384,7 +386,7 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 // had.
 func (c *Compute) envelopeError(rq *request, status int, h http.Header, body []byte) *EnvelopeError {
 	e := &EnvelopeError{Op: rq.op, Status: status}
-	if d, ok := RetryAfter(h, c.cfg.Now()); ok {
+	if d, ok := backoff.RetryAfter(h, c.cfg.Now()); ok {
 		e.RetryAfter = d
 	}
 	var env Envelope
@@ -432,13 +434,13 @@ func (c *Compute) openStream(rq *request, resp *http.Response, cancel context.Ca
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEnvelopePeek+1))
 		if err != nil {
-			drainClose(resp.Body)
+			backoff.DrainClose(resp.Body)
 			return nil, outcome{kind: outSent, err: fmt.Errorf("read download: %w", err)}
 		}
 		if len(b) <= maxEnvelopePeek {
 			var env Envelope
 			if json.Unmarshal(b, &env) == nil && env.Code != "" && env.Code != "0" {
-				drainClose(resp.Body)
+				backoff.DrainClose(resp.Body)
 				return nil, outcome{kind: outEnvelope, env: &EnvelopeError{
 					Op: rq.op, Status: resp.StatusCode, Code: scrub(env.Code, c.secrets()...), Msg: scrub(env.Msg, c.secrets()...),
 				}}

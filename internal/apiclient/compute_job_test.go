@@ -39,17 +39,6 @@ func uploadScript(t *testing.T, s *apiclient.ClusterSession, dir, body string) s
 	return dir + "/job.sh"
 }
 
-// submitAttempts sums the simulator's answers to submit calls.
-func submitAttempts(b *computeBundle) int64 {
-	var n int64
-	for k, v := range b.sim.Counters().Snapshot() {
-		if strings.HasPrefix(k, "requests:"+apisim.EndpointComputeSubmit+":") {
-			n += v
-		}
-	}
-	return n
-}
-
 func TestComputeSubmitAmbiguous(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -83,7 +72,7 @@ func TestComputeSubmitAmbiguous(t *testing.T) {
 			if apiclient.IsTransient(err) {
 				t.Error("an ambiguous submit must not be transient")
 			}
-			if n := submitAttempts(b); n != 1 {
+			if n := b.sim.Counters().Requests(apisim.EndpointComputeSubmit); n != 1 {
 				t.Errorf("submit attempts = %d, want exactly 1", n)
 			}
 			if n := b.sim.SubmitCount("amb"); n != tt.wantCreated {

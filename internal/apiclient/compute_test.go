@@ -14,6 +14,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 const (
@@ -22,68 +24,13 @@ const (
 	computeOrg      = "org-7731"
 )
 
-// computeClock is a settable clock shared by the simulator and the client.
-type computeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *computeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *computeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// computeSleeper records the client's waits and advances the clock
-// instead of sleeping. hook, if set, runs after each wait with its 1-based
-// number.
-type computeSleeper struct {
-	clock *computeClock
-	mu    sync.Mutex
-	waits []time.Duration
-	hook  func(n int)
-}
-
-func (s *computeSleeper) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.waits = append(s.waits, d)
-	n, hook := len(s.waits), s.hook
-	s.mu.Unlock()
-	s.clock.Advance(d)
-	if hook != nil {
-		hook(n)
-	}
-	return ctx.Err()
-}
-
-func (s *computeSleeper) Waits() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.waits...)
-}
-
-func (s *computeSleeper) OnWait(hook func(n int)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hook = hook
-}
-
 // computeBundle is one simulator behind an httptest server and a client.
 type computeBundle struct {
 	sim    *apisim.Compute
 	srv    *httptest.Server
 	client *apiclient.Compute
-	clock  *computeClock
-	sleep  *computeSleeper
+	clock  *testenv.Clock
+	sleep  *testenv.Sleeper
 }
 
 // computeOpts tunes setupCompute.
@@ -96,7 +43,7 @@ type computeOpts struct {
 
 func setupCompute(t *testing.T, o computeOpts) *computeBundle {
 	t.Helper()
-	clock := &computeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock()
 	scfg := apisim.ComputeConfig{
 		User: computeUser, Password: computePassword, OrgID: computeOrg,
 		QueuedFor: 10 * time.Second, RunFor: time.Minute,
@@ -112,11 +59,11 @@ func setupCompute(t *testing.T, o computeOpts) *computeBundle {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	sleep := &computeSleeper{clock: clock}
+	sleep := &testenv.Sleeper{Clock: clock}
 	ccfg := apiclient.ComputeConfig{
 		BaseURL: srv.URL, User: computeUser, Password: computePassword, OrgID: computeOrg,
 		HTTPClient: srv.Client(), Sleep: sleep.Sleep, Now: clock.Now,
-		Backoff: apiclient.Backoff{Min: time.Second, Max: 4 * time.Second},
+		Backoff: backoff.Exponential{Min: time.Second, Max: 4 * time.Second},
 	}
 	if o.client != nil {
 		o.client(&ccfg)

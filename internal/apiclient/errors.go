@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // Sentinel errors shared by the upstream clients. Match them with errors.Is;
@@ -213,7 +215,7 @@ const maxExcerpt = 300
 // secrets (the API key) are removed from every string kept.
 func newAPIError(status int, h http.Header, body []byte, now time.Time, secrets ...string) *APIError {
 	e := &APIError{Status: status}
-	if d, ok := RetryAfter(h, now); ok {
+	if d, ok := backoff.RetryAfter(h, now); ok {
 		e.RetryAfter = d
 	}
 	var eb errorBody
@@ -232,44 +234,12 @@ func newAPIError(status int, h http.Header, body []byte, now time.Time, secrets 
 	return e
 }
 
-var (
-	// urlRE finds URLs (any scheme) so their userinfo, query and fragment
-	// can be dropped: presigned URLs carry signatures there.
-	urlRE = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\\]+`)
-	// dataURIRE finds base64 data URIs, which are dropped for size.
-	dataURIRE = regexp.MustCompile(`data:[^,\s"']*;base64,[A-Za-z0-9+/=_-]*`)
-	// bearerRE finds bearer tokens echoed by a server or proxy.
-	bearerRE = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
-	// credRE finds credential-looking key=value or "key": "value" pairs.
-	credRE = regexp.MustCompile(`(?i)((?:token|api[_-]?key|secret|password|signature|authorization|credential)["']?\s*[:=]\s*["']?)[^\s"',;&}]+`)
-)
-
 // scrub turns upstream text into something safe to put into an error: one
-// line, at most maxExcerpt bytes, with secrets, URL userinfo and query
-// strings, data URIs and credential-looking key/value pairs removed.
+// line of at most maxExcerpt bytes without secrets, URL user information,
+// query strings, data URIs or credential-looking key/value pairs (see
+// redact.Text).
 func scrub(s string, secrets ...string) string {
-	if s == "" {
-		return ""
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "?")
-	}
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[redacted]")
-		}
-	}
-	s = dataURIRE.ReplaceAllString(s, "data:[omitted]")
-	s = urlRE.ReplaceAllStringFunc(s, scrubURL)
-	s = bearerRE.ReplaceAllString(s, "${1}[redacted]")
-	s = credRE.ReplaceAllString(s, "${1}[redacted]")
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.TrimSpace(s)
+	s = redact.Text(s, secrets...)
 	if len(s) > maxExcerpt {
 		cut := maxExcerpt
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -278,22 +248,4 @@ func scrub(s string, secrets ...string) string {
 		s = s[:cut] + "…"
 	}
 	return s
-}
-
-// scrubURL drops the userinfo, query and fragment of one URL-looking token.
-func scrubURL(u string) string {
-	scheme, rest, _ := strings.Cut(u, "://")
-	end := strings.IndexAny(rest, "?#")
-	tail := ""
-	if end >= 0 {
-		rest, tail = rest[:end], "?[redacted]"
-	}
-	host, path, hasPath := strings.Cut(rest, "/")
-	if at := strings.LastIndexByte(host, '@'); at >= 0 {
-		host = "[redacted]@" + host[at+1:]
-	}
-	if hasPath {
-		host += "/" + path
-	}
-	return scheme + "://" + host + tail
 }

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Media API paths under the base URL (spec/media-api.md section 4).
@@ -47,10 +49,10 @@ type MediaConfig struct {
 	// Defaults to 5.
 	MaxAttempts int
 	// Backoff spaces retries that carry no Retry-After. Defaults to
-	// Backoff{} (200ms doubling to 10s, full jitter).
-	Backoff Backoff
+	// backoff.Exponential{} (200ms doubling to 10s, full jitter).
+	Backoff backoff.Exponential
 	// Sleep waits between retries and must return early with ctx's error
-	// when ctx is done. Defaults to Sleep.
+	// when ctx is done. Defaults to backoff.Sleep.
 	Sleep func(context.Context, time.Duration) error
 	// Now reads the clock, for Retry-After dates. Defaults to time.Now.
 	Now func() time.Time
@@ -66,7 +68,7 @@ func (c MediaConfig) withDefaults() MediaConfig {
 	}
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
 	if c.Sleep == nil {
-		c.Sleep = Sleep
+		c.Sleep = backoff.Sleep
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -8,32 +8,22 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // clearFaultAfter makes the sleeper clear endpoint's fault after n waits.
 func (b *mediaBundle) clearFaultAfter(endpoint string, n int) {
-	b.sleep.hook = func(k int) {
+	b.sleep.OnWait(func(k int) {
 		if k == n {
 			b.sim.Faults().Set(endpoint, apisim.Fault{})
 		}
-	}
-}
-
-func (b *mediaBundle) requests(endpoint string) int64 {
-	var n int64
-	for k, v := range b.sim.Counters().Snapshot() {
-		if strings.HasPrefix(k, "requests:"+endpoint+":") {
-			n += v
-		}
-	}
-	return n
+	})
 }
 
 // TestMediaSubmitAmbiguous: a failure after upstream may have created the
@@ -69,7 +59,7 @@ func TestMediaSubmitAmbiguous(t *testing.T) {
 			// A hung request is counted only when its handler returns,
 			// which may be after the client gave up: the waits show that
 			// nothing was retried.
-			if n := b.requests(apisim.EndpointVideoSubmit); n != 1 && tt.fault.HangRate == 0 {
+			if n := b.sim.Counters().Requests(apisim.EndpointVideoSubmit); n != 1 && tt.fault.HangRate == 0 {
 				t.Errorf("%d submit requests, want exactly 1", n)
 			}
 			if w := b.sleep.Waits(); len(w) != 0 {
@@ -135,7 +125,7 @@ func TestMediaSubmitRetriesWhenNothingWasCreated(t *testing.T) {
 		if d, ok := apiclient.RetryAfterOf(err); !ok || d != 2*time.Second {
 			t.Errorf("RetryAfterOf = %v %v", d, ok)
 		}
-		if n := b.requests(apisim.EndpointSpeechSubmit); n != 3 {
+		if n := b.sim.Counters().Requests(apisim.EndpointSpeechSubmit); n != 3 {
 			t.Errorf("%d requests, want MaxAttempts=3", n)
 		}
 		if n := b.sim.SubmitCount("never"); n != 0 {
@@ -197,7 +187,7 @@ func TestMediaSubmitRetriesRefusedConnections(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL
 		srv.Close()
-		sleeps := &mediaSleeper{}
+		sleeps := &testenv.Sleeper{}
 		c, err := apiclient.NewMedia(apiclient.MediaConfig{BaseURL: url, APIKey: mediaKey, Sleep: sleeps.Sleep})
 		if err != nil {
 			t.Fatal(err)
@@ -233,7 +223,7 @@ func resetAfterRead(t *testing.T) *httptest.Server {
 func TestMediaResetAfterWrite(t *testing.T) {
 	t.Parallel()
 	srv := resetAfterRead(t)
-	sleeps := &mediaSleeper{}
+	sleeps := &testenv.Sleeper{}
 	c, err := apiclient.NewMedia(apiclient.MediaConfig{BaseURL: srv.URL, APIKey: mediaKey, Sleep: sleeps.Sleep, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +273,11 @@ func TestMediaIdempotentRetries(t *testing.T) {
 			if got, err := b.client.GetTask(ctx, id); err != nil || got.Output.TaskID != id {
 				t.Fatalf("get: %+v %v", got, err)
 			}
-			if n := b.requests(apisim.EndpointTask); n != 3 {
+			if n := b.sim.Counters().Requests(apisim.EndpointTask); n != 3 {
 				t.Errorf("get: %d requests, want 3", n)
 			}
 
-			b.sleep = &mediaSleeper{}
+			b.sleep = &testenv.Sleeper{}
 			b.sim.Faults().Set(apisim.EndpointTasks, f.fault)
 			b.clearFaultAfter(apisim.EndpointTasks, 1)
 			b.client = rebuild(t, b)
@@ -300,7 +290,7 @@ func TestMediaIdempotentRetries(t *testing.T) {
 				// by TestMediaCancelRetryAfterLostAnswer.
 				return
 			}
-			b.sleep = &mediaSleeper{}
+			b.sleep = &testenv.Sleeper{}
 			b.sim.Faults().Set(apisim.EndpointCancel, f.fault)
 			b.clearFaultAfter(apisim.EndpointCancel, 1)
 			b.client = rebuild(t, b)
@@ -356,7 +346,7 @@ func TestMediaIdempotentGivesUp(t *testing.T) {
 	if !errors.Is(err, apiclient.ErrMalformedResponse) || !apiclient.IsTransient(err) || errors.Is(err, apiclient.ErrAmbiguous) {
 		t.Fatalf("err %v", err)
 	}
-	if n := b.requests(apisim.EndpointTask); n != 4 {
+	if n := b.sim.Counters().Requests(apisim.EndpointTask); n != 4 {
 		t.Errorf("%d requests, want 4", n)
 	}
 	if w := b.sleep.Waits(); len(w) != 3 {
@@ -369,12 +359,12 @@ func TestMediaContextStopsRetries(t *testing.T) {
 	b := setupMedia(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	b.sim.Faults().Set(apisim.EndpointTask, apisim.Fault{Error5xxRate: 1})
-	b.sleep.hook = func(int) { cancel() }
+	b.sleep.OnWait(func(int) { cancel() })
 	_, err := b.client.GetTask(ctx, "t")
 	if !errors.Is(err, context.Canceled) || apiclient.IsTransient(err) {
 		t.Fatalf("err %v", err)
 	}
-	if n := b.requests(apisim.EndpointTask); n != 1 {
+	if n := b.sim.Counters().Requests(apisim.EndpointTask); n != 1 {
 		t.Errorf("%d requests after cancel", n)
 	}
 }

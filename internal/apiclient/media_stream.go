@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Frame statuses of a speech stream (spec/media-api.md section 6).
@@ -38,7 +40,7 @@ func (c *Media) StreamSpeech(ctx context.Context, req SpeechRequest) (*SpeechStr
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/event-stream" {
-			drainClose(resp.Body)
+			backoff.DrainClose(resp.Body)
 			release()
 			return nil, fmt.Errorf("%s: %w: %w: HTTP %d with Content-Type %q, not text/event-stream",
 				op, ErrAmbiguous, ErrMalformedResponse, resp.StatusCode, scrub(mt))

@@ -15,58 +15,17 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 const mediaKey = "sk-media-test-0123456789"
 
-// mediaClock is a settable clock shared by the simulator and the client.
-type mediaClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *mediaClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *mediaClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// mediaSleeper records the waits a client asked for without sleeping and
-// runs hook after each (n counts from 1).
-type mediaSleeper struct {
-	mu    sync.Mutex
-	waits []time.Duration
-	hook  func(n int)
-}
-
-func (s *mediaSleeper) Sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.waits = append(s.waits, d)
-	n, hook := len(s.waits), s.hook
-	s.mu.Unlock()
-	if hook != nil {
-		hook(n)
-	}
-	return ctx.Err()
-}
-
-func (s *mediaSleeper) Waits() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.waits...)
-}
-
 type mediaBundle struct {
 	sim    *apisim.Media
 	srv    *httptest.Server
-	clock  *mediaClock
-	sleep  *mediaSleeper
+	clock  *testenv.Clock
+	sleep  *testenv.Sleeper
 	client *apiclient.Media
 }
 
@@ -74,14 +33,14 @@ type mediaBundle struct {
 // are 1000 bytes) and a client of it. edit may change the client config.
 func setupMedia(t *testing.T, edit func(*apiclient.MediaConfig)) *mediaBundle {
 	t.Helper()
-	clock := &mediaClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock()
 	sim := apisim.NewMedia(apisim.MediaConfig{
 		APIKey: mediaKey, TaskDuration: 10 * time.Second, PendingFor: 2 * time.Second,
 		ResultSize: 1000, Now: clock.Now,
 	})
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	b := &mediaBundle{sim: sim, srv: srv, clock: clock, sleep: &mediaSleeper{}}
+	b := &mediaBundle{sim: sim, srv: srv, clock: clock, sleep: &testenv.Sleeper{}}
 	cfg := apiclient.MediaConfig{
 		BaseURL: srv.URL, APIKey: mediaKey, HTTPClient: srv.Client(),
 		Sleep: b.sleep.Sleep, Now: clock.Now,
@@ -135,7 +94,7 @@ func TestNewMediaValidates(t *testing.T) {
 		{"key with newline", apiclient.MediaConfig{BaseURL: "https://h", APIKey: "k\nX-Evil: 1"}, "APIKey"},
 		{"negative attempts", apiclient.MediaConfig{BaseURL: "https://h", APIKey: "k", MaxAttempts: -1}, "MaxAttempts"},
 		{"negative timeout", apiclient.MediaConfig{BaseURL: "https://h", APIKey: "k", AttemptTimeout: -1}, "AttemptTimeout"},
-		{"negative backoff", apiclient.MediaConfig{BaseURL: "https://h", APIKey: "k", Backoff: apiclient.Backoff{Min: -1}}, "Backoff"},
+		{"negative backoff", apiclient.MediaConfig{BaseURL: "https://h", APIKey: "k", Backoff: backoff.Exponential{Min: -1}}, "Backoff"},
 		{"ok with prefix", apiclient.MediaConfig{BaseURL: "https://h/prefix/", APIKey: "k"}, ""},
 	}
 	for _, tt := range tests {

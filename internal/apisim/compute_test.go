@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 const (
@@ -25,33 +25,15 @@ const (
 	csOrg  = "org-1"
 )
 
-// csClock is a settable clock for the compute simulator.
-type csClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *csClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *csClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type csBundle struct {
 	sim   *apisim.Compute
 	srv   *httptest.Server
-	clock *csClock
+	clock *testenv.Clock
 }
 
 func setupComputeSim(t *testing.T, edit func(*apisim.ComputeConfig)) *csBundle {
 	t.Helper()
-	clock := &csClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock()
 	cfg := apisim.ComputeConfig{
 		User: csUser, Password: csPass, OrgID: csOrg,
 		QueuedFor: 10 * time.Second, RunFor: time.Minute,

@@ -2,6 +2,7 @@ package apisim
 
 import (
 	"maps"
+	"strings"
 	"sync"
 )
 
@@ -27,6 +28,21 @@ func (c *Counters) Get(name string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[name]
+}
+
+// Requests returns how many requests to endpoint were answered, whatever
+// their status: the sum of its "requests:<endpoint>:<status>" counters.
+func (c *Counters) Requests(endpoint string) int64 {
+	prefix := "requests:" + endpoint + ":"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for k, v := range c.m {
+		if strings.HasPrefix(k, prefix) {
+			n += v
+		}
+	}
+	return n
 }
 
 // Snapshot returns a copy of every counter.

@@ -11,42 +11,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 const simKey = "sim-secret-key"
 
-// simClock is a settable clock for the simulator.
-type simClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *simClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type simBundle struct {
 	sim   *apisim.Media
 	srv   *httptest.Server
-	clock *simClock
+	clock *testenv.Clock
 }
 
 func setupSim(t *testing.T, cfg apisim.MediaConfig) *simBundle {
 	t.Helper()
-	clock := &simClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock()
 	cfg.APIKey = simKey
 	cfg.Now = clock.Now
 	if cfg.TaskDuration == 0 {

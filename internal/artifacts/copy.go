@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Copy streams the source that open opens into the object key, retrying
@@ -54,10 +56,7 @@ func (s *Store) copyOnce(ctx context.Context, key string, maxBytes int64, open O
 // exponential backoff, or the source's Retry-After when that is longer,
 // capped at MaxBackoff.
 func (s *Store) delay(attempt int, err error) time.Duration {
-	d := s.cfg.MinBackoff
-	for i := 1; i < attempt && d < s.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
+	d := backoff.Exponential{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff}.Ceiling(attempt - 1)
 	if fe, ok := errors.AsType[*FetchError](err); ok && fe.RetryAfter > d {
 		d = fe.RetryAfter
 	}

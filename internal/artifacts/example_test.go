@@ -30,11 +30,6 @@ func ExampleStore_Key() {
 	// artifacts: invalid argument: output.prefix: "../escape" has a .. segment
 }
 
-func ExampleScrubURL() {
-	fmt.Println(artifacts.ScrubURL("https://cdn.example.test/out/abc.mp4?X-Amz-Signature=0123abcd&X-Amz-Credential=AKIA"))
-	// Output: https://cdn.example.test/out/abc.mp4
-}
-
 func ExampleContentType() {
 	fmt.Println(artifacts.ContentType("application/octet-stream", "result-0.mp4"))
 	fmt.Println(artifacts.ContentType("audio/mpeg", "speech.bin"))

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // FetcherConfig configures a Fetcher. The zero value is usable.
@@ -116,7 +118,7 @@ func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 // ErrTooManyRedirects when the destination is refused. Read errors of the
 // body are *FetchError too.
 func (f *Fetcher) Open(ctx context.Context, rawURL string) (body io.ReadCloser, contentType string, err error) {
-	scrubbed := ScrubURL(rawURL)
+	scrubbed := redact.URL(rawURL)
 	fail := func(status int, err error) error {
 		return &FetchError{Status: status, URL: scrubbed, Err: scrubErr(err)}
 	}
@@ -145,15 +147,15 @@ func (f *Fetcher) Open(ctx context.Context, rawURL string) (body io.ReadCloser, 
 		return nil, "", fail(0, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		drainClose(resp.Body)
+		backoff.DrainClose(resp.Body)
 		fe := &FetchError{Status: resp.StatusCode, URL: scrubbed}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			fe.RetryAfter = retryAfter(resp.Header, f.cfg.Now())
+			fe.RetryAfter, _ = backoff.RetryAfter(resp.Header, f.cfg.Now())
 		}
 		return nil, "", fe
 	}
 	if resp.ContentLength > f.cfg.MaxBytes {
-		drainClose(resp.Body)
+		backoff.DrainClose(resp.Body)
 		return nil, "", fail(resp.StatusCode, fmt.Errorf("%w: Content-Length %d exceeds %d bytes", ErrTooLarge, resp.ContentLength, f.cfg.MaxBytes))
 	}
 	return &fetchBody{
@@ -172,7 +174,7 @@ func (f *Fetcher) Opener(rawURL string) OpenFunc {
 		if err != nil {
 			return nil, "", "", err
 		}
-		return body, ct, ScrubURL(rawURL), nil
+		return body, ct, redact.URL(rawURL), nil
 	}
 }
 
@@ -223,27 +225,4 @@ func (c *stallConn) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.Conn.Read(p)
-}
-
-// retryAfter parses a Retry-After header (delta-seconds or HTTP date);
-// zero when absent or unparseable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
-}
-
-// drainClose discards a bounded remainder of body, so the connection can
-// be reused, and closes it.
-func drainClose(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	_ = body.Close()
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // secret is put into URL queries and userinfo; no error may contain it.
@@ -127,16 +129,16 @@ func TestFetcherRefusesPrivateDestinations(t *testing.T) {
 		"http://0.0.0.0:" + p + "/ok",
 		"http://100.64.1.1:" + p + "/ok",
 	} {
-		t.Run(ScrubURL(u), func(t *testing.T) {
+		t.Run(redact.URL(u), func(t *testing.T) {
 			t.Parallel()
 			_, _, err := fetchAll(context.Background(), f, u)
 			checkSafe(t, err)
 			if !errors.Is(err, ErrPrivateAddress) {
-				t.Fatalf("Open(%s) = %v, want ErrPrivateAddress", ScrubURL(u), err)
+				t.Fatalf("Open(%s) = %v, want ErrPrivateAddress", redact.URL(u), err)
 			}
 			fe, ok := errors.AsType[*FetchError](err)
 			if !ok || fe.Temporary() || IsTemporary(err) {
-				t.Fatalf("Open(%s) = %#v, want a permanent *FetchError", ScrubURL(u), err)
+				t.Fatalf("Open(%s) = %#v, want a permanent *FetchError", redact.URL(u), err)
 			}
 		})
 	}
@@ -186,7 +188,7 @@ func TestFetcherRedirectToPrivateAddress(t *testing.T) {
 		_, _, err := fetchAll(context.Background(), f, srv.URL+"/to?u="+url.QueryEscape(target))
 		checkSafe(t, err)
 		if !errors.Is(err, ErrPrivateAddress) {
-			t.Fatalf("redirect to %s = %v, want ErrPrivateAddress", ScrubURL(target), err)
+			t.Fatalf("redirect to %s = %v, want ErrPrivateAddress", redact.URL(target), err)
 		}
 	}
 }
@@ -236,7 +238,7 @@ func TestFetcherSchemes(t *testing.T) {
 		_, _, err := fetchAll(context.Background(), f, u)
 		checkSafe(t, err)
 		if !errors.Is(err, ErrUnsupportedScheme) || IsTemporary(err) {
-			t.Fatalf("Open(%s) = %v, want permanent ErrUnsupportedScheme", ScrubURL(u), err)
+			t.Fatalf("Open(%s) = %v, want permanent ErrUnsupportedScheme", redact.URL(u), err)
 		}
 	}
 	for _, u := range []string{"http:///nohost", "::not a url", ""} {

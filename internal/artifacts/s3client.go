@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // S3Config says which S3-compatible service to talk to. Credentials come
@@ -41,7 +43,7 @@ func (c S3Config) validate() error {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return invalidf("Endpoint", "%q is not an http(s) URL", ScrubURL(c.Endpoint))
+			return invalidf("Endpoint", "%q is not an http(s) URL", redact.URL(c.Endpoint))
 		}
 		if u.User != nil || u.RawQuery != "" {
 			return invalidf("Endpoint", "must not carry userinfo or a query")

@@ -22,6 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // Artifact describes one object copied to S3; it is the artifact object of
@@ -116,7 +119,7 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	c.MinBackoff = cmp.Or(c.MinBackoff, time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 30*time.Second)
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = backoff.Sleep
 	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
@@ -275,7 +278,7 @@ func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.R
 		Size:        lr.n,
 		SHA256:      hexSum(h),
 		ContentType: contentType,
-		Source:      scrubText(source),
+		Source:      redact.Text(source),
 	}, nil
 }
 
@@ -379,7 +382,7 @@ func copySource(bucket, key string) string {
 
 // Presign returns a presigned GET URL of bucket/key valid for ttl (1 h when
 // zero, at most 7 days). It signs locally without contacting S3; the URL
-// carries credentials in its query and must never be logged (ScrubURL).
+// carries credentials in its query and must never be logged (see redact.URL).
 // URLs signed with temporary credentials stop working when those expire.
 func (s *Store) Presign(ctx context.Context, bucket, key string, ttl time.Duration) (string, error) {
 	switch {
@@ -469,16 +472,4 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		return n - int(l.n-l.max), fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.max)
 	}
 	return n, err
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

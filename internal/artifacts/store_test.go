@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -50,35 +50,16 @@ func seedBytes(seed uint64) [32]byte {
 	return s
 }
 
-// sleepRecorder is a Sleep that records the delays and does not wait.
-type sleepRecorder struct {
-	mu     sync.Mutex
-	delays []time.Duration
-}
-
-func (r *sleepRecorder) Sleep(ctx context.Context, d time.Duration) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.delays = append(r.delays, d)
-	return ctx.Err()
-}
-
-func (r *sleepRecorder) Delays() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]time.Duration(nil), r.delays...)
-}
-
 type storeBundle struct {
 	env    *testenv.S3Env
 	store  *Store
-	sleeps *sleepRecorder
+	sleeps *testenv.Sleeper
 }
 
 func setupStore(t testing.TB, mutate ...func(*StoreConfig)) *storeBundle {
 	t.Helper()
 	env := testenv.StartS3(t)
-	rec := &sleepRecorder{}
+	rec := &testenv.Sleeper{}
 	cfg := StoreConfig{
 		Client:      env.Client,
 		Bucket:      env.Bucket,
@@ -348,7 +329,7 @@ func TestCopy(t *testing.T) {
 		if got := src.hits.Load(); got != 3 {
 			t.Fatalf("source opened %d times, want 3", got)
 		}
-		if got := b.sleeps.Delays(); len(got) != 2 || got[0] != time.Second || got[1] != 2*time.Second {
+		if got := b.sleeps.Waits(); len(got) != 2 || got[0] != time.Second || got[1] != 2*time.Second {
 			t.Fatalf("backoff delays = %v, want [1s 2s]", got)
 		}
 		if a.Source != src.URL+"/file" {
@@ -386,7 +367,7 @@ func TestCopy(t *testing.T) {
 		if got := src.hits.Load(); got != 1 {
 			t.Fatalf("source opened %d times, want 1", got)
 		}
-		if got := b.sleeps.Delays(); len(got) != 0 {
+		if got := b.sleeps.Waits(); len(got) != 0 {
 			t.Fatalf("slept %v before giving up, want no sleep", got)
 		}
 		if _, _, err := b.store.Stat(ctx, key); !errors.Is(err, ErrNotFound) {
@@ -406,7 +387,7 @@ func TestCopy(t *testing.T) {
 		if got := src.hits.Load(); got != 3 {
 			t.Fatalf("source opened %d times, want 3", got)
 		}
-		if got := len(b.sleeps.Delays()); got != 2 {
+		if got := len(b.sleeps.Waits()); got != 2 {
 			t.Fatalf("slept %d times, want 2", got)
 		}
 	})
@@ -434,7 +415,7 @@ func TestCopy(t *testing.T) {
 				t.Fatalf("%s: source opened %d times, want 1", tc.name, got)
 			}
 		}
-		if got := b.sleeps.Delays(); len(got) != 0 {
+		if got := b.sleeps.Waits(); len(got) != 0 {
 			t.Fatalf("slept %v, want no sleep", got)
 		}
 		b.checkNoStaging(t)
@@ -446,7 +427,7 @@ func TestCopy(t *testing.T) {
 		src := newFlakySource(t, 0, 0, "video/mp4", body)
 		key, _ := b.store.Key("", "video", "j1", "result-0.mp4")
 		_, err := b.store.Copy(ctx, key, 64*mib, NewFetcher(FetcherConfig{}).Opener(src.URL+"/file"))
-		if !errors.Is(err, ErrPrivateAddress) || src.hits.Load() != 0 || len(b.sleeps.Delays()) != 0 {
+		if !errors.Is(err, ErrPrivateAddress) || src.hits.Load() != 0 || len(b.sleeps.Waits()) != 0 {
 			t.Fatalf("Copy = %v after %d hits, want ErrPrivateAddress and no request", err, src.hits.Load())
 		}
 	})
@@ -515,10 +496,10 @@ func TestPresignRoundTrip(t *testing.T) {
 		t.Fatalf("Presign: %v", err)
 	}
 	if !strings.Contains(u, "X-Amz-Signature=") || !strings.Contains(u, "X-Amz-Expires=3600") {
-		t.Fatalf("presigned URL %s lacks a signature or the 1 h default", ScrubURL(u))
+		t.Fatalf("presigned URL %s lacks a signature or the 1 h default", redact.URL(u))
 	}
-	if strings.Contains(ScrubURL(u), "X-Amz") {
-		t.Fatalf("ScrubURL kept the query: %s", ScrubURL(u))
+	if strings.Contains(redact.URL(u), "X-Amz") {
+		t.Fatalf("redact.URL kept the query: %s", redact.URL(u))
 	}
 	got, ct, err := fetchAll(ctx, NewFetcher(FetcherConfig{AllowPrivate: true}), u)
 	if err != nil || got != string(want) || ct != "image/png" {
@@ -610,7 +591,7 @@ func TestNewS3Client(t *testing.T) {
 		_, err := NewS3Client(ctx, tc.cfg)
 		checkSafe(t, err)
 		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field+":") {
-			t.Errorf("NewS3Client(%s) = %v, want ErrInvalidArgument naming %s", ScrubURL(tc.cfg.Endpoint), err, tc.field)
+			t.Errorf("NewS3Client(%s) = %v, want ErrInvalidArgument naming %s", redact.URL(tc.cfg.Endpoint), err, tc.field)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // Prefix is the prefix of every variable.
@@ -195,23 +197,11 @@ func (c *Config) Serves(kind string) bool { return slices.Contains(c.Kinds, kind
 // Summary returns the configuration without secrets, for the start-up log.
 func (c *Config) Summary() map[string]any {
 	return map[string]any{
-		"dev": c.Dev, "nats_url": scrubURL(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
+		"dev": c.Dev, "nats_url": redact.ServerURLs(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
 		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
 		"media_api_key_set": c.MediaAPIKey != "", "compute_base_url": c.ComputeBaseURL,
 		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
 	}
-}
-
-// scrubURL drops user info from each of a comma-separated list of URLs.
-func scrubURL(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			u.User = nil
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }

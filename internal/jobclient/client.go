@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -76,7 +77,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	}
-	safe := ScrubServerURLs(cfg.URL)
+	safe := redact.ServerURLs(cfg.URL)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, &ConnectError{URL: safe, Err: err}

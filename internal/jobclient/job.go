@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -13,7 +14,7 @@ const StatusQueued = "queued"
 
 // Job is what a producer may see of a job: its state record or its latest
 // event, without the record's results (which may be signed URLs) and with
-// every artifact URL passed through ScrubURL.
+// every artifact URL passed through redact.URL.
 type Job struct {
 	// ID is the job id.
 	ID string `json:"job_id"`
@@ -113,8 +114,8 @@ func JobFromEvent(ev *events.Event) Job {
 func scrubArtifacts(in []state.Artifact) []state.Artifact {
 	out := make([]state.Artifact, len(in))
 	for i, a := range in {
-		a.URL = ScrubURL(a.URL)
-		a.Source = ScrubURL(a.Source)
+		a.URL = redact.URL(a.URL)
+		a.Source = redact.URL(a.Source)
 		out[i] = a
 	}
 	return out

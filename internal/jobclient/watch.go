@@ -27,7 +27,7 @@ type WatchedEvent struct {
 	// Subject is the NATS subject it was published on.
 	Subject string
 	// Raw is the event's JSON, with every artifact URL passed through
-	// ScrubURL (byte for byte the published event when nothing needed
+	// redact.URL (byte for byte the published event when nothing needed
 	// scrubbing).
 	Raw json.RawMessage
 	// Event is Raw decoded; the zero Event when Err is set.

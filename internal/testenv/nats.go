@@ -1,6 +1,7 @@
 // Package testenv starts the real parts the test suites run against: an
 // embedded NATS server with JetStream and an in-process S3-compatible
-// store. Production code never imports it.
+// store; and it gives them a settable clock and a sleeper that does not
+// sleep. Production code never imports it.
 package testenv
 
 import (

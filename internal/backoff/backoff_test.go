@@ -1,0 +1,139 @@
+package backoff_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+)
+
+func TestExponentialCeiling(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		e       backoff.Exponential
+		attempt int
+		want    time.Duration
+	}{
+		{"zero value, first", backoff.Exponential{}, 0, 200 * time.Millisecond},
+		{"zero value, third", backoff.Exponential{}, 2, 800 * time.Millisecond},
+		{"zero value, capped", backoff.Exponential{}, 10, 10 * time.Second},
+		{"doubles", backoff.Exponential{Min: time.Second, Max: 10 * time.Second}, 3, 8 * time.Second},
+		{"capped", backoff.Exponential{Min: time.Second, Max: 10 * time.Second}, 4, 10 * time.Second},
+		{"odd cap", backoff.Exponential{Min: 2, Max: 5}, 1, 4},
+		{"odd cap reached", backoff.Exponential{Min: 2, Max: 5}, 2, 5},
+		{"max below min", backoff.Exponential{Min: 5 * time.Second, Max: time.Second}, 3, 5 * time.Second},
+		{"negative attempt", backoff.Exponential{Min: time.Second}, -1, time.Second},
+		{"no overflow", backoff.Exponential{Min: time.Second, Max: math.MaxInt64}, 200, math.MaxInt64},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Ceiling(tt.attempt); got != tt.want {
+			t.Errorf("%s: Ceiling(%d) = %s, want %s", tt.name, tt.attempt, got, tt.want)
+		}
+	}
+}
+
+func TestExponentialDelay(t *testing.T) {
+	t.Parallel()
+	e := backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
+	for attempt := range 5 {
+		ceil := e.Ceiling(attempt)
+		for range 200 {
+			if d := e.Delay(attempt); d < time.Second || d > ceil {
+				t.Fatalf("Delay(%d) = %s, want within [1s, %s]", attempt, d, ceil)
+			}
+		}
+	}
+	if d := e.Delay(0); d != time.Second {
+		t.Errorf("Delay(0) = %s, want Min exactly", d)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header string
+		want   time.Duration
+		ok     bool
+	}{
+		{"absent", "", 0, false},
+		{"seconds", "12", 12 * time.Second, true},
+		{"zero", "0", 0, true},
+		{"negative", "-3", 0, false},
+		{"date", now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
+		{"past date", now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{"garbage", "soon", 0, false},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if tt.header != "" {
+			h.Set("Retry-After", tt.header)
+		}
+		d, ok := backoff.RetryAfter(h, now)
+		if d != tt.want || ok != tt.ok {
+			t.Errorf("%s: RetryAfter(%q) = %s, %v; want %s, %v", tt.name, tt.header, d, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, d := range []time.Duration{-time.Second, 0, time.Hour} {
+		if err := backoff.Sleep(done, d); err != context.Canceled {
+			t.Errorf("Sleep(cancelled, %s) = %v, want context.Canceled", d, err)
+		}
+	}
+	if err := backoff.Sleep(context.Background(), 0); err != nil {
+		t.Errorf("Sleep(0) = %v", err)
+	}
+	if err := backoff.Sleep(context.Background(), time.Nanosecond); err != nil {
+		t.Errorf("Sleep(1ns) = %v", err)
+	}
+}
+
+// body records what was read from it and whether it was closed.
+type body struct {
+	r      io.Reader
+	read   int64
+	closed bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	return n, err
+}
+
+func (b *body) Close() error { b.closed = true; return nil }
+
+func TestDrainClose(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{0, 1000, 1 << 20} {
+		b := &body{r: strings.NewReader(strings.Repeat("x", size))}
+		backoff.DrainClose(b)
+		if want := min(int64(size), 64<<10); b.read != want || !b.closed {
+			t.Errorf("DrainClose(%d bytes): read %d, closed %v; want %d read and closed", size, b.read, b.closed, want)
+		}
+	}
+	backoff.DrainClose(nil) // must not panic
+}
+
+func ExampleExponential() {
+	e := backoff.Exponential{Min: time.Second, Max: 10 * time.Second}
+	var delays []time.Duration
+	for attempt := range 5 {
+		delays = append(delays, e.Ceiling(attempt))
+	}
+	fmt.Println(delays)
+	// Output: [1s 2s 4s 8s 10s]
+}

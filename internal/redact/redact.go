@@ -1,0 +1,120 @@
+// Package redact makes URLs and free text safe to log, publish or put into
+// an error: it removes URL user information, query strings and fragments
+// (where presigned URLs carry their signatures), bearer tokens,
+// credential-looking key/value pairs, base64 data URIs and any secret the
+// caller names.
+package redact
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Unparseable replaces a string given to URL that is not a URL with a
+// scheme: it may hold anything.
+const Unparseable = "[unparseable URL]"
+
+// URL returns u as scheme://host/path, without user information, query
+// string or fragment; what is kept stays as written. A URL without an
+// authority (data:, mailto:) comes back as its scheme and ":...", a string
+// that does not parse as a URL with a scheme as Unparseable, and "" as "".
+func URL(u string) string {
+	if u == "" {
+		return ""
+	}
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme == "" {
+		return Unparseable
+	}
+	// url.Parse lower-cases the scheme, so its length locates the rest.
+	rest, ok := strings.CutPrefix(u[len(p.Scheme)+1:], "//")
+	if p.Opaque != "" || !ok {
+		return p.Scheme + ":..."
+	}
+	rest, _, _ = strings.Cut(rest, "#")
+	rest, _, _ = strings.Cut(rest, "?")
+	return u[:len(p.Scheme)] + "://" + withoutUserinfo(rest)
+}
+
+// ServerURLs returns a comma-separated server list (NATS URLs, with or
+// without a scheme) without the user information (user, password or
+// token), query string or fragment of any of its URLs.
+func ServerURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		scheme, rest, ok := strings.Cut(p, "://")
+		if !ok {
+			scheme, rest = "", p
+		}
+		// User information goes first: a password may hold '?' or '#'.
+		rest = withoutUserinfo(rest)
+		rest, _, _ = strings.Cut(rest, "#")
+		rest, _, _ = strings.Cut(rest, "?")
+		if ok {
+			rest = scheme + "://" + rest
+		}
+		parts[i] = rest
+	}
+	return strings.Join(parts, ",")
+}
+
+// withoutUserinfo drops everything up to the last '@' of the authority
+// (the part before the first '/') of authority[/path].
+func withoutUserinfo(s string) string {
+	authority, path, hasPath := strings.Cut(s, "/")
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	if hasPath {
+		return authority + "/" + path
+	}
+	return authority
+}
+
+var (
+	// urlInText finds URLs (any scheme) in text. A backslash does not end
+	// one, so that a JSON-escaped query ("\u0026") goes with its URL.
+	urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+	// dataURI finds base64 data URIs, which are dropped whole.
+	dataURI = regexp.MustCompile(`data:[^,\s"']*;base64,[A-Za-z0-9+/=_-]*`)
+	// bearer finds bearer tokens echoed by a server or proxy.
+	bearer = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
+	// credential finds credential-looking key=value or "key": "value"
+	// pairs.
+	credential = regexp.MustCompile(`(?i)((?:token|api[_-]?key|secret|password|signature|authorization|credential)["']?\s*[:=]\s*["']?)[^\s"',;&}]+`)
+)
+
+// Text returns s made safe to log: every secret given is replaced with
+// "[redacted]", base64 data URIs with "data:[omitted]", every URL in s
+// goes through URL, bearer tokens and the values of credential-looking
+// key/value pairs (token, api_key, secret, password, signature,
+// authorization, credential) become "[redacted]", control characters
+// become spaces, invalid UTF-8 becomes '?', and the result is trimmed. Its
+// length is left alone.
+func Text(s string, secrets ...string) string {
+	if s == "" {
+		return ""
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "?")
+	}
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	s = dataURI.ReplaceAllString(s, "data:[omitted]")
+	s = urlInText.ReplaceAllStringFunc(s, URL)
+	s = bearer.ReplaceAllString(s, "${1}[redacted]")
+	s = credential.ReplaceAllString(s, "${1}[redacted]")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.TrimSpace(s)
+}
