@@ -19,7 +19,9 @@ import (
 // handlerFunc adapts a function to consumer.Handler.
 type handlerFunc func(ctx context.Context, d *consumer.Delivery) consumer.Outcome
 
-func (f handlerFunc) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome { return f(ctx, d) }
+func (f handlerFunc) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+	return f(ctx, d)
+}
 
 type testBundle struct {
 	n *testenv.NATS
