@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo fuzz clean
+.PHONY: help build test lint fmt vet demo fuzz chaos clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -35,5 +35,60 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	  pkg=$${spec%%:*}; fn=$${spec##*:}; echo "== $$pkg $$fn"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; done
 
+CHAOS_JOBS  ?= 2000
+CHAOS_FLAGS ?=
+chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 outage (5-20 min)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
+	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
+
 clean: ## remove build output and the demo's data
 	rm -rf $(BIN) data
+
+# Local images and the compose stack (images/, docker-compose.yml, config/).
+# COMPOSE is `docker compose` where that exists, else docker-compose.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
+.PHONY: images compose-up compose-demo compose-down compose-smoke
+
+images: ## build the sluice-*:dev images FROM scratch from Go modules (pulls nothing)
+	GO=$(GO) images/build.sh
+
+compose-up: images ## start NATS, versitygw, the simulator and WORKERS workers (default 1)
+	COMPOSE="$(COMPOSE)" images/compose.sh up
+
+compose-demo: ## run the demo against the compose stack (after make compose-up)
+	COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh demo
+
+compose-down: ## stop the compose stack (DOWN_FLAGS=-v also removes its volumes)
+	COMPOSE="$(COMPOSE)" images/compose.sh down
+
+compose-smoke: images ## CI smoke test: a throw-away stack, 20 mixed jobs, all must succeed
+	COMPOSE="$(COMPOSE)" images/compose.sh smoke
+
+# Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
+# measuring P1-P5 side by side with their floors. make bench takes under 10
+# minutes on 2 cores; bench-quick is CI's smoke check of the same code paths
+# with smaller counts: it prints the figures and fails only when one cannot
+# be measured, never on a number. BENCH_FLAGS go to the harness (e.g.
+# -only P1,P5 -dir /tmp/bench -profile /tmp/prof).
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-quick
+
+bench: ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (< 10 min; BENCHMARKS.md)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
+	$(GO) test -run '^$$' -bench 'Copy$$' -benchtime 5x ./internal/artifacts
+	$(GO) test -run '^$$' -bench 'PutMemory' -benchtime 1x ./internal/artifacts
+	$(GO) test -run '^$$' -bench 'VideoJobs' -benchtime 1000x ./internal/worker
+	$(GO) test -run '^$$' -bench 'HeldTasks' -benchtime 10000x ./internal/worker
+	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
+
+bench-quick: ## smoke variant of make bench for CI (< 2 min): prints the figures, never fails on them
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
+	$(GO) test -run '^$$' -bench 'VideoJobs|HeldTasks' -benchtime 100x ./internal/worker
+	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)

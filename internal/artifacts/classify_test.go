@@ -127,6 +127,7 @@ func TestIsTemporary(t *testing.T) {
 		{"S3Status404", statusErr(404), false},
 		{"WrappedS3Status503", fmt.Errorf("upload: %w", statusErr(503)), true},
 		{"NetOpError", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
+		{"StoreNoSuchHost", fmt.Errorf("upload: %w", &net.OpError{Op: "dial", Err: &net.DNSError{IsNotFound: true}}), true},
 		{"Reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
 		{"UnexpectedEOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
 		{"Canceled", context.Canceled, false},

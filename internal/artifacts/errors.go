@@ -169,9 +169,11 @@ func IsTemporary(err error) bool {
 	if s := httpStatus(err); s != 0 {
 		return s == http.StatusTooManyRequests || s >= 500 || s == http.StatusRequestTimeout
 	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return false
-	}
+	// A network error left is the store's (downloads answered above as a
+	// *FetchError) or an unclassified one of an OpenFunc: temporary, an
+	// unknown host included. The store's name vanishes from DNS while it
+	// is down (a stopped container, a service without endpoints), and
+	// failing the job then would throw away a result that was paid for.
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
 	}

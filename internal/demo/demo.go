@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,6 +43,24 @@ type Options struct {
 	TaskTime time.Duration
 	// Timeout bounds the whole run. Defaults to 3m.
 	Timeout time.Duration
+	// External, when its NATSURL is set, runs the demo against a sluice
+	// that is already running (e.g. the compose stack) instead of starting
+	// the embedded default; DataDir and TaskTime are then unused.
+	External External
+}
+
+// External is a running sluice: its workers must drive the simulators
+// (the demo's prompts carry [sim:...] directives and its compute job runs
+// a simulated script). The demo publishes and follows jobs on NATS, puts
+// its input files into the bucket and reads every artifact back.
+type External struct {
+	NATSURL    string
+	S3Endpoint string
+	S3Bucket   string
+	// S3Region defaults to us-east-1.
+	S3Region          string
+	S3AccessKeyID     string
+	S3SecretAccessKey string
 }
 
 // job is one demo job and the outcome it must have.
@@ -56,6 +75,19 @@ type job struct {
 // Run runs the demo, writing progress and the outcomes to w. It returns an
 // error when any job's outcome or artifact is not the expected one.
 func Run(ctx context.Context, w io.Writer, o Options) error {
+	if o.Timeout == 0 {
+		o.Timeout = 3 * time.Minute
+	}
+	if o.External.NATSURL != "" {
+		ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		x := o.External
+		fmt.Fprintf(w, "sluice demo: against the running sluice at NATS %s, S3 %s (bucket %s)\n\n", x.NATSURL, x.S3Endpoint, x.S3Bucket)
+		ep := worker.Endpoints{NATSURL: x.NATSURL, S3Endpoint: x.S3Endpoint, S3Bucket: x.S3Bucket}
+		// A long-lived sluice remembers earlier runs' job ids for an hour
+		// (the duplicate window): new ids make this run's jobs new jobs.
+		return drive(ctx, w, ep, cmp.Or(x.S3Region, "us-east-1"), x.S3AccessKeyID, x.S3SecretAccessKey, time.Now().UTC().Format("-150405"))
+	}
 	if o.DataDir == "" {
 		dir, err := os.MkdirTemp("", "sluice-demo-")
 		if err != nil {
@@ -66,9 +98,6 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	o.TaskTime = max(o.TaskTime, 0)
 	if o.TaskTime == 0 {
 		o.TaskTime = 2 * time.Second
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 3 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -109,7 +138,12 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		return ctx.Err()
 	}
 	fmt.Fprintf(w, "  NATS %s, S3 %s (objects under %s), simulators %s\n\n", ep.NATSURL, ep.S3Endpoint, ep.S3Dir, ep.SimURL)
+	return drive(ctx, w, ep, s3dev.Region, s3dev.AccessKeyID, s3dev.SecretAccessKey, "")
+}
 
+// drive runs the demo's jobs on the sluice at ep, each id followed by
+// idSuffix, and reports them.
+func drive(ctx context.Context, w io.Writer, ep worker.Endpoints, region, keyID, secret, idSuffix string) error {
 	nc, err := nats.Connect(ep.NATSURL)
 	if err != nil {
 		return err
@@ -120,8 +154,8 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		return err
 	}
 	s3c := s3.New(s3.Options{
-		Region: s3dev.Region, BaseEndpoint: aws.String(ep.S3Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(s3dev.AccessKeyID, s3dev.SecretAccessKey, ""),
+		Region: region, BaseEndpoint: aws.String(ep.S3Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(keyID, secret, ""),
 		// The embedded store sends no checksums; say nothing about it.
 		DisableLogOutputChecksumValidationSkipped: true,
 	})
@@ -129,11 +163,33 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
+	if idSuffix != "" {
+		for i := range jobs {
+			if jobs[i], err = jobs[i].renamed(jobs[i].id + idSuffix); err != nil {
+				return err
+			}
+		}
+	}
 	results, err := runJobs(ctx, w, nc, js, jobs)
 	if err != nil {
 		return err
 	}
 	return report(ctx, w, s3c, jobs, results)
+}
+
+// renamed returns j with the id id, in its spec too.
+func (j job) renamed(id string) (job, error) {
+	var spec map[string]any
+	if err := json.Unmarshal([]byte(j.spec), &spec); err != nil {
+		return j, fmt.Errorf("demo spec %s: %w", j.id, err)
+	}
+	spec["id"] = id
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return j, err
+	}
+	j.id, j.spec = id, string(b)
+	return j, nil
 }
 
 // prepare uploads the demo's input files and returns the jobs.

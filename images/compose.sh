@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Drives docker-compose.yml for the Makefile's compose-* targets, with
+# either `docker compose` (v2) or the older `docker-compose`.
+#
+# Usage: images/compose.sh up | demo | smoke | down
+#
+#   up     start NATS, versitygw, the simulator and $WORKERS workers
+#          (default 1), then wait until every container is healthy
+#   demo   run the demo (cmd/demo) against the running stack
+#   smoke  on a separate, throw-away project: start the stack, enqueue the
+#          20 mixed jobs of config/compose/smoke-jobs.ndjson with
+#          `enqueue submit -f - --wait`, take the stack down with its
+#          volumes; exit non-zero unless every job succeeded
+#   down   stop and remove the stack's containers; its volumes stay
+#          (DOWN_FLAGS=-v removes them too)
+#
+# Environment: COMPOSE (the compose command), COMPOSE_PROJECT (default
+# sluice), WORKERS, DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke),
+# SMOKE_JOBS (an NDJSON file of specs), SMOKE_TIMEOUT (default 5m), and the
+# variables docker-compose.yml reads (image names, host ports, S3
+# credentials).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${COMPOSE:-}" ]; then
+	if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
+fi
+project=${COMPOSE_PROJECT:-sluice}
+
+# compose ARGS: the compose command on $project with every profile, so that
+# down and ps see the simulator and the CLI too.
+compose() { $COMPOSE -p "$project" --profile sim --profile tools "$@"; }
+
+# wait_healthy: until every running container of the project is healthy
+# (2 minutes at most).
+wait_healthy() {
+	local ids state pending
+	for _ in $(seq 60); do
+		ids=$(compose ps -q)
+		pending=0
+		for id in $ids; do
+			state=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id")
+			case $state in healthy | running) ;; *) pending=1 ;; esac
+		done
+		if [ -n "$ids" ] && [ $pending = 0 ]; then
+			return 0
+		fi
+		sleep 2
+	done
+	echo "compose: not every container became healthy:" >&2
+	compose ps >&2
+	return 1
+}
+
+case ${1:-} in
+up)
+	compose up -d --scale "worker=${WORKERS:-1}" simulator worker
+	wait_healthy
+	compose ps
+	echo "NATS on nats://127.0.0.1:${SLUICE_NATS_HOST_PORT:-4222}, S3 on http://127.0.0.1:${SLUICE_S3_HOST_PORT:-7070} (bucket sluice)"
+	;;
+demo)
+	AWS_ACCESS_KEY_ID=${SLUICE_S3_ACCESS_KEY:-sluice} AWS_SECRET_ACCESS_KEY=${SLUICE_S3_SECRET_KEY:-sluice-dev-secret} \
+		${GO:-go} run ./cmd/demo -nats-url "nats://127.0.0.1:${SLUICE_NATS_HOST_PORT:-4222}" \
+		-s3-endpoint "http://127.0.0.1:${SLUICE_S3_HOST_PORT:-7070}" -s3-bucket sluice
+	;;
+smoke)
+	# Its own project, and host ports Docker picks: a stack already running
+	# under the default project is left alone.
+	project=${SMOKE_PROJECT:-sluice-smoke}
+	export SLUICE_NATS_HOST_PORT="" SLUICE_S3_HOST_PORT=""
+	trap 'compose down -v --remove-orphans >/dev/null 2>&1 || true' EXIT
+	compose up -d --scale worker=2 simulator worker
+	wait_healthy
+	rc=0
+	compose run --rm -T enqueue submit -f - --wait --timeout "${SMOKE_TIMEOUT:-5m}" <"${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" || rc=$?
+	if [ $rc != 0 ]; then
+		echo "compose smoke: FAILED (enqueue exit $rc); the workers' last log lines:" >&2
+		compose logs --no-color --tail=50 worker >&2 || true
+	else
+		echo "compose smoke: every job succeeded"
+	fi
+	exit $rc
+	;;
+down)
+	# shellcheck disable=SC2086 # DOWN_FLAGS is a list of flags
+	compose down --remove-orphans ${DOWN_FLAGS:-}
+	;;
+*)
+	echo "usage: images/compose.sh up | demo | smoke | down" >&2
+	exit 2
+	;;
+esac
