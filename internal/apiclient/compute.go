@@ -27,7 +27,8 @@ type ComputeConfig struct {
 	Password string
 	// OrgID is sent as header "orgid". Required.
 	OrgID string
-	// HTTPClient sends every request. Its Timeout should be zero: uploads
+	// HTTPClient sends every request, never following a redirect (a copy
+	// with its own CheckRedirect is used). Its Timeout should be zero: uploads
 	// and downloads are long streams, and each call is bounded by its ctx
 	// and AttemptTimeout instead. Defaults to a new client on a clone of
 	// http.DefaultTransport.
@@ -62,6 +63,7 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	c.HTTPClient = withoutRedirects(c.HTTPClient)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultComputeAttempts)
 	if c.Sleep == nil {
 		c.Sleep = backoff.Sleep

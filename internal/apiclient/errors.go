@@ -138,15 +138,15 @@ func IsTransient(err error) bool {
 }
 
 // IsPermanent reports whether err will not go away by retrying: an
-// *APIError with a 4xx status other than 429, a refused argument, or a
-// failed stream frame. An ambiguous error is not permanent either; see
-// ErrAmbiguous.
+// *APIError with a 4xx status other than 429 or a 3xx (the clients never
+// follow redirects), a refused argument, or a failed stream frame. An
+// ambiguous error is not permanent either; see ErrAmbiguous.
 func IsPermanent(err error) bool {
 	if err == nil || errors.Is(err, ErrAmbiguous) {
 		return false
 	}
 	if ae, ok := errors.AsType[*APIError](err); ok {
-		return ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
+		return ae.Status >= 300 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
 	}
 	if _, ok := errors.AsType[*FrameError](err); ok {
 		return true

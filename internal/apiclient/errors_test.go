@@ -96,6 +96,7 @@ func TestErrorClasses(t *testing.T) {
 		{"400", api(400, 0), false, true, 0},
 		{"404", api(404, 0), false, true, 0},
 		{"422", api(422, 0), false, true, 0},
+		{"307 redirect", api(307, 0), false, true, 0},
 		{"network", fmt.Errorf("get: %w", netErr), true, false, 0},
 		{"unexpected EOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false, 0},
 		{"malformed", fmt.Errorf("%w: x", ErrMalformedResponse), true, false, 0},

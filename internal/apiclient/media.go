@@ -41,7 +41,8 @@ type MediaConfig struct {
 	// APIKey is sent as "Authorization: Bearer <APIKey>" on every call and
 	// never appears in an error. Required.
 	APIKey string
-	// HTTPClient sends the requests; its Timeout, if any, also bounds
+	// HTTPClient sends the requests (never following a redirect: a copy
+	// with its own CheckRedirect is used); its Timeout, if any, also bounds
 	// speech streams. Defaults to a client using http.DefaultTransport
 	// without an overall timeout.
 	HTTPClient *http.Client
@@ -66,6 +67,7 @@ func (c MediaConfig) withDefaults() MediaConfig {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: http.DefaultTransport}
 	}
+	c.HTTPClient = withoutRedirects(c.HTTPClient)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
 	if c.Sleep == nil {
 		c.Sleep = backoff.Sleep
@@ -149,7 +151,7 @@ func (c *Media) SubmitVideo(ctx context.Context, req VideoRequest) (*Task, error
 	err = c.do(ctx, mediaCall{
 		op: "submit video", method: http.MethodPost, path: pathVideos, body: body,
 		header: map[string]string{"X-MultiModal-Async": "true"}, paid: true,
-		decode: func(b []byte) (err error) { task, err = decodeTask(b, true); return err },
+		decode: func(b []byte) (err error) { task, err = decodeTask(b, true, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err
@@ -182,7 +184,7 @@ func (c *Media) submitSpeech(ctx context.Context, op string, req SpeechRequest, 
 	var task *Task
 	err = c.do(ctx, mediaCall{
 		op: op, method: http.MethodPost, path: pathAudios, body: body, header: header, paid: true,
-		decode: func(b []byte) (err error) { task, err = decodeTask(b, needID); return err },
+		decode: func(b []byte) (err error) { task, err = decodeTask(b, needID, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err
@@ -200,7 +202,7 @@ func (c *Media) GetTask(ctx context.Context, taskID string) (*Task, error) {
 	var task *Task
 	err := c.do(ctx, mediaCall{
 		op: "get task", method: http.MethodGet, path: pathTasks + "/" + url.PathEscape(taskID),
-		decode: func(b []byte) (err error) { task, err = decodeTaskFor(b, taskID); return err },
+		decode: func(b []byte) (err error) { task, err = decodeTaskFor(b, taskID, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err
@@ -235,7 +237,7 @@ func (c *Media) GetTasks(ctx context.Context, taskIDs []string) ([]Task, error) 
 	var tasks []Task
 	err = c.do(ctx, mediaCall{
 		op: "get tasks", method: http.MethodPost, path: pathTasks, body: body,
-		decode: func(b []byte) (err error) { tasks, err = decodeTasks(b, taskIDs); return err },
+		decode: func(b []byte) (err error) { tasks, err = decodeTasks(b, taskIDs, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err
@@ -255,7 +257,7 @@ func (c *Media) CancelTask(ctx context.Context, taskID string) (*Task, error) {
 	var task *Task
 	err := c.do(ctx, mediaCall{
 		op: "cancel task", method: http.MethodPost, path: pathTasks + "/" + url.PathEscape(taskID) + "/cancel",
-		decode: func(b []byte) (err error) { task, err = decodeTaskFor(b, taskID); return err },
+		decode: func(b []byte) (err error) { task, err = decodeTaskFor(b, taskID, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err

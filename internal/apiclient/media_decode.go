@@ -9,13 +9,14 @@ import (
 )
 
 // decodeTask decodes a task object. The status must be present, and the
-// task id too when needID is set; nothing absent is filled in.
-func decodeTask(b []byte, needID bool) (*Task, error) {
+// task id too when needID is set; nothing absent is filled in. The error
+// code and message are scrubbed of secrets (see checkTask).
+func decodeTask(b []byte, needID bool, secrets ...string) (*Task, error) {
 	var t Task
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, mediaJSONError(err)
 	}
-	if err := checkTask(&t, needID); err != nil {
+	if err := checkTask(&t, needID, secrets...); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -23,8 +24,8 @@ func decodeTask(b []byte, needID bool) (*Task, error) {
 
 // decodeTaskFor decodes the answer about taskID and refuses one about
 // another task.
-func decodeTaskFor(b []byte, taskID string) (*Task, error) {
-	t, err := decodeTask(b, true)
+func decodeTaskFor(b []byte, taskID string, secrets ...string) (*Task, error) {
+	t, err := decodeTask(b, true, secrets...)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func decodeTaskFor(b []byte, taskID string) (*Task, error) {
 
 // decodeTasks decodes a batch query answer: a JSON array of task objects,
 // each about one of the asked ids.
-func decodeTasks(b []byte, asked []string) ([]Task, error) {
+func decodeTasks(b []byte, asked []string, secrets ...string) ([]Task, error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, mediaJSONError(err)
@@ -50,7 +51,7 @@ func decodeTasks(b []byte, asked []string) ([]Task, error) {
 		if err := json.Unmarshal(r, &t); err != nil {
 			return nil, fmt.Errorf("element %d: %w", i, mediaJSONError(err))
 		}
-		if err := checkTask(&t, true); err != nil {
+		if err := checkTask(&t, true, secrets...); err != nil {
 			return nil, fmt.Errorf("element %d: %w", i, err)
 		}
 		if !slices.Contains(asked, t.Output.TaskID) {
@@ -63,10 +64,18 @@ func decodeTasks(b []byte, asked []string) ([]Task, error) {
 
 // checkTask normalizes and checks a decoded task. A JSON null where an
 // object or string was expected decodes to the zero value; usage null is
-// kept as absent (nil).
-func checkTask(t *Task, needID bool) error {
+// kept as absent (nil). The error code and message are scrubbed of the
+// secrets given, URL query strings and credentials (see scrub): upstream
+// may echo what it was sent (the bearer key, presigned input URLs), and
+// they go into events and logs. Result addresses are left as they are.
+func checkTask(t *Task, needID bool, secrets ...string) error {
 	if bytes.Equal(bytes.TrimSpace(t.Usage), []byte("null")) {
 		t.Usage = nil
+	}
+	for _, p := range []*string{t.Output.ErrorCode, t.Output.ErrorMessage} {
+		if p != nil {
+			*p = scrub(*p, secrets...)
+		}
 	}
 	if t.Output.TaskStatus == "" {
 		return errors.New("output.task_status is missing")

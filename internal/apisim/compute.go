@@ -172,6 +172,7 @@ type Compute struct {
 	jobs     map[string]*simJob
 	nextJob  int64
 	submits  map[string]int64
+	issued   []string // every token handed out
 }
 
 // NewCompute returns a compute simulator. When cfg.Root is empty it creates
@@ -234,6 +235,14 @@ func (c *Compute) SubmitCount(jobName string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.submits[jobName]
+}
+
+// Tokens returns every token the simulator has handed out, for tests that
+// check a token never shows up where it must not.
+func (c *Compute) Tokens() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.issued...)
 }
 
 // Root returns the directory holding the simulated file system.
@@ -304,6 +313,7 @@ func (c *Compute) tokens(w http.ResponseWriter, r *http.Request) {
 	for _, cl := range c.clusters {
 		if !c.tokenUsable(cl) {
 			cl.token, cl.tokenUses = newToken(), 0
+			c.issued = append(c.issued, cl.token)
 		}
 		out = append(out, map[string]string{"clusterId": cl.id, "clusterName": cl.name, "token": cl.token})
 	}

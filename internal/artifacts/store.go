@@ -93,7 +93,8 @@ type StoreConfig struct {
 	// uploads: a Put holds about PartSize × (Concurrency + 4) bytes (48 MiB
 	// with the defaults, whatever the object's size). Defaults to 4.
 	MaxUploads int
-	// MaxAttempts bounds the attempts of Copy. Defaults to 4.
+	// MaxAttempts bounds the attempts of Copy, and those of the single PUT
+	// of a small object. Defaults to 4.
 	MaxAttempts int
 	// MinBackoff is Copy's first delay between attempts, doubled for each
 	// further one. Defaults to 1s.
@@ -229,7 +230,7 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 	return fmt.Errorf("artifacts: create bucket %s: %w", s.cfg.Bucket, err)
 }
 
-// Put streams r into the object key in one attempt and returns what it
+// Put streams r into the object key and returns what it
 // wrote. The bytes are hashed and counted on the way and never held whole:
 // an object of at most PartSize bytes is written with one PUT carrying its
 // Content-Type and sha256 metadata; a larger one is uploaded in parts to a
@@ -237,7 +238,9 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 // metadata, and the staging object deleted, so a reader of key never sees
 // it without its sha256. contentType "" is derived from key's extension.
 // More than maxBytes bytes fail with ErrTooLarge; maxBytes must be in
-// (0, MaxObjectBytes]. Put does not retry (see Copy).
+// (0, MaxObjectBytes]. Put reads r once: an object of at most PartSize
+// bytes, held in memory anyway, is PUT again after a transient failure (up
+// to MaxAttempts times); a larger upload is not retried (see Copy).
 func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.Reader, maxBytes int64) (Artifact, error) {
 	if err := s.checkPut(key, maxBytes); err != nil {
 		return Artifact{}, err
@@ -300,17 +303,28 @@ func (s *Store) checkPut(key string, maxBytes int64) error {
 	return nil
 }
 
-// putSmall writes a whole object with one PUT.
+// putSmall writes a whole object with one PUT. Its bytes are in memory,
+// so a PUT that fails for a passing reason (S3 unreachable, 5xx, 429) is
+// sent again, up to MaxAttempts times with Copy's backoff, without reading
+// the source again: a source that cannot be read twice (a speech stream)
+// survives a short S3 outage.
 func (s *Store) putSmall(ctx context.Context, key, contentType string, b []byte, sum string) error {
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:        aws.String(s.cfg.Bucket),
-		Key:           aws.String(key),
-		Body:          bytes.NewReader(b),
-		ContentLength: aws.Int64(int64(len(b))),
-		ContentType:   aws.String(contentType),
-		Metadata:      map[string]string{MetadataSHA256: sum},
-	})
-	return err
+	for attempt := 1; ; attempt++ {
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket:        aws.String(s.cfg.Bucket),
+			Key:           aws.String(key),
+			Body:          bytes.NewReader(b),
+			ContentLength: aws.Int64(int64(len(b))),
+			ContentType:   aws.String(contentType),
+			Metadata:      map[string]string{MetadataSHA256: sum},
+		})
+		if err == nil || attempt >= s.cfg.MaxAttempts || !IsTemporary(err) || ctx.Err() != nil {
+			return err
+		}
+		if s.cfg.Sleep(ctx, s.delay(attempt, err)) != nil {
+			return err
+		}
+	}
 }
 
 // putLarge uploads body in parts to a fresh staging key, then copies it

@@ -105,17 +105,39 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) error {
 	return p.PublishRaw(ctx, ev.Data.Kind, ev.Data.Status, ev.ID, b)
 }
 
+// PublishAsync publishes ev like Publish but does not wait for the
+// stream's acknowledgement, for progress events (submitted, running), which
+// are best effort: events published later on the same connection are still
+// stored after it. It fails only when the event cannot be encoded or sent;
+// a failure reported by the server later goes to the JetStream context's
+// asynchronous error handler (jetstream.WithPublishAsyncErrHandler).
+func (p *Publisher) PublishAsync(ev Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event %s: %w", ev.ID, err)
+	}
+	if _, err := p.js.PublishMsgAsync(newMsg(ev.Data.Kind, ev.Data.Status, ev.ID, b)); err != nil {
+		return fmt.Errorf("publish event %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
 // PublishRaw publishes an encoded event to sluice.events.<kind>.<status>
 // with Nats-Msg-Id = id and waits for the stream's ack. A second publish of
 // the same id inside the duplicate window is acknowledged and dropped by
 // the server.
 func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
+	if _, err := p.js.PublishMsg(ctx, newMsg(kind, status, id, body)); err != nil {
+		return fmt.Errorf("publish event %s: %w", id, err)
+	}
+	return nil
+}
+
+// newMsg is the message of an encoded event.
+func newMsg(kind, status, id string, body []byte) *nats.Msg {
 	msg := nats.NewMsg(contract.EventSubject(kind, status))
 	msg.Data = body
 	msg.Header.Set(contract.HeaderMsgID, id)
 	msg.Header.Set("Content-Type", contract.CloudEventsContentType)
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publish event %s: %w", id, err)
-	}
-	return nil
+	return msg
 }

@@ -202,10 +202,12 @@ func absPathRule(p string, dir bool) string {
 	return ""
 }
 
-// hasControl reports whether s holds an ASCII control character or DEL.
+// hasControl reports whether s holds a C0 or C1 control character or DEL:
+// the same rule as an S3 key's (package artifacts), so that an accepted
+// output.prefix always makes a key.
 func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
 			return true
 		}
 	}

@@ -17,10 +17,11 @@ import (
 var errAlreadyFinished = errors.New("job already finished by another delivery")
 
 // checkpoint moves j's record to status with compare-and-set, applying fn,
-// and keeps the written record in j.rec. A cancel flag set meanwhile is
-// picked up into j.rec.
+// and keeps the written record in j.rec. It starts from j.rec (one round
+// trip) and reads the record again only when it changed meanwhile, so a
+// cancel flag set meanwhile is picked up into j.rec.
 func (r *Runner) checkpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
-	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+	rec, err := r.update(ctx, j, func(rec *state.Record) error {
 		if rec.Status.Terminal() {
 			return errAlreadyFinished
 		}
@@ -33,6 +34,15 @@ func (r *Runner) checkpoint(ctx context.Context, j *job, status state.Status, fn
 	}
 	j.rec = rec
 	return nil
+}
+
+// update writes j's record with fn, starting from j.rec when there is one
+// (see state.Store.UpdateFrom).
+func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) error) (*state.Record, error) {
+	if j.rec == nil {
+		return r.cfg.State.Update(ctx, j.id, fn)
+	}
+	return r.cfg.State.UpdateFrom(ctx, j.rec, fn)
 }
 
 // retryCheckpoint is checkpoint retried for up to a minute: it records what
@@ -56,10 +66,11 @@ func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Statu
 	}
 }
 
-// publishProgress publishes a submitted or running event. Progress events
-// are best effort: a failure is logged and the job goes on.
-func (r *Runner) publishProgress(ctx context.Context, j *job, status state.Status) {
-	if err := r.cfg.Events.Publish(ctx, events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
+// publishProgress publishes a submitted or running event without waiting
+// for its acknowledgement. Progress events are best effort: a failure is
+// logged and the job goes on.
+func (r *Runner) publishProgress(_ context.Context, j *job, status state.Status) {
+	if err := r.cfg.Events.PublishAsync(events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
 		j.log.Warn().Err(err).Str("status", string(status)).Msg("progress event not published")
 	}
 }
@@ -134,9 +145,15 @@ func appendArtifact(list []state.Artifact, a state.Artifact) []state.Artifact {
 }
 
 // acquireCopy takes one of the worker's copy slots.
-func (r *Runner) acquireCopy(ctx context.Context, j *job) error {
+func (r *Runner) acquireCopy(ctx context.Context, j *job) error { return r.acquire(ctx, j, r.copy) }
+
+func (r *Runner) releaseCopy() { r.release(r.copy) }
+
+// acquire takes a slot of sem, or gives up with errStopping when the
+// worker stops first.
+func (r *Runner) acquire(ctx context.Context, j *job, sem chan struct{}) error {
 	select {
-	case r.copy <- struct{}{}:
+	case sem <- struct{}{}:
 		return nil
 	case <-j.d.Stopping():
 		return errStopping
@@ -145,4 +162,4 @@ func (r *Runner) acquireCopy(ctx context.Context, j *job) error {
 	}
 }
 
-func (r *Runner) releaseCopy() { <-r.copy }
+func (r *Runner) release(sem chan struct{}) { <-sem }

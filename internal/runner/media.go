@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -19,6 +20,15 @@ import (
 // run on a context detached from shutdown: a stop must not cut the window
 // between a paid submit and the record of its task id.
 const submitTimeout = 2 * time.Minute
+
+// cancelAfterTimeout bounds the cancel sent for a task past its deadline.
+const cancelAfterTimeout = 10 * time.Second
+
+// LogSubmittingAgain is the message of the warning logged, with the job's
+// id, each time a job is submitted (or streamed) again because the last
+// worker stopped inside the submit window: the only second submission
+// sluice makes on its own. The reliability harness counts these lines.
+const LogSubmittingAgain = "previous worker stopped between submit and checkpoint; submitting again"
 
 // runMedia runs a video or speech job: submit (unless the record says it
 // was submitted), wait for the task, collect its results.
@@ -35,8 +45,18 @@ func (r *Runner) runMedia(ctx context.Context, j *job) error {
 	switch {
 	case mode == jobspec.ModeStream && !submittedOrLater(rec.Status):
 		return r.streamSpeech(ctx, j)
-	case mode == jobspec.ModeSync && rec.Status == state.StatusCollecting && len(rec.Results) > 0:
+	case mode == jobspec.ModeStream && len(rec.Artifacts) > 0:
+		// The last worker stored the audio and stopped before the end.
+		return nil
+	case mode == jobspec.ModeStream:
+		return fail(CodeUpstreamFailed, state.StageCollect, true,
+			"the worker reading the speech stream stopped before the audio was stored; a stream cannot be resumed without paying again")
+	case mode == jobspec.ModeSync && submittedOrLater(rec.Status) && len(rec.Results) > 0:
+		// Synthesized before the last worker stopped: collect, never submit again.
 		return r.collectMedia(ctx, j, rec.Results)
+	case mode == jobspec.ModeSync && submittedOrLater(rec.Status):
+		return fail(CodeUpstreamFailed, state.StagePoll, false,
+			"synchronous speech ended %q without result addresses before the last worker stopped", rec.Upstream.Status)
 	case mode == jobspec.ModeSync:
 		task, err := r.submitMedia(ctx, j, func(ctx context.Context) (*apiclient.Task, error) {
 			return r.cfg.Media.SubmitSpeechSync(ctx, j.spec.Speech.Request())
@@ -121,12 +141,16 @@ func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (
 // worker died inside that window: the submit is sent again (the one case
 // where upstream may be paid twice; the record's submits counts it).
 func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
+	if err := r.acquire(ctx, j, r.submit); err != nil {
+		return nil, err
+	}
+	defer r.release(r.submit)
 	if j.rec.Status == state.StatusSubmitting {
-		j.log.Warn().Int("submits", j.rec.Submits).Msg("previous worker stopped between submit and checkpoint; submitting again")
+		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
-	if err := r.checkpoint(sctx, j, state.StatusSubmitting, func(rec *state.Record) { rec.Submits++ }); err != nil {
+	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return nil, transient(err)
 	}
 	task, err := submit(sctx)
@@ -195,6 +219,9 @@ func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) 
 	}
 	deadline := time.NewTimer(time.Until(since.Add(r.cfg.TaskTimeout)))
 	defer deadline.Stop()
+	// A query of its own must not outlast the task's deadline either.
+	qctx, qcancel := context.WithDeadline(ctx, since.Add(r.cfg.TaskTimeout))
+	defer qcancel()
 	updates, stop := r.cfg.Poller.Watch(taskID)
 	defer stop()
 	if j.cancelled() {
@@ -205,7 +232,7 @@ func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) 
 		case u := <-updates:
 			task := u.Task
 			if u.Err != nil {
-				t, err := r.cfg.Media.GetTask(ctx, taskID)
+				t, err := r.cfg.Media.GetTask(qctx, taskID)
 				switch {
 				case errors.Is(err, apiclient.ErrTaskNotFound):
 					return nil, fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID)
@@ -228,9 +255,13 @@ func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) 
 		case <-ctx.Done():
 			return nil, errStopping
 		case <-deadline.C:
-			if _, err := r.cfg.Media.CancelTask(ctx, taskID); err != nil {
+			// Best effort, and bounded: an upstream that never answers must
+			// not hold the job past its deadline.
+			cctx, ccancel := context.WithTimeout(ctx, cancelAfterTimeout)
+			if _, err := r.cfg.Media.CancelTask(cctx, taskID); err != nil {
 				j.log.Warn().Err(err).Msg("cancel after timeout failed")
 			}
+			ccancel()
 			return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout)
 		}
 	}
@@ -252,7 +283,13 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 		j.rec.Upstream.EndTime = t.Output.EndTime
 		j.rec.Upstream.SubmitTime = cmp.Or(t.Output.SubmitTime, j.rec.Upstream.SubmitTime)
 		j.rec.Usage = t.Usage
-		if err := r.checkpoint(ctx, j, j.rec.Status, func(rec *state.Record) {
+		// A succeeded task goes straight to collecting: one checkpoint
+		// instead of two (collectMedia skips its own).
+		status := j.rec.Status
+		if st == apiclient.TaskSucceeded {
+			status = state.StatusCollecting
+		}
+		if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
 			rec.Upstream = j.rec.Upstream
 			rec.Usage = t.Usage
 		}); err != nil {
@@ -345,10 +382,13 @@ func resultExt(u, def string) string {
 func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TaskTimeout)
 	defer cancel()
-	if j.rec.Status == state.StatusSubmitting {
-		j.log.Warn().Msg("previous worker stopped during the speech stream; streaming again")
+	if err := r.probeStore(ctx, j); err != nil {
+		return err
 	}
-	if err := r.checkpoint(sctx, j, state.StatusSubmitting, func(rec *state.Record) { rec.Submits++ }); err != nil {
+	if j.rec.Status == state.StatusSubmitting {
+		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
+	}
+	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return transient(err)
 	}
 	stream, err := r.cfg.Media.StreamSpeech(sctx, j.spec.Speech.Request())
@@ -389,6 +429,20 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 		rec.Usage = stream.Usage()
 		rec.Artifacts = appendArtifact(rec.Artifacts, art)
 	})
+}
+
+// probeStore checks that S3 answers before a paid stream is opened: the
+// stream goes straight into S3 and cannot be read twice, so an S3 outage
+// must delay the job rather than waste the stream.
+func (r *Runner) probeStore(ctx context.Context, j *job) error {
+	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, "result-0.mp3")
+	if err != nil {
+		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
+	}
+	if _, _, err := r.cfg.Store.Stat(ctx, key); err != nil && artifacts.IsTemporary(err) {
+		return transient(fmt.Errorf("S3 does not answer; the speech stream waits for it: %w", err))
+	}
+	return nil
 }
 
 // streamFailure maps a broken stream or upload to the job's failure.

@@ -2,9 +2,9 @@ package runner
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -56,7 +56,9 @@ var errTaskMissing = errors.New("task missing from batch query answers")
 // of up to apiclient.MaxBatch ids. One goroutine schedules all tasks: each
 // task's interval starts at FirstDelay and doubles to MaxInterval, and a
 // round that has fewer than ten due tasks takes tasks due soon along, so
-// batches stay full. A 429 or Retry-After pauses all polling.
+// batches stay full. A 429 or Retry-After pauses all polling. Tasks wait
+// for their turn in a heap ordered by due time, so a round costs in the
+// tasks it polls, not in the tasks watched.
 type Poller struct {
 	cfg  PollerConfig
 	log  zerolog.Logger
@@ -64,6 +66,7 @@ type Poller struct {
 
 	mu         sync.Mutex
 	tasks      map[string]*watch
+	queue      dueQueue // watches not in flight, earliest first
 	pauseUntil time.Time
 }
 
@@ -71,9 +74,35 @@ type watch struct {
 	id       string
 	next     time.Time
 	interval time.Duration
-	inFlight bool
 	misses   int
 	updates  chan PollUpdate
+	// index is the watch's position in the queue; -1 while it is in
+	// flight or stopped.
+	index int
+}
+
+// dueQueue is a heap of watches ordered by their next poll
+// (container/heap).
+type dueQueue []*watch
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *dueQueue) Push(x any) {
+	w := x.(*watch)
+	w.index = len(*q)
+	*q = append(*q, w)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	w.index = -1
+	return w
 }
 
 // NewPoller returns a Poller; call Run to start it.
@@ -96,7 +125,11 @@ func NewPoller(cfg PollerConfig) *Poller {
 func (p *Poller) Watch(taskID string) (updates <-chan PollUpdate, stop func()) {
 	w := &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay), updates: make(chan PollUpdate, 1)}
 	p.mu.Lock()
+	if old := p.tasks[taskID]; old != nil && old.index >= 0 {
+		heap.Remove(&p.queue, old.index)
+	}
 	p.tasks[taskID] = w
+	heap.Push(&p.queue, w)
 	n := len(p.tasks)
 	p.mu.Unlock()
 	p.cfg.Metrics.PollWatched(n)
@@ -105,6 +138,9 @@ func (p *Poller) Watch(taskID string) (updates <-chan PollUpdate, stop func()) {
 		p.mu.Lock()
 		if p.tasks[taskID] == w {
 			delete(p.tasks, taskID)
+		}
+		if w.index >= 0 {
+			heap.Remove(&p.queue, w.index)
 		}
 		n := len(p.tasks)
 		p.mu.Unlock()
@@ -153,39 +189,53 @@ func (p *Poller) Run(ctx context.Context) {
 // differ by microseconds.
 const minRound = 10 * time.Millisecond
 
+// fillScan bounds how many queued watches a round looks at for tasks due
+// soon; those it skips wait for a later round.
+const fillScan = 64
+
 // round picks the tasks to poll now, grouped into batches, and how long to
-// sleep before the next round.
+// sleep before the next round. A picked task leaves the queue until its
+// query ends.
 func (p *Poller) round(now time.Time) (batches [][]*watch, sleep time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if now.Before(p.pauseUntil) {
 		return nil, p.pauseUntil.Sub(now)
 	}
-	var due, soon []*watch
-	nextWake := now.Add(time.Second)
-	for _, w := range p.tasks {
-		switch {
-		case w.inFlight:
-		case !w.next.After(now):
-			due = append(due, w)
-		default:
-			if w.next.Before(nextWake) {
-				nextWake = w.next
-			}
-			if w.next.Sub(now) <= w.interval/2 {
-				soon = append(soon, w)
-			}
-		}
+	var due []*watch
+	for len(p.queue) > 0 && !p.queue[0].next.After(now) {
+		due = append(due, heap.Pop(&p.queue).(*watch))
 	}
 	if len(due) == 0 {
-		return nil, max(nextWake.Sub(now), minRound)
+		nextWake := now.Add(time.Second)
+		if len(p.queue) > 0 && p.queue[0].next.Before(nextWake) {
+			nextWake = p.queue[0].next
+		}
+		// Nothing is due: wake when the first task is. The pause after a
+		// round that sent queries (minRound) is what gathers tasks into
+		// batches; waiting it here too would only delay a lone task.
+		return nil, max(nextWake.Sub(now), time.Millisecond)
 	}
-	if fill := (apiclient.MaxBatch - len(due)%apiclient.MaxBatch) % apiclient.MaxBatch; fill > 0 && len(soon) > 0 {
-		slices.SortFunc(soon, func(a, b *watch) int { return a.next.Compare(b.next) })
-		due = append(due, soon[:min(fill, len(soon))]...)
+	// Fill the last batch with the tasks due soonest among those due
+	// within half their interval. No task's interval exceeds MaxInterval,
+	// so none due later than half of it can qualify.
+	var skipped []*watch
+	for fill := (apiclient.MaxBatch - len(due)%apiclient.MaxBatch) % apiclient.MaxBatch; fill > 0 && len(p.queue) > 0 && len(skipped) < fillScan; {
+		w := p.queue[0]
+		wait := w.next.Sub(now)
+		if wait > p.cfg.MaxInterval/2 {
+			break
+		}
+		heap.Pop(&p.queue)
+		if wait <= w.interval/2 {
+			due = append(due, w)
+			fill--
+		} else {
+			skipped = append(skipped, w)
+		}
 	}
-	for _, w := range due {
-		w.inFlight = true
+	for _, w := range skipped {
+		heap.Push(&p.queue, w)
 	}
 	for len(due) > 0 {
 		n := min(apiclient.MaxBatch, len(due))
@@ -208,9 +258,11 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range batch {
-		w.inFlight = false
 		w.interval = min(w.interval*2, p.cfg.MaxInterval)
 		w.next = now.Add(w.interval)
+		if p.tasks[w.id] == w {
+			heap.Push(&p.queue, w)
+		}
 	}
 	if err != nil {
 		if ra, ok := apiclient.RetryAfterOf(err); ok {

@@ -61,6 +61,12 @@ type Config struct {
 	PresignTTL time.Duration
 	// CopyConcurrency bounds artifact copies running at once. Defaults to 4.
 	CopyConcurrency int
+	// SubmitConcurrency bounds media jobs in their submit step (checkpoint,
+	// paid call, checkpoint) at once; the others wait before it, in a
+	// shallow frame, instead of deep inside the HTTP client's limiter: a
+	// burst of thousands of jobs then does not grow thousands of goroutine
+	// stacks at once. Defaults to 16.
+	SubmitConcurrency int
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// Logger defaults to a disabled logger.
@@ -71,9 +77,10 @@ type Config struct {
 
 // Runner implements consumer.Handler for every kind.
 type Runner struct {
-	cfg  Config
-	log  zerolog.Logger
-	copy chan struct{}
+	cfg    Config
+	log    zerolog.Logger
+	copy   chan struct{}
+	submit chan struct{}
 }
 
 // New returns a Runner.
@@ -91,6 +98,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
+	cfg.SubmitConcurrency = cmp.Or(cfg.SubmitConcurrency, 16)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -98,7 +106,10 @@ func New(cfg Config) (*Runner, error) {
 		l := zerolog.Nop()
 		cfg.Logger = &l
 	}
-	return &Runner{cfg: cfg, log: *cfg.Logger, copy: make(chan struct{}, cfg.CopyConcurrency)}, nil
+	return &Runner{
+		cfg: cfg, log: *cfg.Logger,
+		copy: make(chan struct{}, cfg.CopyConcurrency), submit: make(chan struct{}, cfg.SubmitConcurrency),
+	}, nil
 }
 
 // job is one delivery of one job being run.
@@ -110,24 +121,53 @@ type job struct {
 	rec    *state.Record
 	log    zerolog.Logger
 	cancel <-chan struct{}
-	start  time.Time
+	// unregister ends the cancel notices of cancel.
+	unregister func()
+	start      time.Time
+	// attempt is the record's Attempts as this delivery set it: a record
+	// with more has been taken over by another delivery (see claimSubmit).
+	attempt int
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
 // and returns how to settle the message.
 func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+	// begin and finish do the heavy lifting in frames of their own: a
+	// media job then waits for its task in a shallow stack, which Go
+	// shrinks to a few KiB (it matters with 10,000 jobs waiting).
+	j, out, done := r.begin(ctx, d)
+	defer j.unregister()
+	if done {
+		return out
+	}
+	var runErr error
+	switch j.kind {
+	case "video", "speech":
+		runErr = r.runMedia(ctx, j)
+	case "compute":
+		runErr = r.runCompute(ctx, j)
+	default:
+		runErr = fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind)
+	}
+	return r.finish(ctx, j, runErr)
+}
+
+// begin decodes d's spec, registers the job for cancel notices and
+// records the delivery in the job's state record. done reports that out
+// settles the message already (a finished job, an invalid spec, too many
+// deliveries, a cancel before submit, or no state); the caller must call
+// j.unregister either way.
+func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
 	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
-	j := &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
+	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
 	j.id = jobID(spec, d)
 	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
 
 	// Register for cancel notices before reading the record: a cancel
 	// either is in the record read below or is noticed after it.
-	var unregister func()
-	j.cancel, unregister = r.cfg.Cancels.register(j.id)
-	defer unregister()
+	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
 
-	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		if rec.Status.Terminal() {
 			return state.Unchanged
@@ -143,9 +183,10 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	})
 	if err != nil {
 		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
-		return r.settle(j, transient(err))
+		return j, r.settle(j, transient(err)), true
 	}
 	j.rec = rec
+	j.attempt = rec.Attempts
 	j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
 	if rec.Upstream.TaskID != "" {
 		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
@@ -154,27 +195,17 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	switch {
 	case rec.Status.Terminal():
 		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
-		return r.republish(ctx, j)
+		return j, r.republish(ctx, j), true
 	case specErr != nil:
-		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr)))
+		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
 	case int(d.NumDelivered()) > r.cfg.MaxDeliver:
-		return r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
-			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", d.NumDelivered(), r.cfg.MaxDeliver))
+		return j, r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
+			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", d.NumDelivered(), r.cfg.MaxDeliver)), true
 	case rec.Cancel != nil && !submittedOrLater(rec.Status):
 		j.log.Info().Msg("job cancelled before it was submitted")
-		return r.finish(ctx, j, errCancelled)
+		return j, r.finish(ctx, j, errCancelled), true
 	}
-
-	var runErr error
-	switch j.kind {
-	case "video", "speech":
-		runErr = r.runMedia(ctx, j)
-	case "compute":
-		runErr = r.runCompute(ctx, j)
-	default:
-		runErr = fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind)
-	}
-	return r.finish(ctx, j, runErr)
+	return j, consumer.Outcome{}, false
 }
 
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
@@ -257,9 +288,13 @@ func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
 // event and returns Ack (or DeadLetter).
 func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *failure) consumer.Outcome {
 	now := r.cfg.Now().UTC()
-	rec, err := r.cfg.State.Update(ctx, j.id, func(rec *state.Record) error {
+	rec, err := r.update(ctx, j, func(rec *state.Record) error {
 		if rec.Status.Terminal() {
 			return state.Unchanged
+		}
+		if status != state.StatusSucceeded && j.attempt != 0 && rec.Attempts != j.attempt {
+			// A later delivery holds the job: it decides how it ends.
+			return errSuperseded
 		}
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		rec.Status = status

@@ -5,7 +5,10 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
@@ -69,6 +72,34 @@ type Record struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+
+	// revision is the bucket revision this record was read or written at
+	// (0 when it did not come from the bucket); see Store.UpdateFrom.
+	revision uint64
+}
+
+// clone returns a copy of r that shares nothing mutable with it.
+func (r *Record) clone() *Record {
+	c := *r
+	c.Labels = maps.Clone(r.Labels)
+	c.Results = slices.Clone(r.Results)
+	c.Artifacts = slices.Clone(r.Artifacts)
+	c.Usage = bytes.Clone(r.Usage)
+	c.TerminalEvent = bytes.Clone(r.TerminalEvent)
+	c.Cancel = clonePtr(r.Cancel)
+	c.Error = clonePtr(r.Error)
+	c.SubmittedAt = clonePtr(r.SubmittedAt)
+	c.FinishedAt = clonePtr(r.FinishedAt)
+	c.Upstream.ExitCode = clonePtr(r.Upstream.ExitCode)
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // CancelRequest records a cancel request.

@@ -49,6 +49,7 @@ func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) 
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
 		return nil, 0, fmt.Errorf("decode state %s: %w", jobID, err)
 	}
+	r.revision = e.Revision()
 	return &r, e.Revision(), nil
 }
 
@@ -57,16 +58,59 @@ func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) 
 // concurrent write. fn must be a pure function of the record it is given.
 // A non-nil error from fn aborts the update and is returned as is.
 func (s *Store) Update(ctx context.Context, jobID string, fn func(*Record) error) (*Record, error) {
+	return s.update(ctx, jobID, nil, fn)
+}
+
+// UpdateFrom is Update starting from last, a record that Get, Update,
+// UpdateFrom or UpdateNew returned for the same job: fn is applied to a
+// copy of last, which is written with compare-and-set against the revision
+// last was read or written at. While nobody else wrote the record that
+// saves Update's read, one round trip; when someone did, the write fails
+// and fn is applied again to the current record, as Update does. When fn
+// returns Unchanged or an error for last, the current record is read and
+// fn asked again, so the outcome is always Update's. last is not modified.
+func (s *Store) UpdateFrom(ctx context.Context, last *Record, fn func(*Record) error) (*Record, error) {
+	if last == nil {
+		return nil, errors.New("state: UpdateFrom: no record")
+	}
+	return s.update(ctx, last.JobID, last, fn)
+}
+
+// UpdateNew is Update for a record that most likely does not exist yet,
+// such as a job's at its first delivery: fn is applied to a fresh record,
+// which is created in one round trip; only when the record exists already
+// is it read and fn applied to it, as Update does.
+func (s *Store) UpdateNew(ctx context.Context, jobID string, fn func(*Record) error) (*Record, error) {
+	return s.update(ctx, jobID, &Record{JobID: jobID, CreatedAt: s.now().UTC()}, fn)
+}
+
+// update is Update, trying first to write fn applied to a copy of guess
+// (when not nil) with compare-and-set against guess's revision (0: the
+// record must not exist).
+func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func(*Record) error) (*Record, error) {
 	for range 16 {
-		cur, rev, err := s.Get(ctx, jobID)
-		if errors.Is(err, ErrNotFound) {
-			cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
-		} else if err != nil {
-			return nil, err
+		var cur *Record
+		var rev uint64
+		var err error
+		guessed := guess != nil
+		if guessed {
+			cur, rev, guess = guess.clone(), guess.revision, nil
+		} else {
+			cur, rev, err = s.Get(ctx, jobID)
+			if errors.Is(err, ErrNotFound) {
+				cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
+			} else if err != nil {
+				return nil, err
+			}
 		}
-		if err := fn(cur); errors.Is(err, Unchanged) {
-			return cur, nil
-		} else if err != nil {
+		if err := fn(cur); err != nil {
+			switch {
+			case guessed:
+				// The guess may be stale: let the current record decide.
+				continue
+			case errors.Is(err, Unchanged):
+				return cur, nil
+			}
 			return nil, err
 		}
 		cur.JobID = jobID
@@ -79,9 +123,9 @@ func (s *Store) Update(ctx context.Context, jobID string, fn func(*Record) error
 			return nil, fmt.Errorf("encode state %s: %w", jobID, err)
 		}
 		if rev == 0 {
-			_, err = s.kv.Create(ctx, jobID, b)
+			rev, err = s.kv.Create(ctx, jobID, b)
 		} else {
-			_, err = s.kv.Update(ctx, jobID, b, rev)
+			rev, err = s.kv.Update(ctx, jobID, b, rev)
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
@@ -89,6 +133,7 @@ func (s *Store) Update(ctx context.Context, jobID string, fn func(*Record) error
 		if err != nil {
 			return nil, fmt.Errorf("write state %s: %w", jobID, err)
 		}
+		cur.revision = rev
 		return cur, nil
 	}
 	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)

@@ -291,7 +291,8 @@ func (b *bundle) deadLetters(t *testing.T) []*jetstream.RawStreamMsg {
 	return out
 }
 
-// assertNoSecrets scans logs, events, dead letters and state records.
+// assertNoSecrets scans logs, events, dead letters and state records for
+// the credentials, the compute tokens and presigned URL signatures.
 func (b *bundle) assertNoSecrets(t *testing.T) {
 	var hay strings.Builder
 	hay.WriteString(b.logs.String())
@@ -302,11 +303,8 @@ func (b *bundle) assertNoSecrets(t *testing.T) {
 	for _, m := range b.deadLetters(t) {
 		fmt.Fprintf(&hay, "%v", m.Header)
 	}
-	all := hay.String()
-	for _, s := range []string{secretMediaKey, secretComputePass, secretS3Key, "X-Amz-Signature", "X-Amz-Credential"} {
-		if strings.Contains(all, s) {
-			i := strings.Index(all, s)
-			t.Errorf("secret %q leaked: ...%s...", s, all[max(0, i-200):min(len(all), i+100)])
-		}
+	hay.WriteString(b.stateDump(t))
+	for _, l := range leaks(hay.String(), append(knownSecrets, b.compute.Tokens()...)) {
+		t.Errorf("secret leaked: %s", l)
 	}
 }

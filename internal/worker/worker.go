@@ -83,7 +83,9 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+		log.Warn().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
+	}))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -123,7 +125,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
-		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,
+		CopyConcurrency: cfg.CopyConcurrency, SubmitConcurrency: cfg.MediaConcurrency, Metrics: m, Logger: &log,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{

@@ -1,0 +1,396 @@
+// Package chaos is sluice's reliability harness: it runs a fleet of worker
+// processes against a real NATS server, a real S3-compatible store and the
+// upstream simulators, breaks all of them on a schedule, and then checks
+// what the product promises.
+//
+// A run publishes Jobs jobs of mixed kinds (text- and image-to-video,
+// speech async / sync / stream, compute jobs with inputs and outputs, and
+// a few invalid specs) at PublishRate while
+//
+//   - Workers worker processes serve them, one of them killed with SIGKILL
+//     every KillEvery and started again at once;
+//   - both simulators answer Error5xxRate of all requests with 500 or 503
+//     and Error429Rate with 429 and Retry-After, and every task or job
+//     takes a random time;
+//   - the NATS server is stopped and started again once (same port, same
+//     store directory), at NATSRestartAt;
+//   - the S3 store is unavailable for S3OutageFor from S3OutageAt.
+//
+// When every job has ended (or Deadline passes) the workers are stopped and
+// the run is checked: every job has exactly one terminal event, none is
+// lost (no terminal event, no state record) or stuck (no terminal event);
+// every artifact of a succeeded job is in the store with the size and
+// sha256 its event names, and with the bytes the simulator generated; a
+// job failed only for a reason sluice documents as a failure under these
+// faults; upstream saw no second submission of a job except where a kill
+// landed between the "submitting" checkpoint and the record of the task
+// id (the record's submits counter says so: those are counted as
+// Duplicates, any other as a problem); and no secret appears in a worker
+// log, an event, a dead letter or a state record.
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/contract"
+)
+
+// Config configures a run. Fields are in a stable order; the zero value of
+// each takes its default.
+type Config struct {
+	// Dir holds everything of the run: the NATS store, the S3 objects, the
+	// compute simulator's files and the worker logs (logs/worker-<n>.log).
+	// Required.
+	Dir string
+	// WorkerBin is the worker binary to run (see BuildWorker). Required.
+	WorkerBin string
+	// Jobs is how many jobs are published. Defaults to 200.
+	Jobs int
+	// PublishRate is how many jobs are published per second. Defaults to 8.
+	PublishRate float64
+	// Workers is how many worker processes run at once. Defaults to 3.
+	Workers int
+	// KillEvery is the time between two SIGKILLs. Defaults to 2s.
+	KillEvery time.Duration
+	// AckWait is the workers' SLUICE_ACK_WAIT: a killed worker's jobs come
+	// back after it. Defaults to 2s.
+	AckWait time.Duration
+	// MaxDeliver is the workers' SLUICE_MAX_DELIVER. Every kill redelivers
+	// the jobs its worker held, so a job sees many more deliveries than in
+	// production; the limit must stay out of reach. Defaults to 1000.
+	MaxDeliver int
+	// Error5xxRate and Error429Rate are the simulators' fault rates on
+	// every endpoint. Default to 0.03 and 0.02.
+	Error5xxRate, Error429Rate float64
+	// NATSRestartAt is when, after the start, the NATS server is stopped
+	// and started again; NATSDownFor is how long it stays down. Default to
+	// a third of the publishing time and 1s.
+	NATSRestartAt, NATSDownFor time.Duration
+	// S3OutageAt is when, after the start, the S3 store goes away for
+	// S3OutageFor. Default to two thirds of the publishing time and 10s.
+	S3OutageAt, S3OutageFor time.Duration
+	// Deadline bounds the run: a job without a terminal event by then is
+	// stuck. Defaults to the publishing time plus 3 minutes.
+	Deadline time.Duration
+	// Seed drives the job mix and the choice of the worker to kill.
+	// Defaults to the current time.
+	Seed uint64
+	// Progress receives a progress line every few seconds. Defaults to
+	// io.Discard.
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	c.Jobs = cmp.Or(c.Jobs, 200)
+	c.PublishRate = cmp.Or(c.PublishRate, 8)
+	c.Workers = cmp.Or(c.Workers, 3)
+	c.KillEvery = cmp.Or(c.KillEvery, 2*time.Second)
+	c.AckWait = cmp.Or(c.AckWait, 2*time.Second)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, 1000)
+	c.Error5xxRate = cmp.Or(c.Error5xxRate, 0.03)
+	c.Error429Rate = cmp.Or(c.Error429Rate, 0.02)
+	publishing := c.publishTime()
+	c.NATSRestartAt = cmp.Or(c.NATSRestartAt, publishing/3)
+	c.NATSDownFor = cmp.Or(c.NATSDownFor, time.Second)
+	c.S3OutageAt = cmp.Or(c.S3OutageAt, publishing*2/3)
+	c.S3OutageFor = cmp.Or(c.S3OutageFor, 10*time.Second)
+	c.Deadline = cmp.Or(c.Deadline, publishing+3*time.Minute)
+	c.Seed = cmp.Or(c.Seed, uint64(time.Now().UnixNano()))
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+func (c Config) publishTime() time.Duration {
+	return time.Duration(float64(c.Jobs) / c.PublishRate * float64(time.Second))
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("chaos: Dir is required"))
+	}
+	if c.WorkerBin == "" {
+		errs = append(errs, errors.New("chaos: WorkerBin is required"))
+	}
+	if c.Jobs < 0 || c.Workers < 1 || c.PublishRate <= 0 {
+		errs = append(errs, errors.New("chaos: Jobs, Workers and PublishRate must be positive"))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, errors.New("chaos: AckWait must be at least 1s (the worker's minimum)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the scenario of cfg and returns its report. The error is for a
+// harness that could not run (a port, a directory, the worker binary); a
+// run that ran but broke a promise returns a report with Problems.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(cfg.Dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	in, err := startInfra(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer in.close()
+
+	nc, err := nats.Connect(in.natsURL(), nats.Name("sluice-chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := contract.Ensure(ctx, js, contract.Options{AckWait: cfg.AckWait}); err != nil {
+		return nil, err
+	}
+	jobs := plan(cfg.Jobs, cfg.Seed, bucket)
+	if err := uploadInputs(ctx, in.s3c); err != nil {
+		return nil, err
+	}
+
+	r := &run{cfg: cfg, in: in, js: js, jobs: jobs, events: newEventLog(), start: time.Now()}
+	r.fleet = newFleet(cfg.WorkerBin, workerEnv(in, cfg), logDir, cfg.Workers)
+	for i := range cfg.Workers {
+		if err := r.fleet.start(i); err != nil {
+			r.fleet.stop(0)
+			return nil, err
+		}
+	}
+	r.drive(ctx)
+	r.fleet.stop(15 * time.Second)
+	r.settleEvents(ctx)
+	return r.verify(ctx, logDir)
+}
+
+// uploadInputs puts the run's input objects: the first frame of the
+// image-to-video jobs and the compute scripts.
+func uploadInputs(ctx context.Context, c *s3.Client) error {
+	put := func(key, body string) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)})
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", key, err)
+		}
+		return nil
+	}
+	if err := put(frameKey, "\x89PNG chaos frame"); err != nil {
+		return err
+	}
+	for i := range computeVariants {
+		if err := put(computeScriptKey(i), computeScript(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run is one run in progress.
+type run struct {
+	cfg    Config
+	in     *infra
+	js     jetstream.JetStream
+	jobs   []plannedJob
+	fleet  *fleet
+	events *eventLog
+	start  time.Time
+
+	resubmits    map[string]int // job id -> submit-window resubmissions logged
+	published    atomic.Int64
+	natsRestarts atomic.Int64
+	s3Outages    atomic.Int64
+
+	mu        sync.Mutex // guards the fields below
+	faultErrs []error
+	elapsed   time.Duration
+}
+
+// drive publishes, kills, injects the NATS restart and the S3 outage, and
+// returns once every job has its terminal event and SLUICE_JOBS is empty,
+// or at the deadline.
+func (r *run) drive(ctx context.Context) {
+	ctx, cancel := context.WithDeadline(ctx, r.start.Add(r.cfg.Deadline))
+	defer cancel()
+	var bg sync.WaitGroup
+	bgCtx, stopBG := context.WithCancel(ctx)
+	defer func() { stopBG(); bg.Wait() }()
+
+	bg.Go(func() { r.publish(bgCtx) })
+	bg.Go(func() { r.kill(bgCtx) })
+	faultsDone := make(chan struct{})
+	bg.Go(func() { defer close(faultsDone); r.injectFaults(bgCtx) })
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			r.finish()
+			return
+		case <-tick.C:
+		}
+		_ = r.events.poll(ctx, r.js)
+		done := r.published.Load() == int64(len(r.jobs)) && r.events.terminalJobs() >= len(r.jobs)
+		select {
+		case <-faultsDone:
+		default:
+			done = false
+		}
+		if done && r.jobsSettled(ctx) {
+			r.finish()
+			return
+		}
+		if time.Since(lastProgress) >= 5*time.Second {
+			lastProgress = time.Now()
+			kills, _ := r.fleet.counts()
+			fmt.Fprintf(r.cfg.Progress, "chaos: t=%s published=%d/%d terminal=%d kills=%d nats_restarts=%d s3_outages=%d\n",
+				time.Since(r.start).Round(time.Second), r.published.Load(), len(r.jobs), r.events.terminalJobs(),
+				kills, r.natsRestarts.Load(), r.s3Outages.Load())
+		}
+	}
+}
+
+func (r *run) finish() {
+	r.mu.Lock()
+	r.elapsed = time.Since(r.start)
+	r.mu.Unlock()
+}
+
+// jobsSettled reports whether SLUICE_JOBS holds no message any more: every
+// job message was acked or terminated.
+func (r *run) jobsSettled(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := r.js.Stream(ictx, contract.JobsStream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ictx)
+	return err == nil && info.State.Msgs == 0
+}
+
+// publish sends every job at PublishRate, each until the stream
+// acknowledges it (Nats-Msg-Id makes a repeated publish harmless).
+func (r *run) publish(ctx context.Context) {
+	interval := time.Duration(float64(time.Second) / r.cfg.PublishRate)
+	next := time.Now()
+	for _, j := range r.jobs {
+		if err := backoff.Sleep(ctx, time.Until(next)); err != nil {
+			return
+		}
+		next = next.Add(interval)
+		m := nats.NewMsg(contract.JobSubject(j.Kind))
+		m.Data = j.Spec
+		m.Header.Set(contract.HeaderMsgID, j.ID)
+		for {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := r.js.PublishMsg(pctx, m)
+			cancel()
+			if err == nil {
+				break
+			}
+			if backoff.Sleep(ctx, 250*time.Millisecond) != nil {
+				return
+			}
+		}
+		r.published.Add(1)
+	}
+}
+
+// kill restarts a worker chosen at random every KillEvery.
+func (r *run) kill(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, r.cfg.Seed^0xdead))
+	t := time.NewTicker(r.cfg.KillEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.fleet.restart(rng.IntN(r.cfg.Workers)); err != nil {
+			r.faultError(err)
+		}
+	}
+}
+
+// injectFaults restarts NATS and takes S3 away, each once, on schedule.
+func (r *run) injectFaults(ctx context.Context) {
+	type fault struct {
+		at  time.Duration
+		run func() error
+	}
+	faults := []fault{
+		{r.cfg.NATSRestartAt, func() error {
+			err := r.in.restartNATS(ctx, r.cfg.NATSDownFor)
+			if err == nil {
+				r.natsRestarts.Add(1)
+			}
+			return err
+		}},
+		{r.cfg.S3OutageAt, func() error {
+			err := r.in.outageS3(ctx, r.cfg.S3OutageFor)
+			if err == nil {
+				r.s3Outages.Add(1)
+			}
+			return err
+		}},
+	}
+	if faults[1].at < faults[0].at {
+		faults[0], faults[1] = faults[1], faults[0]
+	}
+	for _, f := range faults {
+		if err := backoff.Sleep(ctx, time.Until(r.start.Add(f.at))); err != nil {
+			return
+		}
+		if err := f.run(); err != nil {
+			r.faultError(err)
+		}
+	}
+}
+
+func (r *run) faultError(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faultErrs = append(r.faultErrs, err)
+}
+
+// settleEvents reads the events published up to now, retrying while NATS
+// is busy.
+func (r *run) settleEvents(ctx context.Context) {
+	for range 10 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := r.events.poll(pctx, r.js)
+		cancel()
+		if err == nil {
+			return
+		}
+		_ = backoff.Sleep(ctx, 500*time.Millisecond)
+	}
+}

@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// fleet runs the worker binary as separate processes, one per slot, and
+// kills and restarts them.
+type fleet struct {
+	bin    string
+	env    []string
+	logDir string
+
+	mu       sync.Mutex
+	procs    []*workerProc
+	started  int
+	kills    int
+	restarts int
+}
+
+// workerProc is one running worker process.
+type workerProc struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed once the process has exited and been reaped
+}
+
+// workerEnv is the environment of every worker: the caller's minus any
+// SLUICE_ or AWS_ setting, plus the run's. Short ack wait and heartbeats
+// make a killed worker's jobs come back within seconds.
+func workerEnv(in *infra, cfg Config) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") && !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"SLUICE_NATS_URL="+in.natsURL(),
+		"SLUICE_S3_ENDPOINT=http://"+in.s3Addr, "SLUICE_S3_BUCKET="+bucket, "SLUICE_S3_PATH_STYLE=true",
+		"AWS_ACCESS_KEY_ID="+s3AccessKeyID, "AWS_SECRET_ACCESS_KEY="+s3Secret, "AWS_REGION=us-east-1",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"SLUICE_MEDIA_BASE_URL="+in.simURL, "SLUICE_MEDIA_API_KEY="+mediaAPIKey,
+		"SLUICE_COMPUTE_BASE_URL="+in.simURL, "SLUICE_COMPUTE_USER="+computeUser,
+		"SLUICE_COMPUTE_PASSWORD="+computePassword, "SLUICE_COMPUTE_ORGID="+computeOrgID,
+		"SLUICE_POLL_INTERVAL=1s", "SLUICE_POLL_FIRST=200ms", "SLUICE_COMPUTE_POLL_INTERVAL=500ms",
+		"SLUICE_ALLOW_PRIVATE_URLS=true", "SLUICE_HTTP_ADDR=127.0.0.1:0",
+		"SLUICE_LOG_LEVEL=info", "SLUICE_LOG_FORMAT=json",
+		"SLUICE_MAX_INFLIGHT=64",
+		"SLUICE_ACK_WAIT="+cfg.AckWait.String(),
+		fmt.Sprintf("SLUICE_MAX_DELIVER=%d", cfg.MaxDeliver),
+		"SLUICE_SHUTDOWN_TIMEOUT=10s",
+		"SLUICE_TASK_TIMEOUT=10m", "SLUICE_COMPUTE_TIMEOUT=10m",
+	)
+}
+
+func newFleet(bin string, env []string, logDir string, n int) *fleet {
+	return &fleet{bin: bin, env: env, logDir: logDir, procs: make([]*workerProc, n)}
+}
+
+// start starts slot i's worker; its output is appended to worker-<i>.log.
+func (f *fleet) start(i int) error {
+	log, err := os.OpenFile(filepath.Join(f.logDir, fmt.Sprintf("worker-%d.log", i)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	gen := f.started
+	f.started++
+	f.mu.Unlock()
+	cmd := exec.Command(f.bin)
+	cmd.Env = append(append([]string(nil), f.env...), fmt.Sprintf("SLUICE_WORKER_NAME=chaos-w%d-%d", i, gen))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start worker %d: %w", i, err)
+	}
+	p := &workerProc{cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	f.mu.Lock()
+	f.procs[i] = p
+	f.mu.Unlock()
+	return nil
+}
+
+// kill sends SIGKILL to slot i's worker and waits until it is gone.
+func (f *fleet) kill(i int) {
+	f.mu.Lock()
+	p := f.procs[i]
+	f.procs[i] = nil
+	f.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	f.mu.Lock()
+	f.kills++
+	f.mu.Unlock()
+}
+
+// restart kills slot i's worker and starts a new one in its place.
+func (f *fleet) restart(i int) error {
+	f.kill(i)
+	if err := f.start(i); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.restarts++
+	f.mu.Unlock()
+	return nil
+}
+
+// stop asks every worker to stop (SIGTERM) and kills those still running
+// after grace.
+func (f *fleet) stop(grace time.Duration) {
+	f.mu.Lock()
+	procs := append([]*workerProc(nil), f.procs...)
+	clear(f.procs)
+	f.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	timeout := time.After(grace)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-timeout:
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+func (f *fleet) counts() (kills, restarts int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kills, f.restarts
+}

@@ -1,0 +1,44 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// errSuperseded stops a delivery whose job another delivery has taken over
+// since this one started: it may not submit (claimSubmit) nor end the job
+// failed or cancelled (Runner.terminal); it is redelivered later and then
+// resumes from the record.
+var errSuperseded = errors.New("another delivery of the job took it over meanwhile")
+
+// claimSubmit checkpoints "submitting" (counting the submit, then applying
+// fn) only if the record is still where this delivery left it: no other
+// delivery started meanwhile (Attempts) nor moved the job on (Status).
+// Two deliveries can hold one job at once (a worker that runs on after its
+// lease lapsed while NATS was out of reach; the same job id published
+// twice outside the duplicate window); this lets at most one of them send
+// the paid submit. The other fails with errSuperseded and is redelivered
+// later, to resume from the record.
+func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)) error {
+	status := j.rec.Status
+	rec, err := r.update(ctx, j, func(rec *state.Record) error {
+		switch {
+		case rec.Status.Terminal():
+			return errAlreadyFinished
+		case rec.Attempts != j.attempt || rec.Status != status:
+			return errSuperseded
+		}
+		rec.Submits++
+		fn(rec)
+		rec.Status = state.StatusSubmitting
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", state.StatusSubmitting, err)
+	}
+	j.rec = rec
+	return nil
+}

@@ -1,0 +1,208 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/s3dev"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// leaveRecord writes the state record a worker killed at some step would
+// have left for id, as the first delivery of the job.
+func (b *bundle) leaveRecord(t *testing.T, id string, fn func(*state.Record)) {
+	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
+	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{AckWait: b.cfg.AckWait}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := state.NewStore(b.kv(t), "killed-worker", nil).Update(ctx, id, func(r *state.Record) error {
+		r.Attempts = 1
+		fn(r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A synchronous speech job whose worker died after it recorded the
+// synthesis (and before it copied the audio) is collected from the record:
+// the speech is not paid a second time.
+func TestSyncSpeechAfterCrashIsCollectedNotResubmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	text := "resume sync [sim:size=40000]"
+	media, err := apiclient.NewMedia(apiclient.MediaConfig{BaseURL: b.simURL, APIKey: secretMediaKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := media.SubmitSpeechSync(testenv.Context(t, 10*time.Second), apiclient.SpeechRequest{
+		Model: "speech-model", Input: apiclient.SpeechInput{Text: text, Voice: "alloy"},
+	})
+	if err != nil || task.Output.TaskStatus != apiclient.TaskSucceeded {
+		t.Fatalf("sync speech: %+v, %v", task, err)
+	}
+	b.leaveRecord(t, "sync-resume", func(r *state.Record) {
+		now := time.Now().UTC()
+		r.Kind, r.Status, r.Submits, r.SubmittedAt = "speech", state.StatusSubmitted, 1, &now
+		r.Upstream = state.Upstream{TaskID: task.Output.TaskID, RequestID: task.RequestID, Status: string(task.Output.TaskStatus)}
+		r.Results = task.Output.Results
+	})
+	b.start(t)
+	b.publish(t, "speech", "sync-resume", speechSpec("sync-resume", text, "sync"))
+	ev := b.await(t, "sync-resume", 30*time.Second)
+	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount(text); n != 1 {
+		t.Errorf("submits = %d, want 1: the resumed job synthesized again", n)
+	}
+	if got, want := b.objectSHA(t, ev.Data.Artifacts[0]), sha(apisim.ResultBytes(task.Output.TaskID, 0, 40000)); got != want {
+		t.Errorf("artifact sha %s, want %s", got, want)
+	}
+}
+
+// A speech stream cannot be resumed: a job whose worker died while reading
+// it fails clearly (and is not streamed, so paid, again), and one whose
+// worker died after storing the audio succeeds with it.
+func TestStreamSpeechAfterCrash(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	stored := "resume stream stored"
+	broken := "resume stream broken"
+	b.leaveRecord(t, "stream-broken", func(r *state.Record) {
+		r.Kind, r.Status, r.Submits = "speech", state.StatusCollecting, 1
+		r.Upstream = state.Upstream{RequestID: "req-1", Status: "streaming"}
+	})
+	key := "sluice/speech/stream-stored/result-0.mp3"
+	audio := "ID3 stored audio"
+	_, err := b.s3.Client.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String(key), Body: strings.NewReader(audio),
+		ContentType: aws.String("audio/mpeg"), Metadata: map[string]string{"sha256": sha(strings.NewReader(audio))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.leaveRecord(t, "stream-stored", func(r *state.Record) {
+		r.Kind, r.Status, r.Submits = "speech", state.StatusCollecting, 1
+		r.Upstream = state.Upstream{RequestID: "req-2", Status: string(apiclient.TaskSucceeded)}
+		r.Artifacts = []state.Artifact{{
+			URL: "s3://" + b.s3.Bucket + "/" + key, Bucket: b.s3.Bucket, Key: key, Size: int64(len(audio)),
+			SHA256: sha(strings.NewReader(audio)), ContentType: "audio/mpeg", Source: "sse",
+		}}
+	})
+	b.start(t)
+	b.publish(t, "speech", "stream-broken", speechSpec("stream-broken", broken, "stream"))
+	b.publish(t, "speech", "stream-stored", speechSpec("stream-stored", stored, "stream"))
+
+	ev := b.await(t, "stream-broken", 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != runner.CodeUpstreamFailed ||
+		ev.Data.Error.Stage != state.StageCollect || !strings.Contains(ev.Data.Error.Message, "cannot be resumed") {
+		t.Errorf("broken stream: %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	ev = b.await(t, "stream-stored", 30*time.Second)
+	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 || ev.Data.Artifacts[0].Key != key {
+		t.Errorf("stored stream: %+v (error %+v)", ev.Data, ev.Data.Error)
+	} else {
+		b.objectSHA(t, ev.Data.Artifacts[0])
+	}
+	if n, m := b.media.SubmitCount(broken), b.media.SubmitCount(stored); n != 0 || m != 0 {
+		t.Errorf("streams opened again: %d and %d", n, m)
+	}
+}
+
+// A speech stream is paid and goes straight into S3, so it is not opened
+// while S3 does not answer: the job waits for S3 instead of failing with a
+// wasted stream.
+func TestStreamSpeechWaitsForS3(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	addr := strings.TrimPrefix(b.s3.Endpoint, "http://")
+	dir := b.s3.Server.Dir()
+	if err := b.s3.Server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text := "stream while s3 is down [sim:size=20000]"
+	b.publish(t, "speech", "stream-s3", speechSpec("stream-s3", text, "stream"))
+	rec := b.awaitRecord(t, "stream-s3", 30*time.Second, func(r *state.Record) bool { return r.Attempts >= 2 })
+	if n := b.media.SubmitCount(text); n != 0 || rec.Submits != 0 {
+		t.Fatalf("stream opened while S3 was down: %d submits upstream, record %+v", n, rec)
+	}
+	srv, err := s3dev.Start(context.Background(), s3dev.Config{Dir: dir, Addr: addr, Buckets: []string{b.s3.Bucket}})
+	if err != nil {
+		t.Fatalf("restart s3 on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	ev := b.await(t, "stream-s3", 60*time.Second)
+	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	b.objectSHA(t, ev.Data.Artifacts[0])
+	if n := b.media.SubmitCount(text); n != 1 {
+		t.Errorf("submits = %d, want 1", n)
+	}
+}
+
+// Two deliveries of one job at once, here the same job id published twice
+// outside the duplicate window (a worker that runs on after its lease
+// lapsed while NATS was out of reach makes the same pair), send one paid
+// submit between them: the second to reach the submit finds the record
+// taken over and leaves the job to the other.
+func TestConcurrentDeliveriesSubmitOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	// Both deliveries are still uploading the inputs when the first one
+	// reaches the submit.
+	b.compute.Faults().Set(apisim.EndpointComputeUpload, apisim.Fault{Latency: time.Second})
+	b.start(t)
+	spec := computeSpec(t, b, "twice-1", "#!/bin/sh\necho twice\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n")
+	b.publish(t, "compute", "", spec)
+	b.publish(t, "compute", "", spec)
+	ev := b.await(t, "twice-1", 60*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	// Both messages settle (the second republishes the same terminal
+	// event) and the job still has one terminal event.
+	deadline := time.Now().Add(60 * time.Second)
+	for b.pendingJobs(t) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := b.pendingJobs(t); n != 0 {
+		t.Errorf("%d job messages never settled", n)
+	}
+	b.await(t, "twice-1", time.Second)
+	if n := b.compute.SubmitCount("twice-1"); n != 1 {
+		t.Errorf("submits = %d, want 1", n)
+	}
+	if rec := b.record(t, "twice-1"); rec.Submits != 1 || rec.Attempts < 2 {
+		t.Errorf("record submits %d attempts %d, want 1 and at least 2", rec.Submits, rec.Attempts)
+	}
+}
+
+// pendingJobs is the number of messages left in SLUICE_JOBS.
+func (b *bundle) pendingJobs(t *testing.T) uint64 {
+	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
+	s, err := b.nats.JS.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
