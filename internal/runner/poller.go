@@ -68,6 +68,8 @@ type Poller struct {
 	tasks      map[string]*watch
 	queue      dueQueue // watches not in flight, earliest first
 	pauseUntil time.Time
+	// lastSent is when a round last sent queries.
+	lastSent time.Time
 }
 
 type watch struct {
@@ -211,10 +213,12 @@ func (p *Poller) round(now time.Time) (batches [][]*watch, sleep time.Duration) 
 		if len(p.queue) > 0 && p.queue[0].next.Before(nextWake) {
 			nextWake = p.queue[0].next
 		}
-		// Nothing is due: wake when the first task is. The pause after a
-		// round that sent queries (minRound) is what gathers tasks into
-		// batches; waiting it here too would only delay a lone task.
-		return nil, max(nextWake.Sub(now), time.Millisecond)
+		// Nothing is due: wake when the first task is, but not sooner than
+		// minRound after the last round that sent queries. While tasks keep
+		// coming due that paces rounds, so each gathers what fell due
+		// since (fewer wake-ups); a lone task after a quiet spell is polled
+		// on time.
+		return nil, max(nextWake.Sub(now), p.lastSent.Add(minRound).Sub(now), time.Millisecond)
 	}
 	// Fill the last batch with the tasks due soonest among those due
 	// within half their interval. No task's interval exceeds MaxInterval,
@@ -242,6 +246,7 @@ func (p *Poller) round(now time.Time) (batches [][]*watch, sleep time.Duration) 
 		batches = append(batches, due[:n])
 		due = due[n:]
 	}
+	p.lastSent = now
 	return batches, minRound
 }
 

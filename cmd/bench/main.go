@@ -1,0 +1,145 @@
+// Command bench runs sluice's benchmarks against their floors (see
+// BENCHMARKS.md and internal/bench). "bench run" measures every figure and
+// prints a Markdown report; the other subcommands are the helper processes
+// it starts: "floor" (the bare floor pipeline), "s3serve" (the S3 store in
+// a process of its own), "upload" (a direct transfer-manager upload) and
+// "worker" (cmd/worker with pprof, for -profile runs).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sluice-dev/sluice/internal/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cmd := "run"
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		cmd, os.Args = os.Args[1], append(os.Args[:1:1], os.Args[2:]...)
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = runBench(ctx)
+	case "floor":
+		err = runFloor(ctx)
+	case "s3serve":
+		err = runS3(ctx)
+	case "upload":
+		err = runUpload(ctx)
+	case "worker":
+		pprofAddr := flag.String("pprof", "127.0.0.1:0", "address of net/http/pprof")
+		flag.Parse()
+		err = bench.RunProfiledWorker(ctx, *pprofAddr)
+	default:
+		err = fmt.Errorf("unknown subcommand %q (want run, floor, s3serve, upload or worker)", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func runBench(ctx context.Context) error {
+	workerBin := flag.String("worker", "bin/worker", "the built cmd/worker binary")
+	dir := flag.String("dir", "", "directory for the run's files and logs (default: a new temporary directory, removed after a successful run)")
+	quick := flag.Bool("quick", false, "smoke variant: smaller counts and sizes, same code paths")
+	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5); default all")
+	out := flag.String("out", "", "also write the Markdown report to this file")
+	profiles := flag.String("profile", "", "run the worker with pprof and save profiles of P1 and P3 in this directory (not for the figures)")
+	flag.Parse()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	wb, err := filepath.Abs(*workerBin)
+	if err != nil {
+		return err
+	}
+	keep := *dir != ""
+	if !keep {
+		if *dir, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
+			return err
+		}
+	}
+	o := bench.Options{WorkerBin: wb, Self: self, Dir: *dir, Quick: *quick, ProfileDir: *profiles, Progress: os.Stderr}
+	if *only != "" {
+		o.Only = strings.Split(strings.ToUpper(*only), ",")
+	}
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	rep.WriteMarkdown(os.Stdout)
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		rep.WriteMarkdown(f)
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	failed := false
+	for _, f := range rep.Figures {
+		failed = failed || f.Err != ""
+	}
+	if failed || keep {
+		fmt.Fprintf(os.Stderr, "bench: files and logs kept in %s\n", *dir)
+		if failed {
+			return fmt.Errorf("some figures could not be measured")
+		}
+		return nil
+	}
+	return os.RemoveAll(*dir)
+}
+
+func runFloor(ctx context.Context) error {
+	var cfg bench.FloorConfig
+	flag.StringVar(&cfg.NATSURL, "nats", "", "NATS URL")
+	flag.StringVar(&cfg.MediaURL, "media", "", "media API base URL")
+	flag.StringVar(&cfg.MediaAPIKey, "media-key", "", "media API key")
+	flag.StringVar(&cfg.S3Endpoint, "s3", "", "S3 endpoint")
+	flag.StringVar(&cfg.Bucket, "bucket", "", "bucket")
+	flag.IntVar(&cfg.Concurrency, "concurrency", 256, "jobs held at once")
+	flag.Parse()
+	return bench.RunFloor(ctx, cfg, func() { fmt.Println("READY") })
+}
+
+func runS3(ctx context.Context) error {
+	dir := flag.String("dir", "", "directory of the store's files")
+	flag.Parse()
+	return bench.ServeS3(ctx, *dir, func(endpoint string) { fmt.Println("READY", endpoint) })
+}
+
+func runUpload(ctx context.Context) error {
+	var o bench.DirectUpload
+	flag.StringVar(&o.URL, "url", "", "URL to download")
+	flag.StringVar(&o.S3Endpoint, "s3", "", "S3 endpoint")
+	flag.StringVar(&o.Bucket, "bucket", "", "bucket")
+	flag.StringVar(&o.Key, "key", "", "object key")
+	flag.Int64Var(&o.PartSize, "part-size", 8<<20, "part size in bytes")
+	flag.IntVar(&o.Concurrency, "concurrency", 2, "parts uploaded at once")
+	flag.Parse()
+	res, err := bench.RunDirectUpload(ctx, o)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Println("RESULT", string(b))
+	return nil
+}

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apisim"
+)
+
+// latency measures P5: enqueue → terminal event, one job at a time, for
+// sluice and, as a reference, for the floor pipeline. The simulator's task
+// time is 0, so nothing is subtracted.
+func (r *run) latency(ctx context.Context) (*Figure, error) {
+	fig := &Figure{ID: "P5", Title: "latency, enqueue → terminal event", Target: "median ≤ 20 ms", Settings: throughputSettings}
+	n := pick(r, 300, 60)
+	sl, err := r.latencyPass(ctx, "p5-sluice", "sluice", n)
+	if err != nil {
+		return fig, err
+	}
+	fl, err := r.latencyPass(ctx, "p5-floor", "floor", n)
+	if err != nil {
+		return fig, err
+	}
+	med, p99 := quantile(sl, 0.5), quantile(sl, 0.99)
+	fig.Measured = fmt.Sprintf("median %s, p99 %s", ms(med), ms(p99))
+	fig.Met = med <= 20*time.Millisecond
+	fig.row("sluice median", "%s", ms(med))
+	fig.row("sluice p99", "%s", ms(p99))
+	fig.row("sluice min / max", "%s / %s", ms(sl[0]), ms(sl[len(sl)-1]))
+	fig.row("floor median (reference)", "%s", ms(quantile(fl, 0.5)))
+	fig.row("floor p99 (reference)", "%s", ms(quantile(fl, 0.99)))
+	fig.row("sluice median − floor median", "%s", ms(med-quantile(fl, 0.5)))
+	fig.Notes = append(fig.Notes, fmt.Sprintf(
+		"%d video jobs one after the other (the next is published when the last one's terminal event arrived; the first "+
+			"5 warm connections up and are not counted), simulator task time 0 and a 64 KiB result, so nothing is subtracted "+
+			"for the task. The time runs from the publish call to the terminal event's arrival at a subscriber in the harness. "+
+			"The floor pipeline of P1 is timed the same way for reference.", n))
+	return fig, nil
+}
+
+// latencyPass times n jobs, one at a time, through the floor or a worker,
+// and returns the latencies sorted.
+func (r *run) latencyPass(ctx context.Context, name, who string, n int) ([]time.Duration, error) {
+	st, err := newStack(ctx, r.scenarioDir(name), stackOptions{Media: apisim.MediaConfig{ResultSize: 64 << 10}})
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	if who == "floor" {
+		p, err := r.startFloor(ctx, st, name, 256)
+		if err != nil {
+			return nil, err
+		}
+		defer p.stop(10 * time.Second)
+	} else {
+		w, err := r.startWorker(ctx, st, name, throughputEnv)
+		if err != nil {
+			return nil, err
+		}
+		defer w.stop(30 * time.Second)
+	}
+	tr, err := st.track(name)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.close()
+	const warmup = 5
+	var lat []time.Duration
+	for i, id := range jobIDs(name, n+warmup) {
+		at, err := st.publishJobs(ctx, []string{id}, instant)
+		if err != nil {
+			return nil, err
+		}
+		if err := tr.waitEnded(ctx, i+1, time.Minute); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		if _, failed := tr.terminalCount(); failed > 0 {
+			return nil, fmt.Errorf("%s: job did not succeed", id)
+		}
+		end, _ := tr.at("succeeded", id)
+		if i >= warmup {
+			lat = append(lat, end.Sub(at[id]))
+		}
+	}
+	slices.Sort(lat)
+	r.logf("P5 %s: median %s p99 %s", who, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
+	return lat, nil
+}
+
+// quantile returns the q-quantile of sorted (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of utime and stime in
+// /proc/<pid>/stat; it is 100 on every Linux platform Go supports.
+const clockTicks = 100
+
+// procStats is what the kernel says about one process.
+type procStats struct {
+	// HWM is the peak resident set size (VmHWM), RSS the current one
+	// (VmRSS), both in bytes.
+	HWM, RSS uint64
+	// CPU is user plus system time so far.
+	CPU time.Duration
+}
+
+// readProcStats reads /proc/<pid>/status and /proc/<pid>/stat.
+func readProcStats(pid int) (procStats, error) {
+	var st procStats
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return st, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok || (name != "VmHWM" && name != "VmRSS") {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
+		if err != nil {
+			return st, fmt.Errorf("/proc/%d/status %s: %w", pid, name, err)
+		}
+		if name == "VmHWM" {
+			st.HWM = kb << 10
+		} else {
+			st.RSS = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return st, err
+	}
+	// The command name may hold spaces and parentheses: fields start after
+	// the last ')'. utime and stime are fields 14 and 15 of the line, 12
+	// and 13 after the name.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return st, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	ut, err1 := strconv.ParseUint(fields[11], 10, 64)
+	stt, err2 := strconv.ParseUint(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return st, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	st.CPU = time.Duration(ut+stt) * time.Second / clockTicks
+	return st, nil
+}
+
+// process is a child process of the harness: its stderr goes to a log file,
+// its stdout lines to Lines.
+type process struct {
+	name  string
+	cmd   *exec.Cmd
+	log   *os.File
+	lines chan string
+	done  chan struct{}
+	err   error
+}
+
+// startProcess runs path with args and env (added to a copy of the
+// harness's environment without any SLUICE_ variable), logging to
+// <logDir>/<name>.log.
+func startProcess(name, path string, args, env []string, logDir string) (*process, error) {
+	log, err := os.Create(fmt.Sprintf("%s/%s.log", logDir, name))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: log, lines: make(chan string, 64), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+		close(p.lines)
+		p.err = cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// pid is the process id.
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// stats reads the process's memory and CPU counters.
+func (p *process) stats() (procStats, error) { return readProcStats(p.pid()) }
+
+// line waits for the next stdout line that starts with prefix and returns
+// the rest of it.
+func (p *process) line(ctx context.Context, prefix string, within time.Duration) (string, error) {
+	t := time.NewTimer(within)
+	defer t.Stop()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				return "", fmt.Errorf("%s exited (%v) before printing %q; see %s", p.name, p.err, prefix, p.log.Name())
+			}
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return strings.TrimSpace(rest), nil
+			}
+		case <-t.C:
+			return "", fmt.Errorf("%s did not print %q within %s; see %s", p.name, prefix, within, p.log.Name())
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// stop sends SIGTERM, waits up to grace for the process to exit, then
+// kills it.
+func (p *process) stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// wait waits for the process to exit by itself.
+func (p *process) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return ctx.Err()
+	}
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(ctx context.Context, url string, within time.Duration, exited <-chan struct{}) error {
+	deadline := time.Now().Add(within)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s", url, within)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("process exited before %s was ready", url)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// metricValue reads one unlabelled sample from a Prometheus text page.
+func metricValue(ctx context.Context, url, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found at %s", name, url)
+}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsembed"
+	"github.com/sluice-dev/sluice/internal/s3dev"
+)
+
+// Credentials of the bench's simulator and store; they guard nothing, every
+// part listens on loopback.
+const (
+	mediaAPIKey = "bench-media-key"
+	bucket      = "sluice-bench"
+)
+
+// stack is one scenario's surroundings, in the harness process: an
+// embedded NATS server with the contract's streams, the S3-compatible store
+// (in this process, or an endpoint served elsewhere) and the media API
+// simulator over HTTP.
+type stack struct {
+	dir        string
+	nats       *natsembed.Server
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	s3         *s3dev.Server
+	s3Endpoint string
+	media      *apisim.Media
+	sim        *http.Server
+	simURL     string
+}
+
+// stackOptions tunes a stack.
+type stackOptions struct {
+	// ExternalS3 leaves the store to another process: the caller sets
+	// s3Endpoint before starting a worker. By default the embedded store
+	// runs in this process.
+	ExternalS3 bool
+	// Media configures the simulator; APIKey is set by the stack.
+	Media apisim.MediaConfig
+}
+
+// newStack starts a stack with its files under dir.
+func newStack(ctx context.Context, dir string, o stackOptions) (_ *stack, err error) {
+	s := &stack{dir: dir}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if s.nats, err = natsembed.Start(natsembed.Config{Port: -1, StoreDir: filepath.Join(dir, "nats")}); err != nil {
+		return nil, err
+	}
+	if s.nc, err = nats.Connect(s.nats.ClientURL(), nats.Name("sluice-bench")); err != nil {
+		return nil, err
+	}
+	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
+		return nil, err
+	}
+	if err := contract.Ensure(ctx, s.js, contract.Options{}); err != nil {
+		return nil, err
+	}
+	if !o.ExternalS3 {
+		if s.s3, err = s3dev.Start(ctx, s3dev.Config{Dir: filepath.Join(dir, "s3"), Buckets: []string{bucket}}); err != nil {
+			return nil, err
+		}
+		s.s3Endpoint = s.s3.Endpoint()
+	}
+	o.Media.APIKey = mediaAPIKey
+	s.media = apisim.NewMedia(o.Media)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.simURL = "http://" + ln.Addr().String()
+	s.sim = &http.Server{Handler: s.media, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.sim.Serve(ln) }()
+	return s, nil
+}
+
+// close stops every part that was started.
+func (s *stack) close() {
+	if s.sim != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.sim.Shutdown(ctx)
+		cancel()
+	}
+	if s.s3 != nil {
+		_ = s.s3.Close()
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+	}
+}
+
+// workerEnv is the environment of a worker process (or a floor process)
+// pointed at the stack, before a scenario's own settings.
+func (s *stack) workerEnv() map[string]string {
+	return map[string]string{
+		"SLUICE_NATS_URL":           s.nats.ClientURL(),
+		"SLUICE_KINDS":              "video",
+		"SLUICE_S3_ENDPOINT":        s.s3Endpoint,
+		"SLUICE_S3_BUCKET":          bucket,
+		"SLUICE_S3_PATH_STYLE":      "true",
+		"SLUICE_MEDIA_BASE_URL":     s.simURL,
+		"SLUICE_MEDIA_API_KEY":      mediaAPIKey,
+		"SLUICE_ALLOW_PRIVATE_URLS": "true",
+		"SLUICE_LOG_LEVEL":          "info",
+		"AWS_ACCESS_KEY_ID":         s3dev.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY":     s3dev.SecretAccessKey,
+		"AWS_REGION":                s3dev.Region,
+		"AWS_EC2_METADATA_DISABLED": "true",
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
