@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -87,11 +88,11 @@ func (r *run) streaming(ctx context.Context) (*Figure, error) {
 // streamSluice copies the artifact with a worker process and returns its
 // timing, its peak RSS and the result URL it copied.
 func (r *run) streamSluice(ctx context.Context, st *stack, name string, size int64) (transfer, string, error) {
-	store, err := r.startStore(ctx, st, name)
+	stopStore, err := r.startStore(ctx, st, name)
 	if err != nil {
 		return transfer{}, "", err
 	}
-	defer store.stop(10 * time.Second)
+	defer stopStore()
 	w, err := r.startWorker(ctx, st, name, map[string]string{"SLUICE_POLL_FIRST": "10ms"})
 	if err != nil {
 		return transfer{}, "", err
@@ -143,11 +144,11 @@ func (r *run) streamSluice(ctx context.Context, st *stack, name string, size int
 
 // streamDirect copies url with the direct upload process.
 func (r *run) streamDirect(ctx context.Context, st *stack, name, url string, size int64) (transfer, error) {
-	store, err := r.startStore(ctx, st, name)
+	stopStore, err := r.startStore(ctx, st, name)
 	if err != nil {
 		return transfer{}, err
 	}
-	defer store.stop(10 * time.Second)
+	defer stopStore()
 	args := []string{"upload", "-url", url, "-s3", st.s3Endpoint, "-bucket", bucket, "-key", "direct/" + name + ".mp4",
 		"-part-size", strconv.Itoa(streamPartSize), "-concurrency", strconv.Itoa(streamConcurrency)}
 	p, err := startProcess(name, r.o.Self, args, nil, st.dir)
@@ -172,19 +173,25 @@ func (r *run) streamDirect(ctx context.Context, st *stack, name, url string, siz
 	return transfer{elapsed: res.Elapsed, finalize: res.Copy, peakRSS: res.PeakRSS}, nil
 }
 
-// startStore starts a store process for one transfer and points st at it.
-func (r *run) startStore(ctx context.Context, st *stack, name string) (*process, error) {
-	store, err := startProcess(name+"-s3", r.o.Self, []string{"s3serve", "-dir", filepath.Join(st.dir, name+"-s3")}, nil, st.dir)
+// startStore starts a store process for one transfer and points st at it;
+// stop ends the process and deletes its objects (gigabytes each).
+func (r *run) startStore(ctx context.Context, st *stack, name string) (stop func(), err error) {
+	dir := filepath.Join(st.dir, name+"-s3")
+	store, err := startProcess(name+"-s3", r.o.Self, []string{"s3serve", "-dir", dir}, nil, st.dir)
 	if err != nil {
 		return nil, err
+	}
+	stop = func() {
+		store.stop(10 * time.Second)
+		_ = os.RemoveAll(dir)
 	}
 	endpoint, err := store.line(ctx, "READY", 30*time.Second)
 	if err != nil {
-		store.stop(5 * time.Second)
+		stop()
 		return nil, err
 	}
 	st.s3Endpoint = endpoint
-	return store, nil
+	return stop, nil
 }
 
 func mibps(size int64, d time.Duration) float64 { return float64(size) / (1 << 20) / d.Seconds() }

@@ -8,7 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/contract"
 )
 
 // instant is the prompt directive of a task that ends at once.
@@ -38,6 +41,8 @@ type pass struct {
 	// of the harness process (NATS, the S3 store, the simulator) during
 	// the pass.
 	cpu, harnessCPU time.Duration
+	// kvWrites counts the writes to SLUICE_STATE during the pass.
+	kvWrites uint64
 }
 
 // cpuPerJob is the CPU time of both processes per job.
@@ -100,6 +105,7 @@ func (r *run) throughput(ctx context.Context) (*Figure, error) {
 	fc, sc := median(fl.cpu), median(sl.cpu)
 	fig.row("median CPU per job, all processes", "floor %s, sluice %s: floor/sluice **%.2f×**", ms(fc), ms(sc), fc.Seconds()/sc.Seconds())
 	fig.row("median CPU per job, pipeline process only", "floor %s, sluice worker %s", ms(median(fl.proc)), ms(median(sl.proc)))
+	fig.row("checkpoint writes per sluice job (SLUICE_STATE)", "%.2f", float64(passes["sluice"][0].kvWrites)/float64(n))
 	fig.row(fmt.Sprintf("with SLUICE_COPY_CONCURRENCY=%s (default 4)", copyVariant), "median %.2f× the floor (%.0f jobs/s), CPU per job %s",
 		median(cv.ratios), median(cv.rates), ms(median(cv.cpu)))
 	fig.Notes = append(fig.Notes, fmt.Sprintf(
@@ -171,9 +177,21 @@ func (r *run) throughputPass(ctx context.Context, name, who string, n int) (pass
 		return pass{}, err
 	}
 	_, failed := tr.terminalCount()
+	kv, err := st.js.KeyValue(ctx, contract.StateBucket)
+	if err != nil {
+		return pass{}, err
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return pass{}, err
+	}
+	var writes uint64
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok {
+		writes = bs.StreamInfo().State.LastSeq
+	}
 	return pass{
 		name: name, jobs: n, elapsed: tr.lastTerminal().Sub(start), failed: failed,
-		cpu: proc1 - proc0, harnessCPU: self1 - self0,
+		cpu: proc1 - proc0, harnessCPU: self1 - self0, kvWrites: writes,
 	}, nil
 }
 

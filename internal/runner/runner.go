@@ -132,9 +132,10 @@ type job struct {
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
 // and returns how to settle the message.
 func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
-	// begin and finish do the heavy lifting in frames of their own: a
-	// media job then waits for its task in a shallow stack, which Go
-	// shrinks to a few KiB (it matters with 10,000 jobs waiting).
+	// begin's large frame (decoding, the first checkpoint) is gone before
+	// a media job starts its long wait, which keeps the frames a waiting
+	// job holds small. A waiting job still costs its goroutine's stack:
+	// 8 KiB (BENCHMARKS.md, P3).
 	j, out, done := r.begin(ctx, d)
 	defer j.unregister()
 	if done {
