@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,12 @@ const (
 	// DeadLetter: copy the message to SLUICE_DLQ with Outcome.Reason, then
 	// Term it. The job's failed event is already published.
 	DeadLetter
+	// Detach: the Handler keeps the job past its return and settles it
+	// later with Delivery.Settle. The message stays held (its slot taken,
+	// its lease kept alive, a graceful stop waits for it) but no goroutine
+	// waits for it: a job waiting hours for an upstream task costs its
+	// state, not a goroutine stack.
+	Detach
 )
 
 func (a Action) String() string {
@@ -47,6 +54,8 @@ func (a Action) String() string {
 		return "release"
 	case DeadLetter:
 		return "dead_letter"
+	case Detach:
+		return "detach"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -69,6 +78,38 @@ type Delivery struct {
 	Msg      jetstream.Msg
 	Meta     *jetstream.MsgMetadata
 	stopping <-chan struct{}
+	c        *Consumer
+	// started ends the start phase, once (startedOnce); done frees the
+	// message's slot, once (settled).
+	started     func()
+	startedOnce atomic.Bool
+	done        func()
+	settled     atomic.Bool
+}
+
+// Started tells the consumer that the Handler's start phase is over: from
+// now on the job may wait long (for an upstream task, a stream, a compute
+// job) and another message may start. It is implied when Handle returns;
+// only the first call counts.
+func (d *Delivery) Started() {
+	if d.started != nil && d.startedOnce.CompareAndSwap(false, true) {
+		d.started()
+	}
+}
+
+// Settle settles a detached message (see Detach) with out, which must not
+// be Detach, and frees its slot. Only the first call counts. It is safe to
+// call from any goroutine, even before Handle has returned.
+func (d *Delivery) Settle(ctx context.Context, out Outcome) {
+	if out.Action == Detach || !d.settled.CompareAndSwap(false, true) {
+		return
+	}
+	if d.c != nil {
+		d.c.settle(ctx, d, out)
+	}
+	if d.done != nil {
+		d.done()
+	}
 }
 
 // Stopping is closed when the worker begins a graceful stop: a Handler
@@ -91,8 +132,10 @@ func (d *Delivery) StreamSeq() uint64 {
 	return d.Meta.Sequence.Stream
 }
 
-// Handler runs one job. Handle must return an Outcome for every message;
-// ctx ends only when the graceful stop's deadline has passed.
+// Handler runs one job. Handle must return an Outcome for every message,
+// or Detach and settle it later with Delivery.Settle (also when Stopping
+// is closed, as soon as it safely can). ctx ends only when the graceful
+// stop's deadline has passed.
 type Handler interface {
 	Handle(ctx context.Context, d *Delivery) Outcome
 }
@@ -111,6 +154,10 @@ type Config struct {
 	Kinds []string
 	// MaxInflight is the most jobs of one kind held at once. Defaults to 256.
 	MaxInflight int
+	// MaxStarting is the most Handlers of one kind in their start phase at
+	// once: from the Handler's start to Delivery.Started or its return.
+	// Held messages beyond it wait without a goroutine. Defaults to 64.
+	MaxStarting int
 	// AckWait is the consumers' AckWait; heartbeats go out every quarter of
 	// it. Defaults to 60s.
 	AckWait time.Duration
@@ -127,6 +174,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.MaxInflight = cmp.Or(c.MaxInflight, 256)
+	c.MaxStarting = cmp.Or(c.MaxStarting, 64)
 	c.AckWait = cmp.Or(c.AckWait, 60*time.Second)
 	c.FetchWait = cmp.Or(c.FetchWait, 2*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
@@ -190,9 +238,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		cons[kind] = cn
 	}
 
-	var fetchers sync.WaitGroup
+	var fetchers, dispatchers sync.WaitGroup
 	for kind, cn := range cons {
-		fetchers.Go(func() { c.fetchLoop(ctx, handlerCtx, kind, cn) })
+		slots := make(chan struct{}, c.cfg.MaxInflight)
+		queue := make(chan jetstream.Msg, c.cfg.MaxInflight)
+		fetchers.Go(func() { c.fetchLoop(ctx, kind, cn, slots, queue) })
+		dispatchers.Go(func() { c.dispatch(handlerCtx, kind, slots, queue) })
 	}
 	hbDone := make(chan struct{})
 	go c.heartbeats(hbDone)
@@ -203,6 +254,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.log.Info().Int("held", c.heldCount()).Msg("stopping: releasing held jobs")
 	fetchers.Wait()
 	close(c.pullsDone)
+	dispatchers.Wait()
 
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
@@ -225,8 +277,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // fetchLoop pulls at most as many messages as kind has free slots, so no
 // message waits in a client buffer while its AckWait runs.
-func (c *Consumer) fetchLoop(ctx, handlerCtx context.Context, kind string, cn jetstream.Consumer) {
-	slots := make(chan struct{}, c.cfg.MaxInflight)
+// A pulled message is held (its lease kept alive) and queued for dispatch
+// at once; queue is closed when the loop ends.
+func (c *Consumer) fetchLoop(ctx context.Context, kind string, cn jetstream.Consumer, slots chan struct{}, queue chan<- jetstream.Msg) {
+	defer close(queue)
 	backoff := 100 * time.Millisecond
 	for {
 		select {
@@ -266,10 +320,8 @@ func (c *Consumer) fetchLoop(ctx, handlerCtx context.Context, kind string, cn je
 		for msg := range batch.Messages() {
 			got++
 			c.hold(msg, kind)
-			c.wg.Go(func() {
-				defer func() { <-slots }()
-				c.handle(handlerCtx, kind, msg)
-			})
+			c.wg.Add(1)
+			queue <- msg // never blocks: a slot was taken for it
 		}
 		for range free - got {
 			<-slots
@@ -280,20 +332,44 @@ func (c *Consumer) fetchLoop(ctx, handlerCtx context.Context, kind string, cn je
 	}
 }
 
-func (c *Consumer) handle(ctx context.Context, kind string, msg jetstream.Msg) {
-	defer c.release(msg)
+// dispatch starts a Handler for each queued message, at most MaxStarting
+// in their start phase at once (see Delivery.Started). A message waiting
+// for its turn is held, its lease kept alive, but no goroutine waits for
+// it: a burst of 10,000 jobs does not grow 10,000 goroutine stacks. During
+// a stop, queued messages are handed back at once.
+func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struct{}, queue <-chan jetstream.Msg) {
+	starting := make(chan struct{}, c.cfg.MaxStarting)
+	for msg := range queue {
+		started := func() {}
+		select {
+		case starting <- struct{}{}:
+			started = func() { <-starting }
+		case <-c.stopping:
+		}
+		go c.handle(ctx, kind, msg, started, func() {
+			c.release(msg)
+			<-slots
+			c.wg.Done()
+		})
+	}
+}
+
+// handle runs msg's Handler and settles the message, unless the Handler
+// detached it; started ends its start phase, done frees the message's
+// slot once it is settled.
+func (c *Consumer) handle(ctx context.Context, kind string, msg jetstream.Msg, started, done func()) {
+	meta, _ := msg.Metadata()
+	d := &Delivery{Kind: kind, Msg: msg, Meta: meta, stopping: c.stopping, c: c, started: started, done: done}
+	defer d.Started()
 	select {
 	case <-c.stopping:
-		c.awaitPulls()
-		_ = msg.Nak()
-		c.observe(kind, Release)
+		d.Settle(ctx, Outcome{Action: Release})
 		return
 	default:
 	}
-	meta, _ := msg.Metadata()
-	d := &Delivery{Kind: kind, Msg: msg, Meta: meta, stopping: c.stopping}
-	out := c.safeHandle(ctx, d)
-	c.settle(ctx, d, out)
+	if out := c.safeHandle(ctx, d); out.Action != Detach {
+		d.Settle(ctx, out)
+	}
 }
 
 // safeHandle turns a Handler panic into a delayed retry: a bug must not take

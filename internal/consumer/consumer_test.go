@@ -195,3 +195,89 @@ func TestRetryNaksWithDelayAndPanicsDoNotKill(t *testing.T) {
 		return ok && n.(*atomic.Int32).Load() == 1 && b.info(t).NumAckPending == 1
 	})
 }
+
+func TestDetachedJobsKeepSlotsAndLeasesUntilSettled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, time.Second)
+	b.publish(t, 6)
+	var mu sync.Mutex
+	var detached []*consumer.Delivery
+	stop := b.run(t, consumer.Config{MaxInflight: 2, AckWait: time.Second, FetchWait: 200 * time.Millisecond, ShutdownTimeout: 10 * time.Second}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			mu.Lock()
+			detached = append(detached, d)
+			mu.Unlock()
+			return consumer.Outcome{Action: consumer.Detach}
+		}))
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(detached) }
+	waitFor(t, "2 detached jobs", func() bool { return count() == 2 })
+	// No goroutine waits for them, yet they hold their slots and their
+	// leases for three AckWaits.
+	time.Sleep(3 * time.Second)
+	if i := b.info(t); count() != 2 || i.NumAckPending != 2 || i.NumRedelivered != 0 || i.NumPending != 4 {
+		t.Errorf("detached %d, ack pending %d, redelivered %d, pending %d; want 2, 2, 0, 4", count(), i.NumAckPending, i.NumRedelivered, i.NumPending)
+	}
+	// Settling from another goroutine frees the slots; a second Settle is
+	// ignored.
+	mu.Lock()
+	first := detached[:2]
+	mu.Unlock()
+	for _, d := range first {
+		go func() {
+			d.Settle(context.Background(), consumer.Outcome{Action: consumer.Ack})
+			d.Settle(context.Background(), consumer.Outcome{Action: consumer.Retry})
+		}()
+	}
+	waitFor(t, "2 more detached jobs", func() bool { return count() == 4 })
+	// A graceful stop waits for detached jobs: settle them once it began.
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	mu.Lock()
+	rest := detached[2:]
+	mu.Unlock()
+	for _, d := range rest {
+		<-d.Stopping()
+		select {
+		case <-stopped:
+			t.Fatal("the stop did not wait for detached jobs")
+		default:
+		}
+		d.Settle(context.Background(), consumer.Outcome{Action: consumer.Release})
+	}
+	<-stopped
+	// Two acked; the two released wait for redelivery with the two never
+	// pulled.
+	if i := b.info(t); uint64(i.NumAckPending)+i.NumPending != 4 || i.AckFloor.Consumer < 2 {
+		t.Errorf("after the stop: ack pending %d, pending %d, ack floor %d; want 4 unsettled and 2 acked", i.NumAckPending, i.NumPending, i.AckFloor.Consumer)
+	}
+}
+
+func TestStartPhaseBoundsRunningHandlers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, time.Second)
+	b.publish(t, 6)
+	var running atomic.Int32
+	ds := make(chan *consumer.Delivery, 6)
+	release := make(chan struct{})
+	b.run(t, consumer.Config{MaxInflight: 10, MaxStarting: 2, AckWait: time.Second, FetchWait: 200 * time.Millisecond}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			running.Add(1)
+			ds <- d
+			<-release
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "2 handlers", func() bool { return running.Load() == 2 })
+	// All 6 are held (and kept alive for two AckWaits), only 2 started.
+	time.Sleep(2 * time.Second)
+	if i := b.info(t); running.Load() != 2 || i.NumAckPending != 6 || i.NumRedelivered != 0 {
+		t.Errorf("running %d, ack pending %d, redelivered %d; want 2, 6, 0", running.Load(), i.NumAckPending, i.NumRedelivered)
+	}
+	// Each Started lets one more start; the rest finish as they return.
+	(<-ds).Started()
+	waitFor(t, "a third handler", func() bool { return running.Load() == 3 })
+	close(release)
+	waitFor(t, "all acked", func() bool { i := b.info(t); return i.NumPending == 0 && i.NumAckPending == 0 })
+	if running.Load() != 6 {
+		t.Errorf("%d handlers ran, want 6", running.Load())
+	}
+}

@@ -19,36 +19,60 @@ import (
 // value is not usable; use NewCancels.
 type Cancels struct {
 	mu   sync.Mutex
-	jobs map[string]chan struct{}
+	jobs map[string]*cancelEntry
+}
+
+type cancelEntry struct {
+	ch chan struct{}
+	// hook, when set, is called after ch is closed (see onCancel).
+	hook func()
 }
 
 // NewCancels returns an empty registry.
-func NewCancels() *Cancels { return &Cancels{jobs: make(map[string]chan struct{})} }
+func NewCancels() *Cancels { return &Cancels{jobs: make(map[string]*cancelEntry)} }
 
 // register returns a channel closed when a cancel of id arrives.
 func (c *Cancels) register(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
+	e := &cancelEntry{ch: make(chan struct{})}
 	c.mu.Lock()
-	c.jobs[id] = ch
+	c.jobs[id] = e
 	c.mu.Unlock()
-	return ch, func() {
+	return e.ch, func() {
 		c.mu.Lock()
-		if c.jobs[id] == ch {
+		if c.jobs[id] == e {
 			delete(c.jobs, id)
 		}
 		c.mu.Unlock()
 	}
 }
 
-// notify closes the cancel channel of id; it reports whether this worker
-// holds the job.
-func (c *Cancels) notify(id string) bool {
+// onCancel makes a cancel of id also call hook, for a job that waits
+// without a goroutine to select on the channel register returned (ch). It
+// reports false, and sets nothing, when that registration has ended or its
+// cancel already arrived: the caller checks ch itself.
+func (c *Cancels) onCancel(id string, ch <-chan struct{}, hook func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch, ok := c.jobs[id]
+	e := c.jobs[id]
+	if e == nil || e.ch != ch {
+		return false
+	}
+	e.hook = hook
+	return true
+}
+
+// notify closes the cancel channel of id (and calls its hook); it reports
+// whether this worker holds the job.
+func (c *Cancels) notify(id string) bool {
+	c.mu.Lock()
+	e, ok := c.jobs[id]
 	if ok {
 		delete(c.jobs, id)
-		close(ch)
+		close(e.ch)
+	}
+	c.mu.Unlock()
+	if ok && e.hook != nil {
+		e.hook()
 	}
 	return ok
 }

@@ -144,6 +144,8 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 
 // waitJob polls the job every ComputePoll until it ends.
 func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
+	// The job waits hours, holding its goroutine: let other jobs start.
+	j.d.Started()
 	jobID := j.rec.Upstream.JobID
 	since := r.cfg.Now()
 	if j.rec.SubmittedAt != nil {

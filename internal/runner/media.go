@@ -30,11 +30,13 @@ const cancelAfterTimeout = 10 * time.Second
 // sluice makes on its own. The reliability harness counts these lines.
 const LogSubmittingAgain = "previous worker stopped between submit and checkpoint; submitting again"
 
-// runMedia runs a video or speech job: submit (unless the record says it
-// was submitted), wait for the task, collect its results.
-func (r *Runner) runMedia(ctx context.Context, j *job) error {
+// runMedia runs a video or speech job up to its wait: it submits the task
+// unless the record says it was submitted, and reports wait when the job
+// must now wait for its task (waitTask) to collect its results. Streamed
+// and synchronous speech, which need no wait, run to their end here.
+func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 	if r.cfg.Media == nil {
-		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the media API is not configured (SLUICE_MEDIA_BASE_URL is empty)")
+		return false, fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the media API is not configured (SLUICE_MEDIA_BASE_URL is empty)")
 	}
 	mode := jobspec.ModeAsync
 	if j.kind == "speech" {
@@ -44,43 +46,45 @@ func (r *Runner) runMedia(ctx context.Context, j *job) error {
 
 	switch {
 	case mode == jobspec.ModeStream && !submittedOrLater(rec.Status):
-		return r.streamSpeech(ctx, j)
+		return false, r.streamSpeech(ctx, j)
 	case mode == jobspec.ModeStream && len(rec.Artifacts) > 0:
 		// The last worker stored the audio and stopped before the end.
-		return nil
+		return false, nil
 	case mode == jobspec.ModeStream:
-		return fail(CodeUpstreamFailed, state.StageCollect, true,
+		return false, fail(CodeUpstreamFailed, state.StageCollect, true,
 			"the worker reading the speech stream stopped before the audio was stored; a stream cannot be resumed without paying again")
 	case mode == jobspec.ModeSync && submittedOrLater(rec.Status) && len(rec.Results) > 0:
 		// Synthesized before the last worker stopped: collect, never submit again.
-		return r.collectMedia(ctx, j, rec.Results)
+		return false, r.collectMedia(ctx, j, rec.Results)
 	case mode == jobspec.ModeSync && submittedOrLater(rec.Status):
-		return fail(CodeUpstreamFailed, state.StagePoll, false,
+		return false, fail(CodeUpstreamFailed, state.StagePoll, false,
 			"synchronous speech ended %q without result addresses before the last worker stopped", rec.Upstream.Status)
 	case mode == jobspec.ModeSync:
 		task, err := r.submitMedia(ctx, j, func(ctx context.Context) (*apiclient.Task, error) {
 			return r.cfg.Media.SubmitSpeechSync(ctx, j.spec.Speech.Request())
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if task.Output.TaskStatus != apiclient.TaskSucceeded {
-			return taskFailure(task)
+			return false, taskFailure(task)
 		}
-		return r.collectMedia(ctx, j, task.Output.Results)
+		return false, r.collectMedia(ctx, j, task.Output.Results)
 	case !submittedOrLater(rec.Status):
 		if j.cancelled() {
-			return errCancelled
+			return false, errCancelled
 		}
 		if _, err := r.submitMedia(ctx, j, r.mediaSubmitter(j)); err != nil {
-			return err
+			return false, err
 		}
 	}
 
-	task, err := r.waitTask(ctx, j)
-	if err != nil {
-		return err
-	}
+	return true, nil
+}
+
+// collectTask ends a job whose task is terminal: it collects a succeeded
+// task's results, or fails (or cancels) the job.
+func (r *Runner) collectTask(ctx context.Context, j *job, task *apiclient.Task) error {
 	if task.Output.TaskStatus != apiclient.TaskSucceeded {
 		if task.Output.TaskStatus == apiclient.TaskCancelled {
 			return errCancelled
@@ -140,11 +144,13 @@ func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (
 // the task it created. A record already at "submitting" means the last
 // worker died inside that window: the submit is sent again (the one case
 // where upstream may be paid twice; the record's submits counts it).
+//
+// The submit step ends the job's start phase (consumer.Delivery.Started):
+// jobs wait for their turn at it as held messages without a goroutine, so
+// a burst of thousands of jobs does not grow thousands of goroutine stacks
+// inside the HTTP client's limiter.
 func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
-	if err := r.acquire(ctx, j, r.submit); err != nil {
-		return nil, err
-	}
-	defer r.release(r.submit)
+	defer j.d.Started()
 	if j.rec.Status == state.StatusSubmitting {
 		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
 	}
@@ -207,64 +213,6 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	return transient(fmt.Errorf("submit: %w", err))
-}
-
-// waitTask polls j's task until it is terminal, the job is cancelled, the
-// task timeout passes or the worker stops.
-func (r *Runner) waitTask(ctx context.Context, j *job) (*apiclient.Task, error) {
-	taskID := j.rec.Upstream.TaskID
-	since := r.cfg.Now()
-	if j.rec.SubmittedAt != nil {
-		since = *j.rec.SubmittedAt
-	}
-	deadline := time.NewTimer(time.Until(since.Add(r.cfg.TaskTimeout)))
-	defer deadline.Stop()
-	// A query of its own must not outlast the task's deadline either.
-	qctx, qcancel := context.WithDeadline(ctx, since.Add(r.cfg.TaskTimeout))
-	defer qcancel()
-	updates, stop := r.cfg.Poller.Watch(taskID)
-	defer stop()
-	if j.cancelled() {
-		return r.cancelTask(ctx, j)
-	}
-	for {
-		select {
-		case u := <-updates:
-			task := u.Task
-			if u.Err != nil {
-				t, err := r.cfg.Media.GetTask(qctx, taskID)
-				switch {
-				case errors.Is(err, apiclient.ErrTaskNotFound):
-					return nil, fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID)
-				case err != nil:
-					j.log.Warn().Err(err).Msg("task query failed")
-					continue
-				}
-				task = t
-			}
-			if err := r.observeTask(ctx, j, task); err != nil {
-				return nil, err
-			}
-			if task.Output.TaskStatus.Terminal() {
-				return task, nil
-			}
-		case <-j.cancel:
-			return r.cancelTask(ctx, j)
-		case <-j.d.Stopping():
-			return nil, errStopping
-		case <-ctx.Done():
-			return nil, errStopping
-		case <-deadline.C:
-			// Best effort, and bounded: an upstream that never answers must
-			// not hold the job past its deadline.
-			cctx, ccancel := context.WithTimeout(ctx, cancelAfterTimeout)
-			if _, err := r.cfg.Media.CancelTask(cctx, taskID); err != nil {
-				j.log.Warn().Err(err).Msg("cancel after timeout failed")
-			}
-			ccancel()
-			return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout)
-		}
-	}
 }
 
 // observeTask records what a poll saw: the first "running" becomes a
@@ -404,6 +352,8 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	}); err != nil {
 		return transient(err)
 	}
+	// Reading the stream may take minutes: let other jobs start meanwhile.
+	j.d.Started()
 	// Read the first frame before choosing the object's name and type.
 	br := bufio.NewReaderSize(stream, 64<<10)
 	if _, err := br.Peek(1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {

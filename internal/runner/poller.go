@@ -77,7 +77,7 @@ type watch struct {
 	next     time.Time
 	interval time.Duration
 	misses   int
-	updates  chan PollUpdate
+	notify   func(PollUpdate)
 	// index is the watch's position in the queue; -1 while it is in
 	// flight or stopped.
 	index int
@@ -122,10 +122,12 @@ func NewPoller(cfg PollerConfig) *Poller {
 	return &Poller{cfg: cfg, log: *cfg.Logger, wake: make(chan struct{}, 1), tasks: make(map[string]*watch)}
 }
 
-// Watch starts polling taskID. The channel carries the latest update (an
-// unread update is replaced by a newer one); stop ends the watch.
-func (p *Poller) Watch(taskID string) (updates <-chan PollUpdate, stop func()) {
-	w := &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay), updates: make(chan PollUpdate, 1)}
+// Watch starts polling taskID and calls notify with every update, from
+// the goroutine that ran the query; notify must not block. No goroutine
+// waits for a watched task: that is what lets a worker wait for thousands.
+// stop ends the watch; notify may still be called once after it returns.
+func (p *Poller) Watch(taskID string, notify func(PollUpdate)) (stop func()) {
+	w := &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay), notify: notify}
 	p.mu.Lock()
 	if old := p.tasks[taskID]; old != nil && old.index >= 0 {
 		heap.Remove(&p.queue, old.index)
@@ -136,7 +138,7 @@ func (p *Poller) Watch(taskID string) (updates <-chan PollUpdate, stop func()) {
 	p.mu.Unlock()
 	p.cfg.Metrics.PollWatched(n)
 	p.poke()
-	return w.updates, func() {
+	return func() {
 		p.mu.Lock()
 		if p.tasks[taskID] == w {
 			delete(p.tasks, taskID)
@@ -260,6 +262,17 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 	tasks, err := p.cfg.Client.GetTasks(ctx, ids)
 	now := p.cfg.Now()
 
+	type note struct {
+		w *watch
+		u PollUpdate
+	}
+	var notes []note
+	defer func() {
+		// Outside the lock: a watcher may stop its watch from notify.
+		for _, n := range notes {
+			n.w.notify(n.u)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range batch {
@@ -278,7 +291,7 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 		}
 		if apiclient.IsPermanent(err) {
 			for _, w := range batch {
-				deliver(w, PollUpdate{Err: err})
+				notes = append(notes, note{w, PollUpdate{Err: err}})
 			}
 		}
 		return
@@ -292,29 +305,14 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 		}
 		seen[w.id] = true
 		w.misses = 0
-		deliver(w, PollUpdate{Task: t})
+		notes = append(notes, note{w, PollUpdate{Task: t}})
 	}
 	for _, w := range batch {
 		if !seen[w.id] {
 			if w.misses++; w.misses >= 3 {
 				w.misses = 0
-				deliver(w, PollUpdate{Err: errTaskMissing})
+				notes = append(notes, note{w, PollUpdate{Err: errTaskMissing}})
 			}
-		}
-	}
-}
-
-// deliver replaces w's unread update with u.
-func deliver(w *watch, u PollUpdate) {
-	for {
-		select {
-		case w.updates <- u:
-			return
-		default:
-		}
-		select {
-		case <-w.updates:
-		default:
 		}
 	}
 }

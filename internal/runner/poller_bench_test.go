@@ -18,7 +18,7 @@ func BenchmarkPollerRound(b *testing.B) {
 			f := &fakeTasks{}
 			cp := newClockPoller(f)
 			for i := range n {
-				cp.Watch(fmt.Sprintf("t-%d", i))
+				cp.Watch(fmt.Sprintf("t-%d", i), func(PollUpdate) {})
 				cp.now = cp.now.Add(5 * time.Second / time.Duration(n))
 			}
 			cp.run(30 * time.Second) // every task at its 5 s interval

@@ -48,6 +48,22 @@ func newClockPoller(f TaskQuerier) *clockPoller {
 	return cp
 }
 
+// watchLog watches taskID and keeps every update it is given.
+func (cp *clockPoller) watchLog(taskID string) (updates func() []PollUpdate, stop func()) {
+	var mu sync.Mutex
+	var got []PollUpdate
+	stop = cp.Watch(taskID, func(u PollUpdate) {
+		mu.Lock()
+		got = append(got, u)
+		mu.Unlock()
+	})
+	return func() []PollUpdate {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]PollUpdate(nil), got...)
+	}, stop
+}
+
 // run advances the clock in 10 ms steps for d, sending every batch a round
 // picks.
 func (cp *clockPoller) run(d time.Duration) {
@@ -70,7 +86,7 @@ func TestPollerFillsBatches(t *testing.T) {
 			cp := newClockPoller(f)
 			// Tasks arrive spread over 3 s, as submits do.
 			for i := range n {
-				cp.Watch(fmt.Sprintf("t-%d", i))
+				cp.watchLog(fmt.Sprintf("t-%d", i))
 				cp.now = cp.now.Add(3 * time.Second / time.Duration(n))
 			}
 			cp.run(20 * time.Second) // warm up to the 5 s interval
@@ -108,7 +124,7 @@ func TestPollerPausesOnRetryAfter(t *testing.T) {
 	t.Parallel()
 	f := &fakeTasks{err: &apiclient.APIError{Status: 429, RetryAfter: 3 * time.Second}}
 	cp := newClockPoller(f)
-	cp.Watch("t-1")
+	cp.watchLog("t-1")
 	cp.run(1100 * time.Millisecond) // first poll at 1 s gets the 429
 	f.mu.Lock()
 	f.err = nil
@@ -135,32 +151,35 @@ func TestPollerReportsMissingTasks(t *testing.T) {
 	t.Parallel()
 	f := &fakeTasks{missing: map[string]bool{"gone": true}}
 	cp := newClockPoller(f)
-	updates, stop := cp.Watch("gone")
+	updates, stop := cp.watchLog("gone")
 	defer stop()
 	cp.run(30 * time.Second)
-	select {
-	case u := <-updates:
+	got := updates()
+	if len(got) == 0 {
+		t.Fatal("a task left out of every answer was never reported")
+	}
+	for _, u := range got {
 		if !errors.Is(u.Err, errTaskMissing) {
 			t.Errorf("update = %+v", u)
 		}
-	default:
-		t.Error("a task left out of every answer was never reported")
 	}
 }
 
-func TestPollerDeliversLatestUpdate(t *testing.T) {
+func TestPollerNotifiesEveryPollUntilStopped(t *testing.T) {
 	t.Parallel()
 	f := &fakeTasks{}
 	cp := newClockPoller(f)
-	updates, stop := cp.Watch("t-1")
-	cp.run(20 * time.Second) // many polls, nobody reading
-	if u := <-updates; u.Task == nil || u.Task.Output.TaskID != "t-1" {
-		t.Errorf("update = %+v", u)
+	updates, stop := cp.watchLog("t-1")
+	cp.run(20 * time.Second)
+	got := updates()
+	// First poll at 1 s, then 2 s, 4 s and 5 s apart: 1, 3, 7, 12, 17.
+	if len(got) != 5 {
+		t.Errorf("%d updates in 20 s, want 5", len(got))
 	}
-	select {
-	case u := <-updates:
-		t.Errorf("more than the latest update queued: %+v", u)
-	default:
+	for _, u := range got {
+		if u.Task == nil || u.Task.Output.TaskID != "t-1" {
+			t.Errorf("update = %+v", u)
+		}
 	}
 	stop()
 	f.mu.Lock()

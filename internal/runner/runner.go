@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -61,12 +62,6 @@ type Config struct {
 	PresignTTL time.Duration
 	// CopyConcurrency bounds artifact copies running at once. Defaults to 4.
 	CopyConcurrency int
-	// SubmitConcurrency bounds media jobs in their submit step (checkpoint,
-	// paid call, checkpoint) at once; the others wait before it, in a
-	// shallow frame, instead of deep inside the HTTP client's limiter: a
-	// burst of thousands of jobs then does not grow thousands of goroutine
-	// stacks at once. Defaults to 16.
-	SubmitConcurrency int
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// Logger defaults to a disabled logger.
@@ -77,10 +72,15 @@ type Config struct {
 
 // Runner implements consumer.Handler for every kind.
 type Runner struct {
-	cfg    Config
-	log    zerolog.Logger
-	copy   chan struct{}
-	submit chan struct{}
+	cfg  Config
+	log  zerolog.Logger
+	copy chan struct{}
+
+	// waiting are the jobs detached while their task runs (wait.go);
+	// stopWatched are the stop channels a goroutine watches for them.
+	waitMu      sync.Mutex
+	waiting     map[*waiter]struct{}
+	stopWatched map[<-chan struct{}]bool
 }
 
 // New returns a Runner.
@@ -98,7 +98,6 @@ func New(cfg Config) (*Runner, error) {
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
-	cfg.SubmitConcurrency = cmp.Or(cfg.SubmitConcurrency, 16)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -108,7 +107,8 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy: make(chan struct{}, cfg.CopyConcurrency), submit: make(chan struct{}, cfg.SubmitConcurrency),
+		copy:    make(chan struct{}, cfg.CopyConcurrency),
+		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
 }
 
@@ -130,26 +130,31 @@ type job struct {
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
-// and returns how to settle the message.
+// and returns how to settle the message. A media job whose task runs
+// upstream is detached while it waits (see waitTask): Handle returns
+// consumer.Detach, and the job settles its message when it ends.
 func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
-	// begin's large frame (decoding, the first checkpoint) is gone before
-	// a media job starts its long wait, which keeps the frames a waiting
-	// job holds small. A waiting job still costs its goroutine's stack:
-	// 8 KiB (BENCHMARKS.md, P3).
 	j, out, done := r.begin(ctx, d)
-	defer j.unregister()
 	if done {
+		j.unregister()
 		return out
 	}
-	var runErr error
 	switch j.kind {
 	case "video", "speech":
-		runErr = r.runMedia(ctx, j)
+		wait, err := r.runMedia(ctx, j)
+		if wait {
+			return r.waitTask(ctx, j)
+		}
+		return r.end(ctx, j, err)
 	case "compute":
-		runErr = r.runCompute(ctx, j)
-	default:
-		runErr = fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind)
+		return r.end(ctx, j, r.runCompute(ctx, j))
 	}
+	return r.end(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind))
+}
+
+// end finishes j with the result of its run and ends its cancel notices.
+func (r *Runner) end(ctx context.Context, j *job, runErr error) consumer.Outcome {
+	defer j.unregister()
 	return r.finish(ctx, j, runErr)
 }
 

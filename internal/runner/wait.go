@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// waitTask detaches j until its task is terminal. No goroutine waits for
+// the task: the job is handed to the poller, the cancel registry, a
+// deadline timer and the runner's stop watch, and each of them posts an
+// event to the job's waiter. The first event starts a goroutine that
+// handles the events queued (a "running" checkpoint, a query of a task the
+// batch answers left out) and exits when none is left, or ends the job:
+// collect the results, publish the terminal event and settle the message.
+// A waiting job so costs its state (about 4 KiB), not a goroutine stack (8
+// KiB more): that is what lets one worker wait for 10,000 tasks
+// (BENCHMARKS.md, P3).
+func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
+	since := r.cfg.Now()
+	if j.rec.SubmittedAt != nil {
+		since = *j.rec.SubmittedAt
+	}
+	// busy until the set-up below is done: events that come meanwhile are
+	// queued, and handled once it is.
+	w := &waiter{r: r, ctx: ctx, j: j, deadline: since.Add(r.cfg.TaskTimeout), busy: true}
+	w.unwatch = r.cfg.Poller.Watch(j.rec.Upstream.TaskID, w.onUpdate)
+	w.timer = time.AfterFunc(time.Until(w.deadline), func() { w.post(evDeadline, nil) })
+	r.track(w)
+	// A cancel or a stop that came first is noticed here; one that comes
+	// later, by the hook and the stop watch.
+	if !r.cfg.Cancels.onCancel(j.id, j.cancel, func() { w.post(evCancel, nil) }) || j.cancelled() {
+		w.post(evCancel, nil)
+	}
+	if j.stopping() {
+		w.post(evStop, nil)
+	}
+	w.mu.Lock()
+	start := w.events != 0
+	w.busy = start
+	w.mu.Unlock()
+	if start {
+		go w.run()
+	}
+	return consumer.Outcome{Action: consumer.Detach}
+}
+
+// waitEvent is what a waiting job is told; a waiter keeps each kind once.
+type waitEvent uint8
+
+const (
+	evStop waitEvent = 1 << iota
+	evCancel
+	evDeadline
+	evUpdate
+)
+
+// waitOrder is the order a waiter handles its events in: a stop first, so
+// a stopping worker hands its jobs back at once.
+var waitOrder = [...]waitEvent{evStop, evCancel, evDeadline, evUpdate}
+
+// waiter is a detached job waiting for its task.
+type waiter struct {
+	r        *Runner
+	ctx      context.Context
+	j        *job
+	deadline time.Time
+	unwatch  func()
+	timer    *time.Timer
+
+	mu     sync.Mutex
+	events waitEvent
+	// update is the latest poll update not handled yet.
+	update PollUpdate
+	// busy: a goroutine is handling events; ended: the wait is over.
+	busy, ended bool
+}
+
+func (w *waiter) onUpdate(u PollUpdate) { w.post(evUpdate, &u) }
+
+// post queues ev (with u for evUpdate) and starts a goroutine to handle it
+// unless one runs. It never blocks: the poller, the cancel registry and
+// timers call it.
+func (w *waiter) post(ev waitEvent, u *PollUpdate) {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return
+	}
+	w.events |= ev
+	if u != nil {
+		w.update = *u
+	}
+	start := !w.busy
+	w.busy = true
+	w.mu.Unlock()
+	if start {
+		go w.run()
+	}
+}
+
+// next takes the next event, or reports that none is left; the goroutine
+// then exits and the job waits without one again.
+func (w *waiter) next() (waitEvent, PollUpdate, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range waitOrder {
+		if w.events&ev != 0 {
+			w.events &^= ev
+			u := w.update
+			if ev == evUpdate {
+				w.update = PollUpdate{}
+			}
+			return ev, u, true
+		}
+	}
+	w.busy = false
+	return 0, PollUpdate{}, false
+}
+
+// run handles events until none is left or the job ends. A panic retries
+// the job later, as the consumer does for a Handler's.
+func (w *waiter) run() {
+	defer func() {
+		if p := recover(); p != nil {
+			w.j.log.Error().Interface("panic", p).Msg("waiting job panicked; retrying it later")
+			w.stopWaiting()
+			w.j.unregister()
+			w.j.d.Settle(w.ctx, consumer.Outcome{Action: consumer.Retry, Delay: 30 * time.Second})
+		}
+	}()
+	for {
+		ev, u, ok := w.next()
+		if !ok {
+			return
+		}
+		if task, err, done := w.handle(ev, u); done {
+			w.stopWaiting()
+			if err == nil {
+				err = w.r.collectTask(w.ctx, w.j, task)
+			}
+			w.j.d.Settle(w.ctx, w.r.end(w.ctx, w.j, err))
+			return
+		}
+	}
+}
+
+// handle handles one event; done reports that the wait is over, with the
+// terminal task or the error that ends the job.
+func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err error, done bool) {
+	r, j, ctx := w.r, w.j, w.ctx
+	taskID := j.rec.Upstream.TaskID
+	if ctx.Err() != nil {
+		return nil, errStopping, true
+	}
+	switch ev {
+	case evStop:
+		return nil, errStopping, true
+	case evCancel:
+		task, err := r.cancelTask(ctx, j)
+		return task, err, true
+	case evDeadline:
+		// Best effort, and bounded: an upstream that never answers must
+		// not hold the job past its deadline.
+		cctx, cancel := context.WithTimeout(ctx, cancelAfterTimeout)
+		if _, err := r.cfg.Media.CancelTask(cctx, taskID); err != nil {
+			j.log.Warn().Err(err).Msg("cancel after timeout failed")
+		}
+		cancel()
+		return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout), true
+	}
+	task = u.Task
+	if u.Err != nil {
+		// A query of its own must not outlast the task's deadline either.
+		qctx, cancel := context.WithDeadline(ctx, w.deadline)
+		task, err = r.cfg.Media.GetTask(qctx, taskID)
+		cancel()
+		switch {
+		case errors.Is(err, apiclient.ErrTaskNotFound):
+			return nil, fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID), true
+		case err != nil:
+			j.log.Warn().Err(err).Msg("task query failed")
+			return nil, nil, false
+		}
+	}
+	if err := r.observeTask(ctx, j, task); err != nil {
+		return nil, err, true
+	}
+	return task, nil, task.Output.TaskStatus.Terminal()
+}
+
+// stopWaiting ends the wait: later events are dropped, and the poller, the
+// timer and the stop watch let go of the job.
+func (w *waiter) stopWaiting() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
+	w.unwatch()
+	w.timer.Stop()
+	w.r.untrack(w)
+}
+
+// track adds w to the jobs told when their worker stops. One goroutine per
+// consumer waits for its stop.
+func (r *Runner) track(w *waiter) {
+	ch := w.j.d.Stopping()
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	r.waiting[w] = struct{}{}
+	if ch == nil || r.stopWatched[ch] {
+		return
+	}
+	r.stopWatched[ch] = true
+	go func() {
+		<-ch
+		r.waitMu.Lock()
+		var stopping []*waiter
+		for w := range r.waiting {
+			if w.j.d.Stopping() == ch {
+				stopping = append(stopping, w)
+			}
+		}
+		r.waitMu.Unlock()
+		for _, w := range stopping {
+			w.post(evStop, nil)
+		}
+	}()
+}
+
+func (r *Runner) untrack(w *waiter) {
+	r.waitMu.Lock()
+	delete(r.waiting, w)
+	r.waitMu.Unlock()
+}
+
+// Waiting is how many jobs wait for their task without a goroutine.
+func (r *Runner) Waiting() int {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	return len(r.waiting)
+}
