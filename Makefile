@@ -74,9 +74,9 @@ compose-smoke: images ## CI smoke test: a throw-away stack, 20 mixed jobs, all m
 # -only P1,P5 -dir /tmp/bench -profile /tmp/prof).
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick versitygw
 
-bench: ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (< 10 min; BENCHMARKS.md)
+bench: versitygw ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (< 10 min; BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
@@ -86,9 +86,26 @@ bench: ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (<
 	$(GO) test -run '^$$' -bench 'HeldTasks' -benchtime 10000x ./internal/worker
 	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
 
-bench-quick: ## smoke variant of make bench for CI (< 2 min): prints the figures, never fails on them
+bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints the figures, never fails on them
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
 	$(GO) test -run '^$$' -bench 'VideoJobs|HeldTasks' -benchtime 100x ./internal/worker
 	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)
+
+# P4's store: versitygw at the version pinned as a Go tool in go.mod, built
+# like images/build.sh does (CGO_ENABLED=0, -trimpath, so a prior
+# `make images` leaves only a link to do) and only when its key changed: the
+# Go version plus every module version it is built from. About 2 1/2 min on a
+# cold build cache.
+VGW_MOD := github.com/versity/versitygw
+versitygw: ## build the pinned versitygw into ./bin (P4's store) unless it is up to date
+	@mkdir -p $(BIN)
+	@key=$$({ $(GO) version; $(GO) list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{end}}' $(VGW_MOD)/cmd/versitygw | sort -u; } | sha256sum | cut -d' ' -f1) && \
+	if [ -x $(BIN)/versitygw ] && [ "$$(cat $(BIN)/versitygw.key 2>/dev/null)" = "$$key" ]; then \
+	  echo "$(BIN)/versitygw is up to date"; \
+	else \
+	  v=$$($(GO) list -m -f '{{.Version}}' $(VGW_MOD)) && echo "building $(BIN)/versitygw $$v (a minute or two on a cold cache)" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.Version=$$v -X main.Build=$$v -X main.BuildTime=module" \
+	    -o $(BIN)/versitygw $(VGW_MOD)/cmd/versitygw && echo "$$key" > $(BIN)/versitygw.key; \
+	fi

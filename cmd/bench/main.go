@@ -1,9 +1,11 @@
 // Command bench runs sluice's benchmarks against their floors (see
 // BENCHMARKS.md and internal/bench). "bench run" measures every figure and
 // prints a Markdown report; the other subcommands are the helper processes
-// it starts: "floor" (the bare floor pipeline), "s3serve" (the S3 store in
-// a process of its own), "upload" (a direct transfer-manager upload) and
-// "worker" (cmd/worker with pprof, for -profile runs).
+// it starts: "floor" (the bare floor pipeline), "s3serve" (the embedded S3
+// store in a process of its own, for -p4-store embedded), "upload" (a
+// direct transfer-manager upload) and "worker" (cmd/worker with pprof, for
+// -profile runs). P4's default store is versitygw (-versitygw, by default
+// the versitygw binary next to this one).
 package main
 
 import (
@@ -57,7 +59,19 @@ func runBench(ctx context.Context) error {
 	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5); default all")
 	out := flag.String("out", "", "also write the Markdown report to this file")
 	profiles := flag.String("profile", "", "run the worker with pprof and save profiles of P1 and P3 in this directory (not for the figures)")
+	p4Store := flag.String("p4-store", "versitygw", "P4's S3 store: versitygw (its posix backend) or embedded (internal/s3dev)")
+	versitygw := flag.String("versitygw", "", "the versitygw binary for P4 (default: versitygw next to this binary, as make bench builds it)")
 	flag.Parse()
+	if *p4Store != "versitygw" && *p4Store != "embedded" {
+		return fmt.Errorf("-p4-store %q: want versitygw or embedded", *p4Store)
+	}
+	vgw := *versitygw
+	if vgw != "" {
+		var err error
+		if vgw, err = filepath.Abs(vgw); err != nil {
+			return err
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -72,7 +86,7 @@ func runBench(ctx context.Context) error {
 			return err
 		}
 	}
-	o := bench.Options{WorkerBin: wb, Self: self, Dir: *dir, Quick: *quick, ProfileDir: *profiles, Progress: os.Stderr}
+	o := bench.Options{WorkerBin: wb, Self: self, Dir: *dir, Quick: *quick, ProfileDir: *profiles, P4Store: *p4Store, VersityGW: vgw, Progress: os.Stderr}
 	if *only != "" {
 		o.Only = strings.Split(strings.ToUpper(*only), ",")
 	}

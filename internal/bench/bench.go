@@ -41,6 +41,12 @@ type Options struct {
 	// and saves CPU and heap profiles of P1's and P3's measured phases
 	// there. Such a run is for finding hot spots, not for the figures.
 	ProfileDir string
+	// P4Store is P4's S3 store: "versitygw" (its posix backend, the
+	// default) or "embedded" (internal/s3dev, served by "bench s3serve").
+	P4Store string
+	// VersityGW is the versitygw binary for P4; by default the one next to
+	// Self (bin/versitygw, built by make bench).
+	VersityGW string
 	// Progress receives one line per step. Defaults to io.Discard.
 	Progress io.Writer
 }

@@ -19,8 +19,9 @@ import (
 
 // ServeS3 serves the embedded S3-compatible store (package s3dev) with the
 // bench bucket from dir until ctx ends; ready receives its endpoint. P4
-// runs it in a process of its own, so that the parts it holds in memory
-// are not counted against the worker or the direct upload.
+// with -p4-store embedded runs it in a process of its own, so that the
+// parts it holds in memory are not counted against the worker or the
+// direct upload.
 func ServeS3(ctx context.Context, dir string, ready func(endpoint string)) error {
 	srv, err := s3dev.Start(ctx, s3dev.Config{Dir: dir, Buckets: []string{bucket}})
 	if err != nil {
