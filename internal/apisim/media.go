@@ -89,6 +89,8 @@ func (c MediaConfig) withDefaults() MediaConfig {
 //	                       without the final frame
 //	[sim:sse-abort]        a stream breaks (connection reset) after half
 //	                       its frames
+//	[sim:show-running]     the first query that would see the task ended
+//	                       sees it running instead, unless one did already
 //
 // A directive with a bad value is a 400 invalid_parameter on the prompt or
 // text.

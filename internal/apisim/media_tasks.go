@@ -33,8 +33,10 @@ type simTask struct {
 	duration   time.Duration
 	cancelled  time.Time // zero unless cancelled
 	seen       int       // statuses counted in "tasks:<status>" so far
-	d          directives
-	usage      map[string]any // usage once succeeded
+	// shownRunning: a query has answered "running" (see [sim:show-running]).
+	shownRunning bool
+	d            directives
+	usage        map[string]any // usage once succeeded
 }
 
 // status returns the task's status at now.
@@ -78,6 +80,11 @@ func (t *simTask) ext() (string, string) {
 // call with m.mu held.
 func (m *Media) observe(t *simTask, now time.Time) string {
 	st := t.status(now)
+	if t.d.showRunning && !t.shownRunning && (st == statusSucceeded || st == statusFailed) {
+		// [sim:show-running]: no task ends before one query saw it run.
+		st = statusRunning
+	}
+	t.shownRunning = t.shownRunning || st == statusRunning
 	var path []string
 	switch st {
 	case statusPending:
@@ -173,6 +180,10 @@ type directives struct {
 	sseAbort  bool
 	forceOK   bool
 	forceFail bool
+	// showRunning answers "running" to the first query that would see
+	// the task ended, unless one saw it running already: a test can rely
+	// on a running observation whatever the poll timing.
+	showRunning bool
 }
 
 var directiveRE = regexp.MustCompile(`\[sim:([a-z-]+)(?:=([^\]]*))?\]`)
@@ -240,6 +251,8 @@ func (m *Media) parseDirectives(s string) (directives, error) {
 			d.sseCut = true
 		case "sse-abort":
 			d.sseAbort = true
+		case "show-running":
+			d.showRunning = true
 		default:
 			err = fmt.Errorf("unknown directive")
 		}

@@ -88,11 +88,19 @@ type StoreConfig struct {
 	// Concurrency is how many parts of one object are uploaded at once.
 	// Defaults to 2.
 	Concurrency int
-	// MaxUploads bounds how many Puts run at once in this Store; further
-	// ones wait. With PartSize and Concurrency it bounds the memory of
-	// uploads: a Put holds about PartSize × (Concurrency + 4) bytes (48 MiB
-	// with the defaults, whatever the object's size). Defaults to 4.
+	// MaxUploads bounds how many Puts of objects larger than SmallSize run
+	// at once in this Store; further ones wait. With PartSize and
+	// Concurrency it bounds the memory of uploads: such a Put holds about
+	// PartSize × (Concurrency + 4) bytes (48 MiB with the defaults,
+	// whatever the object's size). Defaults to 4.
 	MaxUploads int
+	// SmallSize is the size up to which an object is small: read into a
+	// buffer of SmallSize and written with one PUT, without one of the
+	// MaxUploads slots. Every Put starts as a small one: 4 × MaxUploads
+	// Puts at once read their first SmallSize bytes, and those that turn
+	// out larger move on to a MaxUploads slot. Defaults to 1 MiB, at most
+	// PartSize.
+	SmallSize int64
 	// MaxAttempts bounds the attempts of Copy, and those of the single PUT
 	// of a small object. Defaults to 4.
 	MaxAttempts int
@@ -116,6 +124,7 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	c.PartSize = cmp.Or(c.PartSize, 8<<20)
 	c.Concurrency = cmp.Or(c.Concurrency, 2)
 	c.MaxUploads = cmp.Or(c.MaxUploads, 4)
+	c.SmallSize = min(cmp.Or(c.SmallSize, 1<<20), c.PartSize)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 4)
 	c.MinBackoff = cmp.Or(c.MinBackoff, time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 30*time.Second)
@@ -149,6 +158,8 @@ func (c StoreConfig) validate() error {
 		return invalidf("Concurrency", "must be at least 1")
 	case c.MaxUploads < 1:
 		return invalidf("MaxUploads", "must be at least 1")
+	case c.SmallSize < 1:
+		return invalidf("SmallSize", "must be at least 1")
 	case c.MaxAttempts < 1:
 		return invalidf("MaxAttempts", "must be at least 1")
 	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff:
@@ -164,8 +175,12 @@ type Store struct {
 	client *s3.Client
 	tm     *transfermanager.Client
 	prefix string
-	slots  chan struct{}
-	bufs   sync.Pool
+	// slots and bufs serve Puts of objects larger than SmallSize (PartSize
+	// buffers); smallSlots and smallBufs every Put's first SmallSize bytes.
+	slots      chan struct{}
+	bufs       sync.Pool
+	smallSlots chan struct{}
+	smallBufs  sync.Pool
 }
 
 // NewStore returns a Store for cfg. It fails with ErrInvalidArgument when a
@@ -180,6 +195,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		client: cfg.Client,
 		prefix: cfg.Prefix,
 		slots:  make(chan struct{}, cfg.MaxUploads),
+
+		smallSlots: make(chan struct{}, 4*cfg.MaxUploads),
 	}
 	s.tm = transfermanager.New(cfg.Client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = cfg.PartSize
@@ -190,6 +207,10 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	})
 	s.bufs.New = func() any {
 		b := make([]byte, cfg.PartSize)
+		return &b
+	}
+	s.smallBufs.New = func() any {
+		b := make([]byte, cfg.SmallSize)
 		return &b
 	}
 	return s, nil
@@ -248,29 +269,10 @@ func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.R
 	if contentType == "" {
 		contentType = ContentType("", key)
 	}
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	case <-ctx.Done():
-		return Artifact{}, fmt.Errorf("artifacts: put %s: %w", key, ctx.Err())
-	}
-
 	h := sha256.New()
 	lr := &limitReader{r: r, max: maxBytes}
 	body := io.TeeReader(lr, h)
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	buf := *bp
-
-	n, err := fill(body, buf)
-	switch {
-	case err == io.EOF: // the whole source fits one part
-		err = s.putSmall(ctx, key, contentType, buf[:n], hexSum(h))
-	case err != nil:
-		err = fmt.Errorf("read source: %w", err)
-	default:
-		err = s.putLarge(ctx, key, contentType, io.MultiReader(bytes.NewReader(buf), body), h)
-	}
+	err := s.put(ctx, key, contentType, body, h)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("artifacts: put %s: %w", key, err)
 	}
@@ -283,6 +285,63 @@ func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.R
 		ContentType: contentType,
 		Source:      redact.Text(source),
 	}, nil
+}
+
+// put reads body's first SmallSize bytes under a small slot: an object
+// that ends there is written with one PUT. A larger one moves on to an
+// upload slot and a PartSize buffer: it is written with one PUT when it
+// ends within PartSize, else by putLarge.
+func (s *Store) put(ctx context.Context, key, contentType string, body io.Reader, h hash.Hash) error {
+	release, err := acquire(ctx, s.smallSlots)
+	if err != nil {
+		return err
+	}
+	sbp := s.smallBufs.Get().(*[]byte)
+	head := *sbp
+	n, err := fill(body, head)
+	if err != nil { // the whole object was read (io.EOF), or reading failed
+		if err == io.EOF {
+			err = s.putSmall(ctx, key, contentType, head[:n], hexSum(h))
+		} else {
+			err = fmt.Errorf("read source: %w", err)
+		}
+		s.smallBufs.Put(sbp)
+		release()
+		return err
+	}
+
+	releaseLarge, err := acquire(ctx, s.slots)
+	if err != nil {
+		s.smallBufs.Put(sbp)
+		release()
+		return err
+	}
+	defer releaseLarge()
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	buf := *bp
+	copy(buf, head[:n])
+	s.smallBufs.Put(sbp)
+	release()
+
+	m, err := fill(body, buf[n:])
+	switch {
+	case err == io.EOF: // the whole source fits one part
+		return s.putSmall(ctx, key, contentType, buf[:n+m], hexSum(h))
+	case err != nil:
+		return fmt.Errorf("read source: %w", err)
+	}
+	return s.putLarge(ctx, key, contentType, io.MultiReader(bytes.NewReader(buf), body), h)
+}
+
+// acquire takes a slot of sem, or fails when ctx ends first.
+func acquire(ctx context.Context, sem chan struct{}) (release func(), err error) {
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // checkPut validates the arguments shared by Put and Copy.

@@ -145,6 +145,8 @@ func TestPut(t *testing.T) {
 	}{
 		{"Empty", 0},
 		{"Small", 1000},
+		{"ExactlySmallSize", mib},
+		{"OneByteOverSmallSize", mib + 1},
 		{"OneByteUnderPart", testPartSize - 1},
 		{"ExactlyOnePart", testPartSize},
 		{"OneByteOverPart", testPartSize + 1},
@@ -699,4 +701,63 @@ func TestPutNeverExposesAnObjectWithoutChecksum(t *testing.T) {
 		t.Fatalf("mid-upload Stat = %d, %s, %v; want the old object (1000, %s)", midSize, midSum, midErr, oldSum)
 	}
 	b.checkObject(t, a, 20*mib, sum, "video/mp4")
+}
+
+// blockingReader yields n bytes, then blocks until release is closed, then
+// ends.
+type blockingReader struct {
+	n       int64
+	reached chan struct{}
+	once    bool
+	release chan struct{}
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	if r.n > 0 {
+		m := int(min(int64(len(p)), r.n))
+		clear(p[:m])
+		r.n -= int64(m)
+		return m, nil
+	}
+	if r.reached != nil && !r.once {
+		r.once = true
+		close(r.reached)
+	}
+	<-r.release
+	return 0, io.EOF
+}
+
+// Small objects do not queue behind large uploads: with the only upload
+// slot held by a large Put, small ones still complete, and a second large
+// one waits.
+func TestSmallPutsDoNotWaitForUploadSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupStore(t, func(c *StoreConfig) { c.MaxUploads = 1 })
+	large := &blockingReader{n: 2 * mib, reached: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.store.Put(ctx, "sluice/video/large-1/result-0.mp4", "", "", large, 64*mib)
+		done <- err
+	}()
+	<-large.reached // the large Put holds the upload slot, reading on
+	for i := range 3 {
+		r, sum := stream(uint64(100+i), 64<<10)
+		a, err := b.store.Put(ctx, "sluice/video/small-"+strconv.Itoa(i)+"/result-0.mp4", "", "", r, 64*mib)
+		if err != nil {
+			t.Fatalf("small Put %d: %v", i, err)
+		}
+		b.checkObject(t, a, 64<<10, sum, "video/mp4")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	second := &blockingReader{n: 2 * mib, release: make(chan struct{})}
+	close(second.release)
+	if _, err := b.store.Put(wctx, "sluice/video/large-2/result-0.mp4", "", "", second, 64*mib); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second large Put while the slot is held: %v, want it to wait until its context ended", err)
+	}
+	close(large.release)
+	if err := <-done; err != nil {
+		t.Fatalf("large Put: %v", err)
+	}
 }

@@ -84,9 +84,11 @@ func outputPrefix(s *jobspec.Spec) string {
 }
 
 // copyArtifact copies one artifact to <prefix>/.../<job>/<name> unless the
-// record already has it, then records it. Copies retry on their own; a copy
-// that still fails never leads to a second submit.
-func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, open artifacts.OpenFunc) error {
+// record already has it, then records it. The job's last artifact is
+// recorded with the terminal record instead, one write fewer: a worker
+// that dies in between copies it again (onto the same key). Copies retry
+// on their own; a copy that still fails never leads to a second submit.
+func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last bool, open artifacts.OpenFunc) error {
 	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
 	if err != nil {
 		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
@@ -112,6 +114,10 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, open art
 	}
 	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
 	j.log.Info().Str("key", art.Key).Int64("size", art.Size).Msg("artifact stored")
+	if last {
+		j.pending = append(j.pending, art)
+		return nil
+	}
 	if err := r.retryCheckpoint(ctx, j, state.StatusCollecting, func(rec *state.Record) {
 		rec.Artifacts = appendArtifact(rec.Artifacts, art)
 	}); err != nil {

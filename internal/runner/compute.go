@@ -234,7 +234,7 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 		used[name] = true
 		files = append(files, file{name, p})
 	}
-	for _, f := range files {
+	for i, f := range files {
 		p := f.path
 		open := func(ctx context.Context) (io.ReadCloser, string, string, error) {
 			body, err := sess.Download(ctx, p)
@@ -246,7 +246,7 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 			}
 			return body, "", "compute:" + p, nil
 		}
-		if err := r.copyArtifact(ctx, j, f.name, open); err != nil {
+		if err := r.copyArtifact(ctx, j, f.name, i == len(files)-1, open); err != nil {
 			return err
 		}
 	}

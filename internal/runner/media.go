@@ -299,7 +299,7 @@ func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) err
 	}
 	for i, u := range results {
 		name := fmt.Sprintf("result-%d%s", i, resultExt(u, ext))
-		if err := r.copyArtifact(ctx, j, name, r.cfg.Fetcher.Opener(u)); err != nil {
+		if err := r.copyArtifact(ctx, j, name, i == len(results)-1, r.cfg.Fetcher.Opener(u)); err != nil {
 			return err
 		}
 	}

@@ -60,7 +60,10 @@ type Config struct {
 	ComputePoll time.Duration
 	// PresignTTL is the lifetime of presigned input URLs. Defaults to 1h.
 	PresignTTL time.Duration
-	// CopyConcurrency bounds artifact copies running at once. Defaults to 4.
+	// CopyConcurrency bounds large artifact copies running at once, as the
+	// Store's MaxUploads does its large uploads; up to four times as many
+	// copies run at once in all, the small ones among them (see
+	// artifacts.StoreConfig.SmallSize). Defaults to 4.
 	CopyConcurrency int
 	// Metrics is optional.
 	Metrics *metrics.Metrics
@@ -127,6 +130,9 @@ type job struct {
 	// attempt is the record's Attempts as this delivery set it: a record
 	// with more has been taken over by another delivery (see claimSubmit).
 	attempt int
+	// pending are artifacts stored but not recorded yet: the terminal
+	// record records them (see copyArtifact).
+	pending []state.Artifact
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
@@ -303,6 +309,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 			return errSuperseded
 		}
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		for _, a := range j.pending {
+			rec.Artifacts = appendArtifact(rec.Artifacts, a)
+		}
 		rec.Status = status
 		rec.FinishedAt = &now
 		if f != nil {

@@ -78,7 +78,7 @@ func TestVideoEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	b.start(t)
-	spec := videoSpec("clip-1", "a paper boat [sim:count=2]")
+	spec := videoSpec("clip-1", "a paper boat [sim:count=2] [sim:show-running]")
 	spec["output"] = map[string]string{"prefix": "spring/clips"}
 	b.publish(t, "video", "clip-1", spec)
 	ev := b.await(t, "clip-1", 30*time.Second)
@@ -114,7 +114,7 @@ func TestVideoEndToEnd(t *testing.T) {
 	if strings.Join(statuses, ",") != "submitted,running,succeeded" {
 		t.Errorf("events = %v, want submitted,running,succeeded", statuses)
 	}
-	if n := b.media.SubmitCount("a paper boat [sim:count=2]"); n != 1 {
+	if n := b.media.SubmitCount("a paper boat [sim:count=2] [sim:show-running]"); n != 1 {
 		t.Errorf("submits = %d, want 1", n)
 	}
 	if rec := b.record(t, "clip-1"); rec.Status != state.StatusSucceeded || rec.Submits != 1 {
