@@ -59,6 +59,9 @@ func (r *run) profile(ctx context.Context, w *worker, kind string, d time.Durati
 	if resp.StatusCode != http.StatusOK {
 		return errors.New("profile " + kind + ": " + resp.Status)
 	}
+	if err := os.MkdirAll(r.o.ProfileDir, 0o755); err != nil {
+		return err
+	}
 	f, err := os.Create(filepath.Join(r.o.ProfileDir, name+".pprof"))
 	if err != nil {
 		return err

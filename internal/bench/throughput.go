@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"time"
@@ -22,9 +21,6 @@ var throughputEnv = map[string]string{
 	"SLUICE_POLL_FIRST":       "5ms",
 	"SLUICE_MEDIA_RATE_LIMIT": "100000",
 }
-
-// copyVariant is the worker setting of P1's second sluice pipeline.
-const copyVariant = "16"
 
 var throughputSettings = []string{
 	"SLUICE_POLL_FIRST=5ms (default 1s): the simulator answers instantly, and with the default every job would wait a second for its first poll, which measures the setting, not the machinery; the 5 ms are part of every sluice figure",
@@ -54,13 +50,12 @@ func (p pass) rate() float64 { return float64(p.jobs) / p.elapsed.Seconds() }
 // rounds that run each pipeline once and rotate which goes first, so that
 // the drift of a noisy machine falls on every side. The headline is the
 // median of the rounds' ratios; CPU time per job, which the noise moves
-// less than time, is reported beside it, and so is sluice with more copy
-// slots.
+// less than time, is reported beside it.
 func (r *run) throughput(ctx context.Context) (*Figure, error) {
 	fig := &Figure{ID: "P1", Title: "end-to-end throughput", Target: "≥ 0.8× the floor", Settings: throughputSettings}
-	n := pick(r, 600, 150)
+	n := pick(r, 1500, 150)
 	pairs := pick(r, 6, 2)
-	pipelines := []string{"floor", "sluice", "sluice-copy" + copyVariant}
+	pipelines := []string{"floor", "sluice"}
 	passes := map[string][]pass{}
 	for i := range pairs {
 		for k := range pipelines {
@@ -93,11 +88,10 @@ func (r *run) throughput(ctx context.Context) (*Figure, error) {
 		sums[who] = sm
 	}
 	for i := range pairs {
-		f, s, c := passes["floor"][i], passes["sluice"][i], passes[pipelines[2]][i]
-		fig.row(fmt.Sprintf("pair %d", i+1), "floor %.0f, sluice %.0f (**%.2f×**), sluice with SLUICE_COPY_CONCURRENCY=%s %.0f jobs/s (%.2f×)",
-			f.rate(), s.rate(), s.rate()/f.rate(), copyVariant, c.rate(), c.rate()/f.rate())
+		f, s := passes["floor"][i], passes["sluice"][i]
+		fig.row(fmt.Sprintf("pair %d", i+1), "floor %.0f, sluice %.0f jobs/s (**%.2f×**)", f.rate(), s.rate(), s.rate()/f.rate())
 	}
-	fl, sl, cv := sums["floor"], sums["sluice"], sums[pipelines[2]]
+	fl, sl := sums["floor"], sums["sluice"]
 	ratio := median(sl.ratios)
 	fig.Measured = fmt.Sprintf("%.2f× (median of %d pairs)", ratio, pairs)
 	fig.Met = ratio >= 0.8
@@ -106,19 +100,16 @@ func (r *run) throughput(ctx context.Context) (*Figure, error) {
 	fig.row("median CPU per job, all processes", "floor %s, sluice %s: floor/sluice **%.2f×**", ms(fc), ms(sc), fc.Seconds()/sc.Seconds())
 	fig.row("median CPU per job, pipeline process only", "floor %s, sluice worker %s", ms(median(fl.proc)), ms(median(sl.proc)))
 	fig.row("checkpoint writes per sluice job (SLUICE_STATE)", "%.2f", float64(passes["sluice"][0].kvWrites)/float64(n))
-	fig.row(fmt.Sprintf("with SLUICE_COPY_CONCURRENCY=%s (default 4)", copyVariant), "median %.2f× the floor (%.0f jobs/s), CPU per job %s",
-		median(cv.ratios), median(cv.rates), ms(median(cv.cpu)))
 	fig.Notes = append(fig.Notes, fmt.Sprintf(
 		"Each pass publishes %d video jobs (simulator task time 0, one 64 KiB result each) to a fresh embedded NATS "+
-			"and S3 store and times the first publish to the last terminal event; each of %d rounds runs the floor, sluice "+
-			"and sluice with SLUICE_COPY_CONCURRENCY=%s once, rotating which goes first, and a pair's ratio divides by that "+
+			"and S3 store and times the first publish to the last terminal event; each of %d rounds runs the floor and sluice "+
+			"once, alternating which goes first, and a pair's ratio divides by that "+
 			"round's floor. The floor is a process of the bench binary with the same I/O per job (pull for free slots, "+
 			"submit, one batch query, download, PutObject, publish the event, ack), %d jobs at once like SLUICE_MAX_INFLIGHT, "+
 			"and no checkpoint, progress event, retry, limiter or log line. Both run as separate processes against the same "+
 			"servers in the harness process. CPU per job adds the pipeline process's CPU time and the harness's (NATS, the "+
 			"store, the simulator) over the pass. On this machine the embedded store is the largest cost of both "+
-			"pipelines (it writes every object under one lock), and with 64 KiB results sluice's 4 copy slots, sized for "+
-			"multi-GiB artifacts, are what holds it back: the variant shows it.", n, pairs, copyVariant, 256))
+			"pipelines (it writes every object under one lock).", n, pairs, 256))
 	return fig, nil
 }
 
@@ -132,10 +123,6 @@ func (r *run) throughputPass(ctx context.Context, name, who string, n int) (pass
 	var proc *process
 	var w *worker
 	env := throughputEnv
-	if who == "sluice-copy"+copyVariant {
-		env = maps.Clone(throughputEnv)
-		env["SLUICE_COPY_CONCURRENCY"] = copyVariant
-	}
 	if who == "floor" {
 		if proc, err = r.startFloor(ctx, st, name, 256); err != nil {
 			return pass{}, err

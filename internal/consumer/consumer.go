@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/gopool"
 )
 
 // Action is what to do with a message once its Handler returns.
@@ -170,6 +171,9 @@ type Config struct {
 	Logger *zerolog.Logger
 	// Observer is optional.
 	Observer Observer
+	// Pool runs the Handlers; share it with a Handler's own goroutines
+	// (see gopool). Defaults to a pool of its own.
+	Pool *gopool.Pool
 }
 
 func (c Config) withDefaults() Config {
@@ -181,6 +185,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		l := zerolog.Nop()
 		c.Logger = &l
+	}
+	if c.Pool == nil {
+		c.Pool = gopool.New(0)
 	}
 	return c
 }
@@ -346,10 +353,12 @@ func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struc
 			started = func() { <-starting }
 		case <-c.stopping:
 		}
-		go c.handle(ctx, kind, msg, started, func() {
-			c.release(msg)
-			<-slots
-			c.wg.Done()
+		c.cfg.Pool.Go(func() {
+			c.handle(ctx, kind, msg, started, func() {
+				c.release(msg)
+				<-slots
+				c.wg.Done()
+			})
 		})
 	}
 }

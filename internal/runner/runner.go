@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -65,6 +66,9 @@ type Config struct {
 	// copies run at once in all, the small ones among them (see
 	// artifacts.StoreConfig.SmallSize). Defaults to 4.
 	CopyConcurrency int
+	// Pool runs the goroutines of waiting jobs (wait.go); share it with the
+	// consumer's. Defaults to a pool of its own.
+	Pool *gopool.Pool
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// Logger defaults to a disabled logger.
@@ -103,6 +107,9 @@ func New(cfg Config) (*Runner, error) {
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Pool == nil {
+		cfg.Pool = gopool.New(0)
 	}
 	if cfg.Logger == nil {
 		l := zerolog.Nop()

@@ -45,7 +45,7 @@ func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	w.busy = start
 	w.mu.Unlock()
 	if start {
-		go w.run()
+		w.r.cfg.Pool.Go(w.run)
 	}
 	return consumer.Outcome{Action: consumer.Detach}
 }
@@ -100,7 +100,7 @@ func (w *waiter) post(ev waitEvent, u *PollUpdate) {
 	w.busy = true
 	w.mu.Unlock()
 	if start {
-		go w.run()
+		w.r.cfg.Pool.Go(w.run)
 	}
 }
 

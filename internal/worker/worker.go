@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/devstack"
 	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
@@ -121,8 +122,12 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	fetcher := artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes})
 
+	// One pool of goroutines serves the consumer's handlers and the
+	// runner's waiting jobs, so a job that detaches hands its grown stack
+	// to the next.
+	pool := gopool.New(0)
 	rcfg := runner.Config{
-		State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
+		Pool: pool, State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,
@@ -154,7 +159,8 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	cons, err := consumer.New(consumer.Config{
-		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
+		Pool: pool,
+		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
 		Observer: consumer.Observer{
 			Held:    m.Held,

@@ -1,0 +1,48 @@
+package gopool
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestGoRunsEveryFunctionWithoutQueueing(t *testing.T) {
+	t.Parallel()
+	p := New(time.Minute)
+	// A function that blocks does not hold back the others.
+	block := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(1)
+	p.Go(func() { started.Done(); <-block })
+	started.Wait()
+	var ran atomic.Int32
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		p.Go(func() { ran.Add(1); wg.Done() })
+	}
+	wg.Wait()
+	close(block)
+	if ran.Load() != 100 {
+		t.Fatalf("ran %d of 100", ran.Load())
+	}
+}
+
+func TestIdleGoroutinesExit(t *testing.T) {
+	t.Parallel()
+	p := New(10 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		p.Go(wg.Done)
+	}
+	wg.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Live() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still live long after their idle time", p.Live())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
