@@ -16,18 +16,24 @@ import (
 // Pool is an elastic set of goroutines. The zero value is not usable; use
 // New.
 type Pool struct {
-	idle time.Duration
-	work chan func()
-	live atomic.Int64
+	idle    time.Duration
+	maxIdle int64
+	work    chan func()
+	live    atomic.Int64
+	idlers  atomic.Int64
 }
 
 // Live is how many goroutines the pool has, busy or idle.
 func (p *Pool) Live() int { return int(p.live.Load()) }
 
+// maxIdle bounds the goroutines kept waiting for work: a burst that ran
+// thousands of functions at once does not leave thousands of stacks behind.
+const maxIdle = 128
+
 // New returns a Pool whose goroutines exit after idle without work
-// (default 10s).
+// (default 10s); at most 128 wait at once.
 func New(idle time.Duration) *Pool {
-	return &Pool{idle: cmp.Or(idle, 10*time.Second), work: make(chan func())}
+	return &Pool{idle: cmp.Or(idle, 10*time.Second), maxIdle: maxIdle, work: make(chan func())}
 }
 
 // Go runs f on an idle goroutine of the pool, or on a new one.
@@ -49,10 +55,16 @@ func (p *Pool) loop(f func()) {
 	for {
 		f()
 		f = nil
+		if p.idlers.Add(1) > p.maxIdle {
+			p.idlers.Add(-1)
+			return
+		}
 		t.Reset(p.idle)
 		select {
 		case f = <-p.work:
+			p.idlers.Add(-1)
 		case <-t.C:
+			p.idlers.Add(-1)
 			return
 		}
 	}

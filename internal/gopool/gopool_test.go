@@ -46,3 +46,27 @@ func TestIdleGoroutinesExit(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestAtMostMaxIdleGoroutinesWait(t *testing.T) {
+	t.Parallel()
+	p := New(time.Minute)
+	p.maxIdle = 3
+	block := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		p.Go(func() { <-block; wg.Done() })
+	}
+	if p.Live() != 10 {
+		t.Fatalf("%d goroutines for 10 blocked functions", p.Live())
+	}
+	close(block)
+	wg.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Live() > 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines kept, want at most 3", p.Live())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
