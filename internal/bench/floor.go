@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +40,9 @@ type FloorConfig struct {
 // a sluice video job and nothing else. It pulls from the contract's video
 // consumer for free slots, submits the spec's video body, queries the task
 // once with the batch endpoint, downloads the result into memory, writes it
-// with one PutObject, publishes a terminal event with Nats-Msg-Id and acks.
+// with one PutObject carrying what the contract wants on every artifact
+// (its Content-Type and its sha256 in user metadata, CONTRACT.md section
+// 5), publishes a terminal event with Nats-Msg-Id and acks.
 // There is no checkpoint, no progress event, no retry, no limiter and no
 // log line. ready is called once it pulls.
 func RunFloor(ctx context.Context, cfg FloorConfig, ready func()) error {
@@ -158,9 +162,12 @@ func (f *floor) job(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("download: %w", err)
 	}
 	key := "floor/video/" + spec.ID + "/result-0.mp4"
+	h := sha256.Sum256(data)
+	sum := hex.EncodeToString(h[:])
 	if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(f.cfg.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("video/mp4"),
+		Metadata: map[string]string{artifacts.MetadataSHA256: sum},
 	}); err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
@@ -168,7 +175,7 @@ func (f *floor) job(ctx context.Context, msg jetstream.Msg) error {
 		"specversion": "1.0", "id": contract.EventID(spec.ID, "succeeded"), "source": "sluice/floor",
 		"type": "sluice.job.succeeded", "subject": spec.ID, "datacontenttype": "application/json",
 		"data": map[string]any{"job_id": spec.ID, "status": "succeeded", "artifacts": []map[string]any{
-			{"bucket": f.cfg.Bucket, "key": key, "size": len(data)},
+			{"url": "s3://" + f.cfg.Bucket + "/" + key, "bucket": f.cfg.Bucket, "key": key, "size": len(data), "sha256": sum, "content_type": "video/mp4"},
 		}},
 	})
 	m := nats.NewMsg(contract.EventSubject("video", "succeeded"))
