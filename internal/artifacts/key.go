@@ -169,25 +169,3 @@ func SanitizeFileName(name string) string {
 	}
 	return s
 }
-
-// ParseS3URL splits an s3://bucket/key URL as the AWS CLI reads it: the key
-// is everything after the first "/" following the bucket, taken verbatim
-// (not percent-decoded). Errors wrap ErrInvalidArgument.
-func ParseS3URL(u string) (bucket, key string, err error) {
-	rest, ok := strings.CutPrefix(u, "s3://")
-	if !ok {
-		return "", "", invalidf("url", "%q is not an s3:// URL", printable(u))
-	}
-	bucket, key, _ = strings.Cut(rest, "/")
-	switch {
-	case bucket == "":
-		return "", "", invalidf("url", "%q has no bucket", printable(u))
-	case key == "":
-		return "", "", invalidf("url", "%q has no key", printable(u))
-	case !utf8.ValidString(u) || hasControl(u):
-		return "", "", invalidf("url", "%q contains a control character or invalid UTF-8", printable(u))
-	case len(key) > maxKeyBytes:
-		return "", "", invalidf("url", "key of %d bytes, more than %d", len(key), maxKeyBytes)
-	}
-	return bucket, key, nil
-}

@@ -87,32 +87,6 @@ func TestSanitizeFileName(t *testing.T) {
 	}
 }
 
-func TestParseS3URL(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in          string
-		bucket, key string
-		ok          bool
-	}{
-		{"s3://media/in/boat.png", "media", "in/boat.png", true},
-		{"s3://media/a b+c?.png", "media", "a b+c?.png", true},
-		{"s3://media/", "", "", false},
-		{"s3://media", "", "", false},
-		{"s3:///key", "", "", false},
-		{"https://media/key", "", "", false},
-		{"s3://media/a\nb", "", "", false},
-	}
-	for _, tt := range tests {
-		b, k, err := ParseS3URL(tt.in)
-		if tt.ok != (err == nil) || b != tt.bucket || k != tt.key {
-			t.Errorf("ParseS3URL(%q) = %q, %q, %v; want %q, %q, ok=%v", tt.in, b, k, err, tt.bucket, tt.key, tt.ok)
-		}
-		if err != nil && !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("ParseS3URL(%q) error %v is not ErrInvalidArgument", tt.in, err)
-		}
-	}
-}
-
 // FuzzKey checks that no input makes Key panic or produce a key outside the
 // prefix, with a ".." segment, an empty segment or a control character.
 func FuzzKey(f *testing.F) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // longTask is the prompt directive of a task that outlasts any scenario.
@@ -65,7 +66,7 @@ func (r *run) polling(ctx context.Context) (*Figure, error) {
 		}
 		// A new task is polled after SLUICE_POLL_FIRST, then at doubling
 		// intervals up to the cap: three intervals reach steady state.
-		if err := sleep(ctx, 3*interval); err != nil {
+		if err := backoff.Sleep(ctx, 3*interval); err != nil {
 			return fig, err
 		}
 		req0, sum0, cnt0, err := r.pollCounters(ctx, st, w)
@@ -73,7 +74,7 @@ func (r *run) polling(ctx context.Context) (*Figure, error) {
 			return fig, err
 		}
 		t0 := time.Now()
-		if err := sleep(ctx, time.Duration(rounds)*interval); err != nil {
+		if err := backoff.Sleep(ctx, time.Duration(rounds)*interval); err != nil {
 			return fig, err
 		}
 		req1, sum1, cnt1, err := r.pollCounters(ctx, st, w)
@@ -115,16 +116,4 @@ func (r *run) pollCounters(ctx context.Context, st *stack, w *worker) (requests 
 	}
 	count, err = metricValue(ctx, url, "sluice_poll_batch_size_count")
 	return requests, sum, count, err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

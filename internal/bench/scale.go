@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // scale measures P3: many long tasks in flight on one worker process, with
@@ -47,7 +49,7 @@ func (r *run) scale(ctx context.Context) (*Figure, error) {
 	ramp := time.Since(start)
 	r.logf("P3: %d tasks submitted in %s", n, ramp.Round(time.Millisecond))
 	// Three poll intervals bring every task to its steady interval.
-	if err := sleep(ctx, 3*interval); err != nil {
+	if err := backoff.Sleep(ctx, 3*interval); err != nil {
 		return fig, err
 	}
 	s0, err := w.stats()
@@ -58,7 +60,7 @@ func (r *run) scale(ctx context.Context) (*Figure, error) {
 	t0 := time.Now()
 	cpuProfile := make(chan error, 1)
 	go func() { cpuProfile <- r.profile(ctx, w, "profile", window, "p3-cpu") }()
-	if err := sleep(ctx, window); err != nil {
+	if err := backoff.Sleep(ctx, window); err != nil {
 		return fig, err
 	}
 	s1, err := w.stats()

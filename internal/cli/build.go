@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
@@ -100,14 +99,4 @@ func noArgs(cmd string, args []string) error {
 		return usageErrorf("%s: unexpected argument %q (see enqueue %s --help)", cmd, args[0], cmd)
 	}
 	return nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +113,7 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 	row("error", errorText(j.Error))
 	if len(j.Labels) > 0 {
 		var ls []string
-		for _, k := range sortedKeys(j.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(j.Labels)) {
 			ls = append(ls, k+"="+j.Labels[k])
 		}
 		row("labels", strings.Join(ls, ", "))

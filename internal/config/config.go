@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
 
@@ -111,9 +112,6 @@ func Parse() (*Config, error) {
 	return &c, nil
 }
 
-// Kinds known to the contract.
-var knownKinds = []string{"video", "speech", "compute"}
-
 // Validate checks every value and reports all problems at once, each naming
 // its variable.
 func (c *Config) Validate() error {
@@ -122,11 +120,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
 	}
 	if len(c.Kinds) == 0 {
-		bad("KINDS", "must name at least one of %s", strings.Join(knownKinds, ", "))
+		bad("KINDS", "must name at least one of %s", strings.Join(contract.Kinds, ", "))
 	}
 	for _, k := range c.Kinds {
-		if !slices.Contains(knownKinds, k) {
-			bad("KINDS", "unknown kind %q (want %s)", k, strings.Join(knownKinds, ", "))
+		if !slices.Contains(contract.Kinds, k) {
+			bad("KINDS", "unknown kind %q (want %s)", k, strings.Join(contract.Kinds, ", "))
 		}
 	}
 	if c.S3Bucket == "" && !c.Dev {

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -332,7 +334,7 @@ func (j *ComputeJob) validate(ps *problems, path string) {
 		}
 	}
 	extra := field(path, "extra")
-	for _, k := range sortedKeys(j.Extra) {
+	for _, k := range slices.Sorted(maps.Keys(j.Extra)) {
 		switch {
 		case !extraKeyPattern.MatchString(k):
 			ps.add(field(extra, k), "key must match "+extraKeyPattern.String())

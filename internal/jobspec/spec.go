@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -231,7 +233,7 @@ func validateLabels(ps *problems, labels map[string]string) {
 	if len(labels) > MaxLabels {
 		ps.add("labels", fmt.Sprintf("at most %d entries, got %d", MaxLabels, len(labels)))
 	}
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		switch {
 		case k == "":
 			ps.add(field("labels", k), "key must not be empty")

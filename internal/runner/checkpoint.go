@@ -150,16 +150,11 @@ func appendArtifact(list []state.Artifact, a state.Artifact) []state.Artifact {
 	return append(list, a)
 }
 
-// acquireCopy takes one of the worker's copy slots.
-func (r *Runner) acquireCopy(ctx context.Context, j *job) error { return r.acquire(ctx, j, r.copy) }
-
-func (r *Runner) releaseCopy() { r.release(r.copy) }
-
-// acquire takes a slot of sem, or gives up with errStopping when the
-// worker stops first.
-func (r *Runner) acquire(ctx context.Context, j *job, sem chan struct{}) error {
+// acquireCopy takes one of the worker's copy slots, or gives up with
+// errStopping when the worker stops first.
+func (r *Runner) acquireCopy(ctx context.Context, j *job) error {
 	select {
-	case sem <- struct{}{}:
+	case r.copy <- struct{}{}:
 		return nil
 	case <-j.d.Stopping():
 		return errStopping
@@ -168,4 +163,4 @@ func (r *Runner) acquire(ctx context.Context, j *job, sem chan struct{}) error {
 	}
 }
 
-func (r *Runner) release(sem chan struct{}) { <-sem }
+func (r *Runner) releaseCopy() { <-r.copy }

@@ -237,10 +237,3 @@ func (r *Runner) untrack(w *waiter) {
 	delete(r.waiting, w)
 	r.waitMu.Unlock()
 }
-
-// Waiting is how many jobs wait for their task without a goroutine.
-func (r *Runner) Waiting() int {
-	r.waitMu.Lock()
-	defer r.waitMu.Unlock()
-	return len(r.waiting)
-}
