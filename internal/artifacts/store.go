@@ -25,29 +25,11 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/redact"
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// Artifact describes one object copied to S3; it is the artifact object of
-// the contract's events (CONTRACT.md section 4) and has the fields of
-// state.Artifact in the same order.
-type Artifact struct {
-	// URL is s3://<bucket>/<key>.
-	URL string `json:"url"`
-	// Bucket holds the object.
-	Bucket string `json:"bucket"`
-	// Key is the object key.
-	Key string `json:"key"`
-	// Size is the object's length in bytes.
-	Size int64 `json:"size"`
-	// SHA256 is the lower-case hex SHA-256 of the object's bytes, also
-	// stored in the object's user metadata "sha256".
-	SHA256 string `json:"sha256"`
-	// ContentType is the object's Content-Type.
-	ContentType string `json:"content_type"`
-	// Source says where the bytes came from; URLs in it are scrubbed of
-	// userinfo and query strings.
-	Source string `json:"source,omitempty"`
-}
+// Artifact describes one object copied to S3 (see state.Artifact).
+type Artifact = state.Artifact
 
 // OpenFunc opens the source of a copy. Copy calls it once per attempt, so
 // it must start afresh each time. It returns the body (closed by Copy), the

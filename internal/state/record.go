@@ -10,8 +10,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/sluice-dev/sluice/internal/artifacts"
 )
 
 // Status is a job's step as recorded in its state record.
@@ -122,8 +120,26 @@ type Upstream struct {
 	ExitCode  *string `json:"exit_code,omitempty"`
 }
 
-// Artifact is one object copied to S3 (CONTRACT.md section 4).
-type Artifact = artifacts.Artifact
+// Artifact describes one object copied to S3; it is the artifact object of
+// the contract's events (CONTRACT.md section 4).
+type Artifact struct {
+	// URL is s3://<bucket>/<key>.
+	URL string `json:"url"`
+	// Bucket holds the object.
+	Bucket string `json:"bucket"`
+	// Key is the object key.
+	Key string `json:"key"`
+	// Size is the object's length in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the lower-case hex SHA-256 of the object's bytes, also
+	// stored in the object's user metadata "sha256".
+	SHA256 string `json:"sha256"`
+	// ContentType is the object's Content-Type.
+	ContentType string `json:"content_type"`
+	// Source says where the bytes came from; URLs in it are scrubbed of
+	// userinfo and query strings.
+	Source string `json:"source,omitempty"`
+}
 
 // Stage names where a job failed (CONTRACT.md section 4).
 type Stage string
