@@ -78,7 +78,7 @@ type Delivery struct {
 	Kind     string
 	Msg      jetstream.Msg
 	Meta     *jetstream.MsgMetadata
-	stopping context.Context
+	stopping <-chan struct{}
 	c        *Consumer
 	// started ends the start phase, once (startedOnce); done frees the
 	// message's slot, once (settled).
@@ -115,12 +115,7 @@ func (d *Delivery) Settle(ctx context.Context, out Outcome) {
 
 // Stopping is closed when the worker begins a graceful stop: a Handler
 // should then checkpoint and return Release as soon as it safely can.
-func (d *Delivery) Stopping() <-chan struct{} { return d.stopping.Done() }
-
-// AfterStop calls f in its own goroutine once the worker begins a graceful
-// stop (at once if it has begun), for a detached job that no goroutine
-// waits for; stop cancels the call (see context.AfterFunc).
-func (d *Delivery) AfterStop(f func()) (stop func() bool) { return context.AfterFunc(d.stopping, f) }
+func (d *Delivery) Stopping() <-chan struct{} { return d.stopping }
 
 // NumDelivered is how many times JetStream has delivered this message.
 func (d *Delivery) NumDelivered() uint64 {
@@ -206,8 +201,7 @@ type Consumer struct {
 	mu   sync.Mutex
 	held map[jetstream.Msg]string // message -> kind
 
-	stopping  context.Context
-	beginStop context.CancelFunc
+	stopping chan struct{}
 	// pullsDone is closed once no pull request of this worker is pending:
 	// released jobs are Naked only then, or the stopping worker's own
 	// pending pull would take them straight back.
@@ -224,15 +218,14 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 	if len(cfg.Kinds) == 0 {
 		return nil, errors.New("consumer: at least one kind is required")
 	}
-	c := &Consumer{
+	return &Consumer{
 		cfg:       cfg,
 		handler:   h,
 		log:       *cfg.Logger,
 		held:      make(map[jetstream.Msg]string),
+		stopping:  make(chan struct{}),
 		pullsDone: make(chan struct{}),
-	}
-	c.stopping, c.beginStop = context.WithCancel(context.Background())
-	return c, nil
+	}, nil
 }
 
 // Run serves until ctx is done, then stops gracefully: it stops pulling,
@@ -264,7 +257,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	deadline := time.After(c.cfg.ShutdownTimeout * 9 / 10)
-	c.beginStop()
+	close(c.stopping)
 	c.log.Info().Int("held", c.heldCount()).Msg("stopping: releasing held jobs")
 	fetchers.Wait()
 	close(c.pullsDone)
@@ -358,7 +351,7 @@ func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struc
 		select {
 		case starting <- struct{}{}:
 			started = func() { <-starting }
-		case <-c.stopping.Done():
+		case <-c.stopping:
 		}
 		c.cfg.Pool.Go(func() {
 			c.handle(ctx, kind, msg, started, func() {
@@ -378,7 +371,7 @@ func (c *Consumer) handle(ctx context.Context, kind string, msg jetstream.Msg, s
 	d := &Delivery{Kind: kind, Msg: msg, Meta: meta, stopping: c.stopping, c: c, started: started, done: done}
 	defer d.Started()
 	select {
-	case <-c.stopping.Done():
+	case <-c.stopping:
 		d.Settle(ctx, Outcome{Action: Release})
 		return
 	default:
@@ -403,7 +396,7 @@ func (c *Consumer) safeHandle(ctx context.Context, d *Delivery) (out Outcome) {
 // awaitPulls waits, during a stop, until this worker has no pull pending.
 func (c *Consumer) awaitPulls() {
 	select {
-	case <-c.stopping.Done():
+	case <-c.stopping:
 		<-c.pullsDone
 	default:
 	}

@@ -22,21 +22,22 @@ type Cancels struct {
 	jobs map[string]*cancelEntry
 }
 
-type cancelEntry struct{ cancel context.CancelFunc }
+type cancelEntry struct {
+	ch chan struct{}
+	// hook, when set, is called after ch is closed (see onCancel).
+	hook func()
+}
 
 // NewCancels returns an empty registry.
 func NewCancels() *Cancels { return &Cancels{jobs: make(map[string]*cancelEntry)} }
 
-// register returns a context that ends when a cancel of id arrives; a job
-// waits on its Done channel, or with context.AfterFunc when no goroutine
-// waits for it.
-func (c *Cancels) register(id string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &cancelEntry{cancel: cancel}
+// register returns a channel closed when a cancel of id arrives.
+func (c *Cancels) register(id string) (<-chan struct{}, func()) {
+	e := &cancelEntry{ch: make(chan struct{})}
 	c.mu.Lock()
 	c.jobs[id] = e
 	c.mu.Unlock()
-	return ctx, func() {
+	return e.ch, func() {
 		c.mu.Lock()
 		if c.jobs[id] == e {
 			delete(c.jobs, id)
@@ -45,15 +46,33 @@ func (c *Cancels) register(id string) (context.Context, func()) {
 	}
 }
 
-// notify ends the cancel context of id; it reports whether this worker
-// holds the job.
+// onCancel makes a cancel of id also call hook, for a job that waits
+// without a goroutine to select on the channel register returned (ch). It
+// reports false, and sets nothing, when that registration has ended or its
+// cancel already arrived: the caller checks ch itself.
+func (c *Cancels) onCancel(id string, ch <-chan struct{}, hook func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.jobs[id]
+	if e == nil || e.ch != ch {
+		return false
+	}
+	e.hook = hook
+	return true
+}
+
+// notify closes the cancel channel of id (and calls its hook); it reports
+// whether this worker holds the job.
 func (c *Cancels) notify(id string) bool {
 	c.mu.Lock()
 	e, ok := c.jobs[id]
-	delete(c.jobs, id)
-	c.mu.Unlock()
 	if ok {
-		e.cancel()
+		delete(c.jobs, id)
+		close(e.ch)
+	}
+	c.mu.Unlock()
+	if ok && e.hook != nil {
+		e.hook()
 	}
 	return ok
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -81,6 +82,12 @@ type Runner struct {
 	cfg  Config
 	log  zerolog.Logger
 	copy chan struct{}
+
+	// waiting are the jobs detached while their task runs (wait.go);
+	// stopWatched are the stop channels a goroutine watches for them.
+	waitMu      sync.Mutex
+	waiting     map[*waiter]struct{}
+	stopWatched map[<-chan struct{}]bool
 }
 
 // New returns a Runner.
@@ -110,20 +117,20 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy: make(chan struct{}, cfg.CopyConcurrency),
+		copy:    make(chan struct{}, cfg.CopyConcurrency),
+		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
 }
 
 // job is one delivery of one job being run.
 type job struct {
-	id   string
-	kind string
-	spec *jobspec.Spec
-	d    *consumer.Delivery
-	rec  *state.Record
-	log  zerolog.Logger
-	// cancel ends when a cancel request for the job arrives.
-	cancel context.Context
+	id     string
+	kind   string
+	spec   *jobspec.Spec
+	d      *consumer.Delivery
+	rec    *state.Record
+	log    zerolog.Logger
+	cancel <-chan struct{}
 	// unregister ends the cancel notices of cancel.
 	unregister func()
 	start      time.Time
@@ -360,7 +367,7 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 // its last record.
 func (j *job) cancelled() bool {
 	select {
-	case <-j.cancel.Done():
+	case <-j.cancel:
 		return true
 	default:
 		return j.rec != nil && j.rec.Cancel != nil

@@ -12,9 +12,9 @@ import (
 )
 
 // waitTask detaches j until its task is terminal. No goroutine waits for
-// the task: the job is handed to the poller, and to callbacks of a
-// deadline timer, its cancel context and the consumer's stop, and each of
-// them posts an event to the job's waiter. The first event starts a goroutine that
+// the task: the job is handed to the poller, the cancel registry, a
+// deadline timer and the runner's stop watch, and each of them posts an
+// event to the job's waiter. The first event starts a goroutine that
 // handles the events queued (a "running" checkpoint, a query of a task the
 // batch answers left out) and exits when none is left, or ends the job:
 // collect the results, publish the terminal event and settle the message.
@@ -31,11 +31,14 @@ func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	w := &waiter{r: r, ctx: ctx, j: j, deadline: since.Add(r.cfg.TaskTimeout), busy: true}
 	w.unwatch = r.cfg.Poller.Watch(j.rec.Upstream.TaskID, w.onUpdate)
 	w.timer = time.AfterFunc(time.Until(w.deadline), func() { w.post(evDeadline, nil) })
-	// A cancel request or a stop, also one that came already.
-	w.unstop = j.d.AfterStop(func() { w.post(evStop, nil) })
-	w.uncancel = context.AfterFunc(j.cancel, func() { w.post(evCancel, nil) })
-	if j.rec.Cancel != nil {
+	r.track(w)
+	// A cancel or a stop that came first is noticed here; one that comes
+	// later, by the hook and the stop watch.
+	if !r.cfg.Cancels.onCancel(j.id, j.cancel, func() { w.post(evCancel, nil) }) || j.cancelled() {
 		w.post(evCancel, nil)
+	}
+	if j.stopping() {
+		w.post(evStop, nil)
 	}
 	w.mu.Lock()
 	start := w.events != 0
@@ -69,8 +72,6 @@ type waiter struct {
 	deadline time.Time
 	unwatch  func()
 	timer    *time.Timer
-	unstop   func() bool
-	uncancel func() bool
 
 	mu     sync.Mutex
 	events waitEvent
@@ -194,13 +195,45 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 }
 
 // stopWaiting ends the wait: later events are dropped, and the poller, the
-// timer and the callbacks let go of the job.
+// timer and the stop watch let go of the job.
 func (w *waiter) stopWaiting() {
 	w.mu.Lock()
 	w.ended = true
 	w.mu.Unlock()
 	w.unwatch()
 	w.timer.Stop()
-	w.unstop()
-	w.uncancel()
+	w.r.untrack(w)
+}
+
+// track adds w to the jobs told when their worker stops. One goroutine per
+// consumer waits for its stop.
+func (r *Runner) track(w *waiter) {
+	ch := w.j.d.Stopping()
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	r.waiting[w] = struct{}{}
+	if ch == nil || r.stopWatched[ch] {
+		return
+	}
+	r.stopWatched[ch] = true
+	go func() {
+		<-ch
+		r.waitMu.Lock()
+		var stopping []*waiter
+		for w := range r.waiting {
+			if w.j.d.Stopping() == ch {
+				stopping = append(stopping, w)
+			}
+		}
+		r.waitMu.Unlock()
+		for _, w := range stopping {
+			w.post(evStop, nil)
+		}
+	}()
+}
+
+func (r *Runner) untrack(w *waiter) {
+	r.waitMu.Lock()
+	delete(r.waiting, w)
+	r.waitMu.Unlock()
 }
