@@ -111,9 +111,6 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
 
-	if j.rec.Status == state.StatusSubmitting {
-		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) {

@@ -22,8 +22,14 @@ var errSuperseded = errors.New("another delivery of the job took it over meanwhi
 // twice outside the duplicate window); this lets at most one of them send
 // the paid submit. The other fails with errSuperseded and is redelivered
 // later, to resume from the record.
+//
+// A record already at "submitting" means the last worker stopped inside
+// the submit window: the submit is sent again, and logged so.
 func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)) error {
 	status := j.rec.Status
+	if status == state.StatusSubmitting {
+		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
+	}
 	rec, err := r.update(ctx, j, func(rec *state.Record) error {
 		switch {
 		case rec.Status.Terminal():

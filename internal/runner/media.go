@@ -151,9 +151,6 @@ func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (
 // inside the HTTP client's limiter.
 func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
 	defer j.d.Started()
-	if j.rec.Status == state.StatusSubmitting {
-		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
@@ -332,9 +329,6 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	defer cancel()
 	if err := r.probeStore(ctx, j); err != nil {
 		return err
-	}
-	if j.rec.Status == state.StatusSubmitting {
-		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
 	}
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return transient(err)
