@@ -205,7 +205,10 @@ func (w *waiter) stopWaiting() {
 	w.r.untrack(w)
 }
 
-// track adds w to the jobs told when their worker stops. One goroutine per
+// track adds w to the jobs told when their worker stops.
+// (context.AfterFunc on a stop context, and on a cancel context per job,
+// would read simpler but cost about 1.3 KiB of heap per waiting job: P3
+// measured 120 MiB with them against 105 MiB.) One goroutine per
 // consumer waits for its stop.
 func (r *Runner) track(w *waiter) {
 	ch := w.j.d.Stopping()
