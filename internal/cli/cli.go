@@ -112,6 +112,9 @@ func commands() []command {
 		{"status", "show jobs' state records", runStatus},
 		{"cancel", "cancel jobs", runCancel},
 		{"watch", "tail job events until Ctrl-C", runWatch},
+		{"jobs", "list jobs by status, kind, label and time", runJobs},
+		{"retry", "run ended jobs again as new jobs X-r<N>", runRetry},
+		{"dlq", "list, show, replay or purge dead letters", runDLQ},
 	}
 }
 

@@ -14,7 +14,7 @@ const exitCodesHelp = `Exit codes:
   3    at least one job was cancelled, none failed
   4    --timeout passed before every job ended, none failed
   5    NATS unreachable, a publish not acknowledged, or another runtime error
-  6    status: no such job
+  6    status, retry, dlq: no such job or dead letter
   130  interrupted (Ctrl-C) while publishing or waiting
 `
 
@@ -38,6 +38,9 @@ Examples:
   enqueue status clip-0001
   enqueue cancel clip-0001
   enqueue watch --kind video
+  enqueue jobs --status failed --since 1h
+  enqueue retry clip-0001 --wait
+  enqueue dlq list
 
 `)
 	b.WriteString(exitCodesHelp)

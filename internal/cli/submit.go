@@ -237,7 +237,10 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 		}
 		return nil
 	}
-	return a.wait(ctx, client, subs, since, rep, pf)
+	return a.wait(ctx, client, subs, since, pf, func(w *waitReport) error {
+		rep.Wait = w
+		return writeJSON(a.env.Stdout, rep)
+	})
 }
 
 // listInvalid prints the invalid specs to stderr.
@@ -312,8 +315,9 @@ func (a *app) dryRun(subs []jobclient.Submission, rep *submitReport, pf *publish
 	return nil
 }
 
-// wait follows the published jobs to their end and prints the outcome.
-func (a *app) wait(ctx context.Context, client *jobclient.Client, subs []jobclient.Submission, since time.Time, rep *submitReport, pf *publishFlags) error {
+// wait follows the published jobs to their end and prints the outcome;
+// with --json, report writes it.
+func (a *app) wait(ctx context.Context, client *jobclient.Client, subs []jobclient.Submission, since time.Time, pf *publishFlags, report func(*waitReport) error) error {
 	targets := make([]jobclient.Target, len(subs))
 	for i, s := range subs {
 		targets[i] = jobclient.Target{ID: s.ID, Kind: s.Kind}
@@ -335,8 +339,7 @@ func (a *app) wait(ctx context.Context, client *jobclient.Client, subs []jobclie
 	wb.done()
 	outcome, code := waitOutcome(res.Counts, err)
 	if pf.conn.json {
-		rep.Wait = &waitReport{Outcome: outcome, Counts: res.Counts, Jobs: res.Jobs}
-		if werr := writeJSON(a.env.Stdout, rep); werr != nil {
+		if werr := report(&waitReport{Outcome: outcome, Counts: res.Counts, Jobs: res.Jobs}); werr != nil {
 			return werr
 		}
 	} else {

@@ -38,10 +38,8 @@ error; artifacts on the lines below. With --json, each event as published
 	if err := noArgs("watch", rest); err != nil {
 		return err
 	}
-	if kind != "" {
-		if _, err := jobspec.ParseKind(kind); err != nil {
-			return usageErrorf("--kind: want video, speech or compute, got %q", kind)
-		}
+	if err := checkKind(kind); err != nil {
+		return err
 	}
 	if err := positiveDuration("since", since); err != nil {
 		return err

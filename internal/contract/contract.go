@@ -16,9 +16,13 @@ const (
 	EventsStream        = "SLUICE_EVENTS"
 	EventsSubjectPrefix = "sluice.events."
 	StateBucket         = "SLUICE_STATE"
-	DLQStream           = "SLUICE_DLQ"
-	DLQSubjectPrefix    = "sluice.dlq."
-	CancelSubject       = "sluice.control.cancel"
+	// SpecsBucket keeps each job's spec as received, key = job id, for as
+	// long as its state record (CONTRACT.md section 7: a retry needs only
+	// the id).
+	SpecsBucket      = "SLUICE_SPECS"
+	DLQStream        = "SLUICE_DLQ"
+	DLQSubjectPrefix = "sluice.dlq."
+	CancelSubject    = "sluice.control.cancel"
 )
 
 // Message headers of the contract.
@@ -26,6 +30,9 @@ const (
 	HeaderMsgID = "Nats-Msg-Id"
 	HeaderError = "Sluice-Error"
 	HeaderJobID = "Sluice-Job-Id"
+	// HeaderWorker names the worker that published an event (an addition
+	// to the contract's headers: the event's JSON is unchanged).
+	HeaderWorker = "Sluice-Worker"
 	// CloudEventsContentType is the Content-Type header of every event.
 	CloudEventsContentType = "application/cloudevents+json"
 )

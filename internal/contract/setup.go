@@ -114,8 +114,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(kind), err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, StateBucketConfig(o)); err != nil {
-		return fmt.Errorf("ensure bucket %s: %w", StateBucket, err)
+	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o)} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
+		}
 	}
 	return nil
 }
@@ -150,6 +152,16 @@ func StateBucketConfig(o Options) jetstream.KeyValueConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}
+}
+
+// SpecsBucketConfig is the definition of the SLUICE_SPECS bucket: the
+// specs are kept as long as the state records (StateTTL).
+func SpecsBucketConfig(o Options) jetstream.KeyValueConfig {
+	cfg := StateBucketConfig(o)
+	cfg.Bucket, cfg.Description = SpecsBucket, "sluice job specs as received, key = job id"
+	// A spec is at most 1 MiB.
+	cfg.MaxValueSize = 1<<20 + 64<<10
+	return cfg
 }
 
 // Present reports whether every stream and the bucket of the contract exist,

@@ -90,11 +90,20 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 
 // Publisher publishes events to SLUICE_EVENTS.
 type Publisher struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	worker string
 }
 
 // NewPublisher returns a Publisher on js.
 func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// WithWorker returns a Publisher that names worker in the Sluice-Worker
+// header of every event it publishes, for the operator's timeline.
+func (p *Publisher) WithWorker(worker string) *Publisher {
+	c := *p
+	c.worker = worker
+	return &c
+}
 
 // Publish encodes ev and publishes it; see PublishRaw.
 func (p *Publisher) Publish(ctx context.Context, ev Event) error {
@@ -116,7 +125,7 @@ func (p *Publisher) PublishAsync(ev Event) error {
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
-	if _, err := p.js.PublishMsgAsync(newMsg(ev.Data.Kind, ev.Data.Status, ev.ID, b)); err != nil {
+	if _, err := p.js.PublishMsgAsync(p.newMsg(ev.Data.Kind, ev.Data.Status, ev.ID, b)); err != nil {
 		return fmt.Errorf("publish event %s: %w", ev.ID, err)
 	}
 	return nil
@@ -127,17 +136,20 @@ func (p *Publisher) PublishAsync(ev Event) error {
 // the same id inside the duplicate window is acknowledged and dropped by
 // the server.
 func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
-	if _, err := p.js.PublishMsg(ctx, newMsg(kind, status, id, body)); err != nil {
+	if _, err := p.js.PublishMsg(ctx, p.newMsg(kind, status, id, body)); err != nil {
 		return fmt.Errorf("publish event %s: %w", id, err)
 	}
 	return nil
 }
 
 // newMsg is the message of an encoded event.
-func newMsg(kind, status, id string, body []byte) *nats.Msg {
+func (p *Publisher) newMsg(kind, status, id string, body []byte) *nats.Msg {
 	msg := nats.NewMsg(contract.EventSubject(kind, status))
 	msg.Data = body
 	msg.Header.Set(contract.HeaderMsgID, id)
 	msg.Header.Set("Content-Type", contract.CloudEventsContentType)
+	if p.worker != "" {
+		msg.Header.Set(contract.HeaderWorker, p.worker)
+	}
 	return msg
 }

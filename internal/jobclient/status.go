@@ -12,6 +12,16 @@ import (
 // error wrapping ErrNoSuchJob when there is no record, and one wrapping
 // ErrNotSetUp when the bucket does not exist.
 func (c *Client) Status(ctx context.Context, id string) (*Job, error) {
+	rec, err := c.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	j := JobFromRecord(rec)
+	return &j, nil
+}
+
+// record reads job id's state record; see Status for the errors.
+func (c *Client) record(ctx context.Context, id string) (*state.Record, error) {
 	store, err := c.stateStore(ctx, false)
 	if err != nil {
 		return nil, err
@@ -23,6 +33,5 @@ func (c *Client) Status(ctx context.Context, id string) (*Job, error) {
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	j := JobFromRecord(rec)
-	return &j, nil
+	return rec, nil
 }

@@ -32,6 +32,9 @@ import (
 type Config struct {
 	// State is the checkpoint store. Required.
 	State *state.Store
+	// Specs keeps each job's spec as received, for retries. Defaults to
+	// keeping none (tests of the runner alone).
+	Specs *state.Specs
 	// Events publishes events. Required.
 	Events *events.Publisher
 	// Media is the media API client; nil fails video and speech jobs with
@@ -203,6 +206,14 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	if err != nil {
 		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
 		return j, r.settle(j, transient(err)), true
+	}
+	if !rec.Status.Terminal() && r.cfg.Specs != nil {
+		// Kept before anything is paid for, so that every job that may
+		// have run upstream can be retried by its id alone.
+		if err := r.cfg.Specs.Keep(ctx, j.id, d.Msg.Data()); err != nil {
+			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
+			return j, r.settle(j, transient(err)), true
+		}
 	}
 	j.rec = rec
 	j.attempt = rec.Attempts

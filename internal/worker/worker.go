@@ -99,6 +99,10 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
 	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
+	specsKV, err := js.KeyValue(ctx, contract.SpecsBucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
+	}
 	m := metrics.New()
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
@@ -127,7 +131,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	// to the next.
 	pool := gopool.New(0)
 	rcfg := runner.Config{
-		Pool: pool, State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
+		Pool: pool, State: st, Specs: state.NewSpecs(specsKV), Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,

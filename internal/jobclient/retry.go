@@ -1,0 +1,224 @@
+package jobclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// LabelRetryOf is the label a retry carries: the id of the job it runs
+// again (CONTRACT.md section 7).
+const LabelRetryOf = "retry_of"
+
+// CodeSubmitAmbiguous is the error code of a job whose submission may or
+// may not have reached upstream: running it again may pay twice.
+const CodeSubmitAmbiguous = "submit_ambiguous"
+
+// ErrNotRetryable is returned (wrapped, with the reason) by Retry for a
+// job that has not ended, or that succeeded and Force was not given.
+var ErrNotRetryable = errors.New("cannot retry")
+
+// ErrMayPayTwice is returned (wrapped) by Retry and Replay for a job that
+// ended submit_ambiguous, unless Force is given: upstream may have
+// accepted the first submission, and a retry submits again.
+var ErrMayPayTwice = errors.New("its submission may have reached upstream: running it again may pay twice (use force to run it anyway)")
+
+// ErrSpecGone is returned (wrapped) by Retry when the job's spec is no
+// longer kept (SLUICE_STATE_TTL has passed, or it was published before
+// sluice kept specs).
+var ErrSpecGone = errors.New("its spec is no longer kept (SLUICE_STATE_TTL)")
+
+// maxRetries bounds the retry numbers looked at for a free X-r<N>.
+const maxRetries = 1000
+
+// RetryOptions tunes Retry and Replay.
+type RetryOptions struct {
+	// Force retries a succeeded job, and a job that ended
+	// submit_ambiguous (which may pay twice).
+	Force bool
+}
+
+// RetryResult is the outcome of one Retry or Replay.
+type RetryResult struct {
+	// JobID is the job run again.
+	JobID string `json:"job_id"`
+	// RetryID is the new job, X-r<N>.
+	RetryID string `json:"retry_id"`
+	// Kind is the job's kind.
+	Kind string `json:"kind"`
+	// Duplicate reports that a retry with this id was already queued
+	// (inside the jobs stream's duplicate window): nothing new was
+	// queued.
+	Duplicate bool `json:"duplicate"`
+	// Sequence is the retry's message in SLUICE_JOBS.
+	Sequence uint64 `json:"sequence"`
+}
+
+// Retry runs job id again as a new job X-r<N> with the original's spec,
+// kind and labels plus retry_of: X (CONTRACT.md section 7). The job must
+// have ended failed or cancelled; a succeeded job, or one that ended
+// submit_ambiguous, needs o.Force. The original's record and events are
+// left as they are.
+func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryResult, error) {
+	job, err := c.Status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !job.Terminal():
+		return nil, fmt.Errorf("%w %s: it has not ended (status %s); cancel it first or wait", ErrNotRetryable, id, job.Status)
+	case job.Status == string(state.StatusSucceeded) && !o.Force:
+		return nil, fmt.Errorf("%w %s: it succeeded (use force to run it again)", ErrNotRetryable, id)
+	case job.Error != nil && job.Error.Code == CodeSubmitAmbiguous && !o.Force:
+		return nil, fmt.Errorf("retry %s: %w", id, ErrMayPayTwice)
+	}
+	specs, err := c.specs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := specs.Get(ctx, id)
+	if errors.Is(err, state.ErrNoSpec) {
+		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, ErrSpecGone)
+	}
+	if err != nil {
+		return nil, c.jsErr(err)
+	}
+	return c.rerun(ctx, id, spec)
+}
+
+// Spec returns job id's spec as received, or an error wrapping ErrSpecGone.
+func (c *Client) Spec(ctx context.Context, id string) ([]byte, error) {
+	specs, err := c.specs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := specs.Get(ctx, id)
+	if errors.Is(err, state.ErrNoSpec) {
+		return nil, fmt.Errorf("%s: %w", id, ErrSpecGone)
+	}
+	return spec, c.jsErr(err)
+}
+
+// Retries returns the retries of job id that have a record, X-r1 first.
+func (c *Client) Retries(ctx context.Context, id string) ([]Job, error) {
+	store, err := c.stateStore(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := []Job{}
+	for n := 1; n <= maxRetries; n++ {
+		rec, _, err := store.Get(ctx, retryID(id, n))
+		if errors.Is(err, state.ErrNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, c.jsErr(err)
+		}
+		out = append(out, JobFromRecord(rec))
+	}
+	return out, nil
+}
+
+// rerun publishes spec, the spec of job id as received, as id's next
+// retry.
+func (c *Client) rerun(ctx context.Context, id string, spec []byte) (*RetryResult, error) {
+	n, err := c.nextRetry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rid := retryID(id, n)
+	data, err := retrySpec(spec, rid, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, err)
+	}
+	sub, err := NewSubmission(data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: its spec is invalid: %w", ErrNotRetryable, id, err)
+	}
+	res, err := c.Publish(ctx, []Submission{sub}, PublishOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p := res.Jobs[0]
+	if p.Err != nil {
+		return nil, p.Err
+	}
+	return &RetryResult{JobID: id, RetryID: rid, Kind: string(sub.Kind), Duplicate: p.Duplicate, Sequence: p.Sequence}, nil
+}
+
+func retryID(id string, n int) string { return id + "-r" + strconv.Itoa(n) }
+
+// nextRetry returns the first N whose X-r<N> no worker has seen. A retry
+// published but not yet received has neither record nor spec: publishing
+// it again is caught by the jobs stream's duplicate window, and reported
+// as a duplicate instead of queuing a second retry.
+func (c *Client) nextRetry(ctx context.Context, id string) (int, error) {
+	store, err := c.stateStore(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	specs, err := c.specs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for n := 1; n <= maxRetries; n++ {
+		rid := retryID(id, n)
+		if !jobspec.ValidID(rid) {
+			return 0, fmt.Errorf("%w %s: the retry id %s is longer than a job id may be", ErrNotRetryable, id, rid)
+		}
+		_, _, err := store.Get(ctx, rid)
+		if errors.Is(err, state.ErrNotFound) {
+			if _, err = specs.Get(ctx, rid); errors.Is(err, state.ErrNoSpec) {
+				return n, nil
+			}
+		}
+		if err != nil {
+			return 0, c.jsErr(err)
+		}
+	}
+	return 0, fmt.Errorf("%w %s: it has %d retries already", ErrNotRetryable, id, maxRetries)
+}
+
+// retrySpec returns spec with its id set to rid and the label retry_of set
+// to orig; every other member keeps its value.
+func retrySpec(spec []byte, rid, orig string) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(spec, &doc); err != nil || doc == nil {
+		return nil, errors.New("its spec is not a JSON object")
+	}
+	labels := map[string]string{}
+	if raw, ok := doc["labels"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &labels); err != nil {
+			return nil, fmt.Errorf("its labels are not an object of strings: %w", err)
+		}
+	}
+	labels[LabelRetryOf] = orig
+	var err error
+	if doc["labels"], err = json.Marshal(labels); err != nil {
+		return nil, err
+	}
+	if doc["id"], err = json.Marshal(rid); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// specs opens SLUICE_SPECS; a missing bucket is ErrNotSetUp.
+func (c *Client) specs(ctx context.Context) (*state.Specs, error) {
+	kv, err := c.js.KeyValue(ctx, contract.SpecsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, contract.SpecsBucket)
+	}
+	if err != nil {
+		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", contract.SpecsBucket, err))
+	}
+	return state.NewSpecs(kv), nil
+}
