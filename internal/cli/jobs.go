@@ -44,7 +44,11 @@ only the events its filters select: JetStream filters them by subject
 "--status failed --since 1h" reads the failed events of the last hour and
 nothing else, never every record of SLUICE_STATE.
 
-With --json, one JSON object: {"jobs":[...],"matched":N,"since":"..."};
+On a busy stream (more than 20,000 selected events) without --limit 0, only
+the newest events are read, enough to fill the page.
+
+With --json, one JSON object: {"jobs":[...],"matched":N,"complete":bool,
+"since":"..."};
 each job has the fields of "enqueue status --json".
 
 Exit codes: 0 listed (even none), 2 usage error, 5 NATS unreachable, no
@@ -88,7 +92,10 @@ worker has set sluice up yet, or another runtime error.`,
 		return writeJSON(a.env.Stdout, list)
 	}
 	printJobList(a.env.Stdout, list, a.env.Now())
-	if len(list.Jobs) < list.Matched {
+	switch {
+	case !list.Complete:
+		fmt.Fprintf(a.env.Stderr, "enqueue: the newest %d jobs shown; more match (narrow with --status, --kind or --since, or --limit 0 for all)\n", len(list.Jobs))
+	case len(list.Jobs) < list.Matched:
 		fmt.Fprintf(a.env.Stderr, "enqueue: %d of %d jobs shown (--limit)\n", len(list.Jobs), list.Matched)
 	}
 	return nil

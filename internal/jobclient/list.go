@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
 // ListStatuses are the statuses ListJobs filters on: those of the
@@ -62,8 +63,13 @@ func (o ListOptions) validate() error {
 type JobList struct {
 	// Jobs are the selected jobs, newest activity first, at most Limit.
 	Jobs []Job `json:"jobs"`
-	// Matched counts every selected job, Limit or not.
+	// Matched counts the selected jobs, Limit or not: all of them when
+	// Complete, else those among the newest events read.
 	Matched int `json:"matched"`
+	// Complete reports that every event of the period was read. On a
+	// busy stream without a selective filter only the newest events are
+	// read, enough to fill Limit.
+	Complete bool `json:"complete"`
 	// Since is the start of the period looked at.
 	Since time.Time `json:"since"`
 }
@@ -81,11 +87,23 @@ func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) 
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	start := c.now().Add(-o.Since)
+	q := query{stream: contract.EventsStream, subjects: eventSubjects(o.Kind, o.Status), start: start}
+	cons, err := c.consumer(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer c.dropConsumer(q, cons)
 	jobs := make(map[string]*Job)
-	if err := c.scan(ctx, query{stream: contract.EventsStream, subjects: eventSubjects(o.Kind, o.Status), start: start}, func(m jetstream.Msg) bool {
-		foldEvent(jobs, m)
-		return true
-	}); err != nil {
+	complete := o.Limit < 0 || cons.CachedInfo().NumPending <= fullScanMax
+	if complete {
+		err = c.read(ctx, q, cons, func(m jetstream.Msg) bool {
+			foldEvent(jobs, m)
+			return true
+		})
+	} else {
+		jobs, complete, err = c.newestJobs(ctx, q, o)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var out []Job
@@ -100,7 +118,7 @@ func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) 
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	res := &JobList{Matched: len(out), Since: start.UTC()}
+	res := &JobList{Matched: len(out), Complete: complete, Since: start.UTC()}
 	if o.Limit > 0 && len(out) > o.Limit {
 		out = out[:o.Limit]
 	}
@@ -109,6 +127,52 @@ func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) 
 		res.Jobs = []Job{}
 	}
 	return res, nil
+}
+
+// fullScanMax is the most selected events ListJobs reads in full; past
+// it, it reads only the newest (newestJobs).
+const fullScanMax = 20_000
+
+// newestJobs reads the newest events q selects, from a stream sequence
+// that moves back (8, 32, 128... times Limit events) until the page is
+// full or the period is covered. Reading newest first is exact for a
+// newest-first page: a job's first event met is its latest.
+func (c *Client) newestJobs(ctx context.Context, q query, o ListOptions) (map[string]*Job, bool, error) {
+	s, err := c.js.Stream(ctx, q.stream)
+	if err != nil {
+		return nil, false, c.jsErr(err)
+	}
+	last := s.CachedInfo().State.LastSeq
+	for back := uint64(o.Limit) * 8; ; back *= 4 {
+		jobs := make(map[string]*Job)
+		from := uint64(1)
+		if back < last {
+			from = last - back + 1
+		}
+		covered := from == 1
+		tq := q
+		tq.startSeq = from
+		err := c.scan(ctx, tq, func(m jetstream.Msg) bool {
+			if meta, err := m.Metadata(); err == nil && meta.Timestamp.Before(q.start) {
+				covered = true // the period starts inside this tail
+				return true
+			}
+			foldEvent(jobs, m)
+			return true
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		n := 0
+		for _, j := range jobs {
+			if o.matches(j) {
+				n++
+			}
+		}
+		if covered || n >= o.Limit {
+			return jobs, covered, nil
+		}
+	}
 }
 
 func (o ListOptions) matches(j *Job) bool {
@@ -128,18 +192,19 @@ func (o ListOptions) matches(j *Job) bool {
 
 // eventSubjects are the subjects that decide whether a job's latest
 // status is status: that status and every later one.
+// Every subject is spelled out: the server finds sparse literal subjects
+// much faster than a wildcard (sluice.events.*.failed).
 func eventSubjects(kind jobspec.Kind, status string) []string {
-	k := string(kind)
-	if k == "" {
-		k = "*"
-	}
-	if status == "" {
-		return []string{contract.EventsSubjectPrefix + k + ".>"}
+	kinds := contract.Kinds
+	if kind != "" {
+		kinds = []string{string(kind)}
 	}
 	var subs []string
-	for _, s := range ListStatuses {
-		if rank(s) >= rank(status) {
-			subs = append(subs, contract.EventSubject(k, s))
+	for _, k := range kinds {
+		for _, s := range ListStatuses {
+			if status == "" || s == status || (rank(s) > rank(status) && !state.Status(status).Terminal()) {
+				subs = append(subs, contract.EventSubject(k, s))
+			}
 		}
 	}
 	return subs

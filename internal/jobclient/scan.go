@@ -15,6 +15,8 @@ type query struct {
 	stream   string
 	subjects []string
 	start    time.Time
+	// startSeq, when set, starts at this stream sequence instead.
+	startSeq uint64
 	// headersOnly leaves the bodies on the server.
 	headersOnly bool
 }
@@ -30,7 +32,10 @@ func (c *Client) consumer(ctx context.Context, q query) (jetstream.Consumer, err
 		MemoryStorage:     true,
 		InactiveThreshold: time.Minute,
 	}
-	if !q.start.IsZero() {
+	switch {
+	case q.startSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, q.startSeq
+	case !q.start.IsZero():
 		start := q.start.UTC()
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
 	}
@@ -71,26 +76,39 @@ func (c *Client) scan(ctx context.Context, q query, fn func(jetstream.Msg) bool)
 		return err
 	}
 	defer c.dropConsumer(q, cons)
+	return c.read(ctx, q, cons, fn)
+}
+
+// read is scan with the consumer of q made already.
+func (c *Client) read(ctx context.Context, q query, cons jetstream.Consumer, fn func(jetstream.Msg) bool) error {
 	left := cons.CachedInfo().NumPending
-	if left == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(int(min(left, 1000))))
-	if err != nil {
-		return fmt.Errorf("read %s: %w", q.stream, err)
-	}
-	defer it.Stop()
-	for ; left > 0; left-- {
-		m, err := it.Next(jetstream.NextContext(ctx))
+	for left > 0 {
+		// One pull for the whole batch: cheaper than the streaming
+		// iterator's many small ones.
+		batch, err := cons.Fetch(int(min(left, scanBatch)), jetstream.FetchContext(ctx))
 		if err != nil {
+			return fmt.Errorf("read %s: %w", q.stream, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			if !fn(m) {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
 			return fmt.Errorf("read %s: %w", q.stream, err)
 		}
-		if !fn(m) {
-			return nil
+		if got == 0 {
+			return nil // the rest went away (a work queue acked, a limit)
 		}
+		left -= uint64(min(uint64(got), left))
 	}
 	return nil
 }
+
+// scanBatch is the most messages scan asks for at once.
+const scanBatch = 10000
