@@ -52,6 +52,10 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+	Console          bool          `envconfig:"CONSOLE" default:"true"`
+	// ConsoleToken is a secret: never logged (Summary says only whether
+	// it is set).
+	ConsoleToken string `envconfig:"CONSOLE_TOKEN"`
 
 	// Extensions.
 	WorkerName        string        `envconfig:"WORKER_NAME"`
@@ -197,7 +201,7 @@ func (c *Config) Summary() map[string]any {
 	return map[string]any{
 		"dev": c.Dev, "nats_url": redact.ServerURLs(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
 		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
-		"media_api_key_set": c.MediaAPIKey != "", "compute_base_url": c.ComputeBaseURL,
+		"media_api_key_set": c.MediaAPIKey != "", "console": c.Console, "console_token_set": c.ConsoleToken != "", "compute_base_url": c.ComputeBaseURL,
 		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,

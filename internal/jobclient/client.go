@@ -90,6 +90,19 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{nc: nc, js: js, url: safe, now: cfg.Now}, nil
 }
 
+// New returns a Client on a connection the caller already has (a worker
+// serving the console shares its own); Close then closes nc.
+func New(nc *nats.Conn, now func() time.Time) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Client{nc: nc, js: js, url: nc.ConnectedUrlRedacted(), now: now}, nil
+}
+
 // Close closes the connection.
 func (c *Client) Close() { c.nc.Close() }
 

@@ -31,6 +31,7 @@ const (
 	secretMediaKey    = "sk-media-SECRET-7f3a9"
 	secretComputePass = "pw-compute-SECRET-91b2"
 	secretS3Key       = "s3-secret-SECRET-c0d4"
+	secretConsole     = "console-token-SECRET-5e6f"
 )
 
 // bundle is one test's sluice: embedded NATS, the S3 store, both
@@ -43,6 +44,8 @@ type bundle struct {
 	simURL  string
 	cfg     config.Config
 	logs    *syncBuffer
+	// ep is where the last worker started listens.
+	ep worker.Endpoints
 }
 
 type syncBuffer struct {
@@ -94,7 +97,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		MaxInflight: 64, PollInterval: 200 * time.Millisecond, PollFirst: 50 * time.Millisecond,
 		ComputePoll: 100 * time.Millisecond, AllowPrivateURLs: true, MaxArtifactBytes: 64 << 20,
 		HTTPAddr: "127.0.0.1:0", LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 10 * time.Second,
-		WorkerName: "test-worker", AckWait: 5 * time.Second, MaxDeliver: 10, TaskTimeout: time.Minute,
+		Console: true, ConsoleToken: secretConsole, WorkerName: "test-worker", AckWait: 5 * time.Second, MaxDeliver: 10, TaskTimeout: time.Minute,
 		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
@@ -124,7 +127,12 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	log := logging.New(b.logs, "json", "debug")
-	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(ready) }) }()
+	go func() {
+		done <- worker.Run(ctx, cfg, log, func(ep worker.Endpoints) {
+			b.ep = ep
+			close(ready)
+		})
+	}()
 	select {
 	case <-ready:
 	case err := <-done:

@@ -20,11 +20,13 @@ import (
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/devstack"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/gopool"
+	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
@@ -162,7 +164,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	cons, err := consumer.New(consumer.Config{
+	jobs, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
@@ -183,7 +185,18 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
 		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
 	}
-	ops, err := serveOps(cfg.HTTPAddr, nc, js, m, log)
+	var cons *console.Console
+	if cfg.Console {
+		jc, err := jobclient.New(nc, nil)
+		if err != nil {
+			return err
+		}
+		// jc shares nc, which Run closes: jc is never closed on its own.
+		if cons, err = console.New(console.Config{Client: jc, Token: cfg.ConsoleToken, Presigner: store, Logger: &log}); err != nil {
+			return err
+		}
+	}
+	ops, err := serveOps(cfg.HTTPAddr, nc, js, m, cons, log)
 	if err != nil {
 		return err
 	}
@@ -194,7 +207,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr
 		ready(ep)
 	}
-	err = cons.Run(ctx)
+	err = jobs.Run(ctx)
 	stopBG()
 	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
 		log.Debug().Err(derr).Msg("drain")
@@ -243,8 +256,9 @@ func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http
 	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
 }
 
-// serveOps serves /healthz, /readyz and /metrics on addr.
-func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Metrics, log zerolog.Logger) (*http.Server, error) {
+// serveOps serves /healthz, /readyz, /metrics and, when cons is not nil,
+// the web console under /console/ on addr.
+func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Metrics, cons *console.Console, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -263,6 +277,12 @@ func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Met
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", m.Handler())
+	paths := "/healthz /readyz /metrics"
+	if cons != nil {
+		mux.Handle(console.Prefix, cons)
+		mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
+		paths += " /console/"
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("SLUICE_HTTP_ADDR %s: %w", addr, err)
@@ -273,6 +293,6 @@ func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Met
 			log.Error().Err(err).Msg("ops server")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /healthz /readyz /metrics")
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + paths)
 	return srv, nil
 }
