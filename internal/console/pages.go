@@ -402,9 +402,9 @@ func (c *Console) funcs() template.FuncMap {
 			return out
 		},
 		"terminal": func(s string) bool { return s == "succeeded" || s == "failed" || s == "cancelled" },
-		"count": func(m map[string]map[string]uint64, kind, status string) uint64 { return m[kind][status] },
-		"esc":   url.QueryEscape,
-		"list":  func(xs ...string) []string { return xs },
+		"count":    func(m map[string]map[string]uint64, kind, status string) uint64 { return m[kind][status] },
+		"esc":      url.QueryEscape,
+		"list":     func(xs ...string) []string { return xs },
 	}
 }
 
