@@ -4,7 +4,9 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo fuzz chaos clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos clean
+
+DEMO_HTTP ?= 127.0.0.1:9090
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -26,8 +28,11 @@ vet: ## go vet
 fmt: ## gofmt every Go file in place
 	gofmt -w $$(git ls-files '*.go')
 
-demo: ## run every scenario end to end on the embedded default
+demo: ## run every scenario end to end on the embedded default (prints the web console's address)
 	$(GO) run ./cmd/demo
+
+demo-keep: ## the demo, then keep the embedded default and its web console up until Ctrl-C (DEMO_HTTP=127.0.0.1:9090)
+	$(GO) run ./cmd/demo -keep -http $(DEMO_HTTP)
 
 FUZZTIME ?= 20s
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)

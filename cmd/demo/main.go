@@ -3,6 +3,10 @@
 // outcomes and artifacts checked. It exits 0 only when every outcome is the
 // expected one.
 //
+// It prints the address of the web console; with -keep the embedded
+// default stays up after the jobs, console and NATS included, until Ctrl-C
+// (make demo-keep).
+//
 // With -nats-url it runs the same jobs against a sluice that is already
 // running with the simulators instead (make compose-demo): -s3-endpoint
 // and -s3-bucket name the artifact store, whose credentials come from
@@ -26,12 +30,14 @@ func main() {
 	flag.StringVar(&x.S3Endpoint, "s3-endpoint", "http://127.0.0.1:7070", "with -nats-url: the S3 endpoint of the workers' bucket")
 	flag.StringVar(&x.S3Bucket, "s3-bucket", "sluice", "with -nats-url: the workers' bucket (SLUICE_S3_BUCKET)")
 	flag.StringVar(&x.S3Region, "s3-region", "us-east-1", "with -nats-url: the bucket's region")
+	keep := flag.Bool("keep", false, "leave the embedded default running after the jobs, with its web console, until Ctrl-C")
+	httpAddr := flag.String("http", "", "address of the worker's /metrics and web console (default: a free port on 127.0.0.1)")
 	flag.Parse()
 	x.S3AccessKeyID, x.S3SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := demo.Run(ctx, os.Stdout, demo.Options{DataDir: os.Getenv("SLUICE_DEMO_DIR"), External: x}); err != nil {
+	if err := demo.Run(ctx, os.Stdout, demo.Options{DataDir: os.Getenv("SLUICE_DEMO_DIR"), External: x, Keep: *keep, HTTPAddr: *httpAddr}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -26,6 +26,32 @@ SLUICE_DLQ holds the messages sluice could not process (invalid spec,
 refused or ambiguous submission, too many deliveries, artifacts that could
 not be copied), each unchanged, with its reason (Sluice-Error) and job id.
 Run "enqueue dlq <subcommand> --help" for its flags and examples.
+
+Flags (each subcommand takes those its usage line names):
+  --nats-url URL
+      NATS server URL(s), comma-separated (default $SLUICE_NATS_URL)
+  --creds FILE
+      NATS credentials file (default $SLUICE_NATS_CREDS)
+  --json
+      print JSON for scripts instead of text
+  --seq N
+      the letter with this sequence in SLUICE_DLQ (repeatable; for letters without a job id)
+  --kind KIND
+      only letters of this kind: video, speech or compute
+  --since DURATION
+      only letters of this past period, e.g. 1h
+  --reason R
+      only letters whose error code is R, or whose reason contains it
+  --all
+      replay, purge: every letter (when no id or filter is given)
+  --force
+      replay: also a letter dead-lettered for submit_ambiguous, which MAY PAY TWICE
+  --wait
+      replay: follow the new jobs to the end, like video --wait
+  --timeout DURATION
+      replay with --wait: give up waiting after this long, exit 4
+  --yes
+      purge: do not ask for confirmation (for scripts)
 `
 
 func runDLQ(ctx context.Context, a *app, args []string) error {

@@ -43,6 +43,12 @@ type Options struct {
 	TaskTime time.Duration
 	// Timeout bounds the whole run. Defaults to 3m.
 	Timeout time.Duration
+	// Keep leaves the embedded default running after the jobs, with its
+	// web console browsable, until ctx ends (Ctrl-C).
+	Keep bool
+	// HTTPAddr is where the worker serves /metrics and the web console.
+	// Defaults to a free port on 127.0.0.1.
+	HTTPAddr string
 	// External, when its NATSURL is set, runs the demo against a sluice
 	// that is already running (e.g. the compose stack) instead of starting
 	// the embedded default; DataDir and TaskTime are then unused.
@@ -99,6 +105,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if o.TaskTime == 0 {
 		o.TaskTime = 2 * time.Second
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
@@ -106,7 +113,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0"
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, cmp.Or(o.HTTPAddr, "127.0.0.1:0")
 	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
 	cfg.PollFirst, cfg.PollInterval, cfg.ComputePoll = 200*time.Millisecond, time.Second, 500*time.Millisecond
 	if err := cfg.Validate(); err != nil {
@@ -137,8 +144,15 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	fmt.Fprintf(w, "  NATS %s, S3 %s (objects under %s), simulators %s\n\n", ep.NATSURL, ep.S3Endpoint, ep.S3Dir, ep.SimURL)
-	return drive(ctx, w, ep, s3dev.Region, s3dev.AccessKeyID, s3dev.SecretAccessKey, "")
+	fmt.Fprintf(w, "  NATS %s, S3 %s (objects under %s), simulators %s\n", ep.NATSURL, ep.S3Endpoint, ep.S3Dir, ep.SimURL)
+	console := "http://" + ep.HTTPAddr + "/console/"
+	fmt.Fprintf(w, "  web console %s (read-only unless SLUICE_CONSOLE_TOKEN is set)\n\n", console)
+	err = drive(ctx, w, ep, s3dev.Region, s3dev.AccessKeyID, s3dev.SecretAccessKey, "")
+	if o.Keep && parent.Err() == nil {
+		fmt.Fprintf(w, "\nsluice keeps running: web console %s, NATS %s (enqueue --nats-url %s ...). Ctrl-C stops it.\n", console, ep.NATSURL, ep.NATSURL)
+		<-parent.Done()
+	}
+	return err
 }
 
 // drive runs the demo's jobs on the sluice at ep, each id followed by
