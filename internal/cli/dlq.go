@@ -25,9 +25,10 @@ const dlqUsage = `Usage:
 SLUICE_DLQ holds the messages sluice could not process (invalid spec,
 refused or ambiguous submission, too many deliveries, artifacts that could
 not be copied), each unchanged, with its reason (Sluice-Error) and job id.
-Run "enqueue dlq <subcommand> --help" for its flags and examples.
+Run "enqueue dlq <subcommand> --help" for its flags and examples; each
+subcommand takes the flags below that its usage line names.
 
-Flags (each subcommand takes those its usage line names):
+Flags:
   --nats-url URL
       NATS server URL(s), comma-separated (default $SLUICE_NATS_URL)
   --creds FILE
