@@ -135,16 +135,7 @@ func age(t *time.Time, now time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	d := max(now.Sub(*t), 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return jobclient.ShortDuration(now.Sub(*t))
 }
 
 // notSetUp turns jobclient.ErrNotSetUp into a clearer runtime error.

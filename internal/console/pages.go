@@ -160,7 +160,7 @@ func (c *Console) overview(ctx context.Context) (*overviewView, error) {
 		v.Waiting += f.Waiting
 	}
 	for _, wc := range ov.Windows {
-		wv := windowView{Label: "last " + shortDuration(wc.Window), Since: wc.Window.String(), Counts: wc.Counts, Totals: map[string]uint64{}}
+		wv := windowView{Label: "last " + jobclient.ShortDuration(wc.Window), Since: wc.Window.String(), Counts: wc.Counts, Totals: map[string]uint64{}}
 		for _, byStatus := range wc.Counts {
 			for s, n := range byStatus {
 				wv.Totals[s] += n
@@ -364,7 +364,7 @@ func (c *Console) funcs() template.FuncMap {
 			if t == nil {
 				return "-"
 			}
-			return shortDuration(c.cfg.Now().Sub(*t)) + " ago"
+			return jobclient.ShortDuration(c.cfg.Now().Sub(*t)) + " ago"
 		},
 		"rfc3339": func(t any) string {
 			switch v := t.(type) {
@@ -406,20 +406,6 @@ func (c *Console) funcs() template.FuncMap {
 		"esc":      url.QueryEscape,
 		"list":     func(xs ...string) []string { return xs },
 	}
-}
-
-// shortDuration is 42s, 5m, 3h or 2d.
-func shortDuration(d time.Duration) string {
-	d = max(d, 0)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 func humanBytes(n int64) string {

@@ -2,6 +2,7 @@ package jobclient
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/events"
@@ -126,4 +127,19 @@ func nullToNil(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// ShortDuration is how the CLI and the console say an age or a period:
+// 42s, 5m, 3h (up to two days) or 2d. A negative d is 0s.
+func ShortDuration(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
