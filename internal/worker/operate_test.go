@@ -2,6 +2,10 @@ package worker_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +139,27 @@ func TestOperateFromTheCLI(t *testing.T) {
 		}
 		if out, code := b.enqueue(t, "", "dlq", "purge"); code != 2 || !strings.Contains(out, "--all") {
 			t.Errorf("purge without a selection: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("metrics and the listing agree", func(t *testing.T) {
+		resp, err := http.Get("http://" + b.ep.HTTPAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`(?m)^sluice_jobs_total\{kind="video",status="failed"\} (\d+)$`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("no failed video jobs in /metrics:\n%s", body)
+		}
+		out, code := b.enqueue(t, "", "jobs", "--status", "failed", "--kind", "video", "--json", "--limit", "0")
+		var list jobclient.JobList
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+			t.Fatalf("jobs: exit %d\n%s", code, out)
+		}
+		if want, _ := strconv.Atoi(string(m[1])); list.Matched != want || want < 6 {
+			t.Errorf("/metrics counts %d failed video jobs, the listing %d", want, list.Matched)
 		}
 	})
 }
