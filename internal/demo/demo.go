@@ -108,7 +108,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	}
 	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0"
 	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
-	cfg.PollFirst, cfg.PollInterval, cfg.ComputePoll = 200*time.Millisecond, time.Second, 500*time.Millisecond
+	cfg.DevDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
