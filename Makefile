@@ -46,7 +46,7 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
 
-clean: ## remove build output and the demo's data
+clean: ## remove ./bin and ./data (the dev worker's default SLUICE_DATA_DIR); make demo removes its own files
 	rm -rf $(BIN) data
 
 # Local images and the compose stack (images/, docker-compose.yml, config/).
