@@ -5,9 +5,11 @@ package config
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -109,13 +111,59 @@ func Parse() (*Config, error) {
 		return nil, parseErrors(err)
 	}
 	if c.WorkerName == "" {
-		host, _ := os.Hostname()
-		c.WorkerName = fmt.Sprintf("%s-%d", host, os.Getpid())
+		c.WorkerName = defaultWorkerName()
 	}
 	if c.Dev {
 		c.DevDefaults()
 	}
 	return &c, nil
+}
+
+// defaultWorkerName is the container's name inside Docker when the
+// network's DNS knows it (compose: "<project>-worker-2" or
+// "<project>_worker_2", the service and its replica), else
+// "<hostname>-<pid>". A container's hostname is its id, which says nothing.
+func defaultWorkerName() string {
+	host, _ := os.Hostname()
+	if _, err := os.Stat("/.dockerenv"); err == nil {
+		if name := containerName(host); name != "" {
+			return name
+		}
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// containerName asks DNS for the name of host's address: Docker's embedded
+// DNS answers a container's address with "<container name>.<network>.".
+// It returns "" when there is no such answer within a second.
+func containerName(host string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip == nil || ip.IsLoopback() {
+			continue
+		}
+		names, err := net.DefaultResolver.LookupAddr(ctx, a)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if name := firstLabel(n); name != "" && name != host {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// firstLabel is the first label of a DNS name ("a.b." is "a").
+func firstLabel(name string) string {
+	first, _, _ := strings.Cut(name, ".")
+	return first
 }
 
 // parseErrors turns envconfig's first parse error into the list of every
