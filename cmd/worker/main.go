@@ -1,8 +1,8 @@
 // Command worker is the sluice daemon: it consumes job specs from NATS
 // JetStream, drives the media API and the compute platform, copies the
 // results into S3 and publishes events. Configuration comes from SLUICE_*
-// environment variables ("worker --help" lists them); SLUICE_DEV=true runs
-// everything embedded.
+// environment variables ("worker --help" lists them, docs/configuration.md
+// explains them); SLUICE_DEV=true runs everything embedded.
 package main
 
 import (
@@ -85,8 +85,8 @@ invalid value is reported by name and the worker exits 2. SLUICE_DEV=true
 runs the embedded default (NATS, an S3 store and both simulators inside
 the process, data under SLUICE_DATA_DIR) with faster poll defaults, shown
 as "dev:" below; a variable that is set always wins. AWS credentials come
-from the standard AWS chain. The README's "Configuration" section says what
-each variable means.
+from the standard AWS chain. docs/configuration.md in sluice's repository
+says what each variable means.
 
 Environment:
 `)

@@ -57,8 +57,8 @@ func runSubmit(ctx context.Context, a *app, args []string) error {
 	h := help{
 		usage: "enqueue submit -f FILE|- [--wait] [--timeout D] [--skip-invalid] [flags]",
 		about: `Publish job specs from a file or stdin: one JSON document (it may span
-lines), or NDJSON with one spec per line; "The job spec" in sluice's
-README describes the fields and rules. Every spec is validated before
+lines), or NDJSON with one spec per line; docs/job-spec.md in sluice's
+repository describes the fields and rules. Every spec is validated before
 anything is published; an invalid one is reported with its line number and
 field, and then nothing is published unless --skip-invalid is given (with
 --wait, exit 7 then tells that some were skipped). Two specs with the same
