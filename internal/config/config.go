@@ -5,11 +5,9 @@ package config
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/sluice-dev/sluice/internal/config/containername"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
@@ -126,44 +125,11 @@ func Parse() (*Config, error) {
 func defaultWorkerName() string {
 	host, _ := os.Hostname()
 	if _, err := os.Stat("/.dockerenv"); err == nil {
-		if name := containerName(host); name != "" {
+		if name := containername.Lookup(host); name != "" {
 			return name
 		}
 	}
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
-}
-
-// containerName asks DNS for the name of host's address: Docker's embedded
-// DNS answers a container's address with "<container name>.<network>.".
-// It returns "" when there is no such answer within a second.
-func containerName(host string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return ""
-	}
-	for _, a := range addrs {
-		if ip := net.ParseIP(a); ip == nil || ip.IsLoopback() {
-			continue
-		}
-		names, err := net.DefaultResolver.LookupAddr(ctx, a)
-		if err != nil {
-			continue
-		}
-		for _, n := range names {
-			if name := firstLabel(n); name != "" && name != host {
-				return name
-			}
-		}
-	}
-	return ""
-}
-
-// firstLabel is the first label of a DNS name ("a.b." is "a").
-func firstLabel(name string) string {
-	first, _, _ := strings.Cut(name, ".")
-	return first
 }
 
 // parseErrors turns envconfig's first parse error into the list of every
