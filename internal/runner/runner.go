@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,6 +216,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	case rec.Status.Terminal():
 		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
 		return j, r.republish(ctx, j), true
+	case !contract.Served(d.Msg.Subject()):
+		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
 	case int(d.NumDelivered()) > r.cfg.MaxDeliver:
@@ -237,6 +240,16 @@ func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
 		return id
 	}
 	return fmt.Sprintf("js-%d", d.StreamSeq())
+}
+
+// strayMessage explains why a message on a subject that no consumer
+// serves failed (the consumer's sweep hands such messages over).
+func strayMessage(subject, kind string) string {
+	if kind == contract.KindUnknown {
+		return fmt.Sprintf("subject %s is served by no worker: publish a job to %s<kind> with kind %s",
+			subject, contract.JobsSubjectPrefix, strings.Join(contract.Kinds, ", "))
+	}
+	return fmt.Sprintf("subject %s is served by no worker: publish a %s job to %s", subject, kind, contract.JobSubject(kind))
 }
 
 func specMessage(err error) string {
@@ -337,6 +350,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 	}
 	j.rec = rec
 	r.cfg.Metrics.JobFinished(j.kind, string(rec.Status), r.cfg.Now().Sub(j.start))
+	if rec.Error != nil {
+		r.cfg.Metrics.JobFailed(j.kind, rec.Error.Code, string(rec.Error.Stage))
+	}
 	return r.republish(ctx, j)
 }
 

@@ -161,10 +161,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	cons, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
+		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting: m.Waiting,
 		},
 	}, run)
 	if err != nil {
@@ -236,7 +237,7 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
+	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
 }
 
 // serveOps serves /healthz, /readyz and /metrics on addr.
