@@ -125,6 +125,14 @@ func (d *Delivery) NumDelivered() uint64 {
 	return d.Meta.NumDelivered
 }
 
+// Published is when SLUICE_JOBS stored the message (zero when unknown).
+func (d *Delivery) Published() time.Time {
+	if d.Meta == nil {
+		return time.Time{}
+	}
+	return d.Meta.Timestamp
+}
+
 // StreamSeq is the message's sequence in SLUICE_JOBS.
 func (d *Delivery) StreamSeq() uint64 {
 	if d.Meta == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -20,10 +21,16 @@ const (
 	// CancelRequested: the job is known to a worker and its cancel flag
 	// is set.
 	CancelRequested CancelOutcome = "requested"
-	// CancelRecorded: no worker has seen the job yet (it may still be
-	// queued, or the id may be wrong); the flag is set and the first
-	// worker to receive the job ends it as cancelled.
+	// CancelRecorded: the job waits in SLUICE_JOBS and no worker has seen
+	// it yet; the flag is set and the first worker to receive the job ends
+	// it as cancelled without submitting it.
 	CancelRecorded CancelOutcome = "recorded"
+	// CancelNoSuchJob: the job is neither recorded nor waiting in
+	// SLUICE_JOBS (a wrong id, or a job not published yet). The cancel is
+	// kept as pending: it stops a job with this id published within
+	// state.PendingCancelTTL, and is ignored after. It is not a job: status
+	// still says "no such job".
+	CancelNoSuchJob CancelOutcome = "no_such_job"
 	// CancelTerminal: the job had already ended; nothing changed.
 	CancelTerminal CancelOutcome = "terminal"
 	// CancelRefused: the job cannot be cancelled any more (a compute job
@@ -72,10 +79,16 @@ type CancelResult struct {
 // tells the workers on sluice.control.cancel, as a core NATS request. No
 // answer is not an error: the flag is what counts. A job that has already
 // ended is left as it is and nobody is told; so is a compute job already
-// submitted, which the compute platform cannot cancel (CancelRefused).
+// submitted, which the compute platform cannot cancel (CancelRefused). A
+// job that is neither recorded nor waiting in SLUICE_JOBS gets a pending
+// cancel only (CancelNoSuchJob).
 func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*CancelResult, error) {
 	o.ReplyTimeout = cmp.Or(o.ReplyTimeout, 2*time.Second)
 	store, err := c.stateStore(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	exists, err := c.exists(ctx, store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +105,9 @@ func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*Cance
 	case rec.Status.Terminal():
 		res.Outcome = CancelTerminal
 		return res, nil
+	case !exists:
+		res.Outcome = CancelNoSuchJob
+		return res, nil
 	case rec.Status == "":
 		res.Outcome = CancelRecorded
 	default:
@@ -101,6 +117,34 @@ func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*Cance
 	// because of this very request, before the answer is sent.
 	res.Reply = c.askWorkers(ctx, id, o.ReplyTimeout)
 	return res, nil
+}
+
+// exists reports whether job id is known to a worker (its record has a
+// status) or waits in SLUICE_JOBS. The record is read again after the
+// queue: a worker writes it before its message leaves the queue, so a job
+// taken and finished meanwhile is still found.
+func (c *Client) exists(ctx context.Context, store *state.Store, id string) (bool, error) {
+	seen := func() (bool, error) {
+		rec, _, err := store.Get(ctx, id)
+		if errors.Is(err, state.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, c.jsErr(err)
+		}
+		return rec.Status != "", nil
+	}
+	if ok, err := seen(); ok || err != nil {
+		return ok, err
+	}
+	_, err := jobqueue.Find(ctx, c.js, id)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, jobqueue.ErrNotWaiting) {
+		return false, c.jsErr(err)
+	}
+	return seen()
 }
 
 // askWorkers sends the control request and returns the first answer, or

@@ -192,6 +192,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		if rec.Status.Terminal() {
 			return state.Unchanged
 		}
+		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
+			// A cancel of a job that did not exist yet, long before this
+			// one was published: not this job's.
+			rec.Cancel = nil
+		}
 		rec.Attempts++
 		if spec != nil && spec.Labels != nil {
 			rec.Labels = spec.Labels
@@ -233,13 +238,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
 // js-<stream sequence> (CONTRACT.md section 2).
 func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
-	if spec != nil && jobspec.ValidID(spec.ID) {
-		return spec.ID
+	specID := ""
+	if spec != nil {
+		specID = spec.ID
 	}
-	if id := d.Msg.Headers().Get(contract.HeaderMsgID); jobspec.ValidID(id) {
-		return id
-	}
-	return fmt.Sprintf("js-%d", d.StreamSeq())
+	return jobspec.JobID(specID, d.Msg.Headers().Get(contract.HeaderMsgID), d.StreamSeq())
 }
 
 // strayMessage explains why a message on a subject that no consumer
