@@ -187,9 +187,14 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// either is in the record read below or is noticed after it.
 	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
 
+	// A message on a subject no consumer serves (handed over by the
+	// consumer's sweep) fails, unless its id is a job a worker already
+	// holds: that job is left alone and only this copy is dead-lettered.
+	stray, held := !contract.Served(d.Msg.Subject()), false
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
-		if rec.Status.Terminal() {
+		held = stray && rec.Status != "" && !rec.Status.Terminal()
+		if rec.Status.Terminal() || held {
 			return state.Unchanged
 		}
 		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
@@ -221,7 +226,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	case rec.Status.Terminal():
 		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
 		return j, r.republish(ctx, j), true
-	case !contract.Served(d.Msg.Subject()):
+	case held:
+		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
+		j.log.Warn().Str("subject", d.Msg.Subject()).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")
+		return j, consumer.Outcome{Action: consumer.DeadLetter, Reason: CodeInvalidSpec + ": " + msg, JobID: j.id}, true
+	case stray:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true

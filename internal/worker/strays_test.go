@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
 // A job published under sluice.jobs. to a subject that no worker serves,
@@ -22,6 +23,11 @@ func TestUnservedSubjectsFailAndDeadLetter(t *testing.T) {
 	// Stored before the worker starts.
 	b.publish(t, "vidoe", "typo-kind", videoSpec("typo-kind", "a typo in the subject"))
 	b.publish(t, "speech.extra", "extra-token", speechSpec("extra-token", "one token too many", "sync"))
+	// A copy of a job a worker already holds: only the copy goes.
+	b.leaveRecord(t, "held-1", func(r *state.Record) {
+		r.Kind, r.Status, r.Upstream.TaskID = "video", state.StatusRunning, "t-held-1"
+	})
+	b.publish(t, "vidoe", "held-1", videoSpec("held-1", "a copy of a held job"))
 	b.start(t)
 	// Published while it runs; names no kind anywhere.
 	b.publish(t, "bogus", "no-kind", "this is not json")
@@ -45,7 +51,10 @@ func TestUnservedSubjectsFailAndDeadLetter(t *testing.T) {
 	}
 
 	// Every one is dead-lettered under its kind, and SLUICE_JOBS is empty.
-	want := map[string]string{"typo-kind": "sluice.dlq.video", "extra-token": "sluice.dlq.speech", "no-kind": "sluice.dlq.unknown"}
+	want := map[string]string{
+		"typo-kind": "sluice.dlq.video", "extra-token": "sluice.dlq.speech", "no-kind": "sluice.dlq.unknown",
+		"held-1": "sluice.dlq.video",
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got := map[string]string{}
@@ -67,6 +76,14 @@ func TestUnservedSubjectsFailAndDeadLetter(t *testing.T) {
 	}
 	if rec := b.record(t, "extra-token"); rec.Status != "failed" || rec.Error == nil {
 		t.Errorf("record of extra-token = %+v", rec)
+	}
+	if rec := b.record(t, "held-1"); rec.Status != state.StatusRunning || rec.Attempts != 1 {
+		t.Errorf("the copy on a wrong subject changed the held job's record: %+v", rec)
+	}
+	for _, ev := range b.events(t) {
+		if ev.Subject == "held-1" {
+			t.Errorf("the copy of a held job published %s", ev.ID)
+		}
 	}
 }
 
