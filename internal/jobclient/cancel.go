@@ -105,7 +105,8 @@ func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*Cance
 	case rec.Status.Terminal():
 		res.Outcome = CancelTerminal
 		return res, nil
-	case !exists:
+	case !exists && rec.Status == "":
+		// (A worker that took the job since has given it a status.)
 		res.Outcome = CancelNoSuchJob
 		return res, nil
 	case rec.Status == "":
