@@ -1,4 +1,5 @@
-// Package backoff spaces the retries of the HTTP clients: exponential
+// Package backoff spaces retries (of the HTTP clients, the job's
+// redeliveries, the runner's checkpoints and the worker's NATS dial): exponential
 // delays with or without jitter, the delay a server asks for with
 // Retry-After, a wait that ends early with its context, and the draining of
 // an answer that will not be read, so that the next attempt can reuse the
@@ -56,6 +57,15 @@ func (e Exponential) Delay(attempt int) time.Duration {
 		return lo
 	}
 	return lo + rand.N(ceil-lo+1)
+}
+
+// HalfJitter returns the delay before retry number attempt (0-based) with
+// half of it jittered: a random duration in [Ceiling/2, Ceiling]. It suits
+// waits that must not fall far below their ceiling, such as a redelivery
+// that should not come back almost at once.
+func (e Exponential) HalfJitter(attempt int) time.Duration {
+	d := e.Ceiling(attempt)
+	return d/2 + rand.N(d/2+1)
 }
 
 // bounds returns Min and Max with their defaults.

@@ -55,6 +55,28 @@ func TestExponentialDelay(t *testing.T) {
 	}
 }
 
+func TestExponentialHalfJitter(t *testing.T) {
+	t.Parallel()
+	// The runner's redeliveries: 2s doubling to 5m.
+	e := backoff.Exponential{Min: 2 * time.Second, Max: 5 * time.Minute}
+	for _, tt := range []struct {
+		attempt int
+		ceil    time.Duration
+	}{{-1, 2 * time.Second}, {0, 2 * time.Second}, {1, 4 * time.Second}, {7, 256 * time.Second}, {8, 5 * time.Minute}, {60, 5 * time.Minute}} {
+		var lo, hi time.Duration = tt.ceil, 0
+		for range 500 {
+			d := e.HalfJitter(tt.attempt)
+			if d < tt.ceil/2 || d > tt.ceil {
+				t.Fatalf("HalfJitter(%d) = %s, want within [%s, %s]", tt.attempt, d, tt.ceil/2, tt.ceil)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if hi-lo < tt.ceil/8 {
+			t.Errorf("HalfJitter(%d) stayed within [%s, %s]: not jittered", tt.attempt, lo, hi)
+		}
+	}
+}
+
 func TestRetryAfter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
