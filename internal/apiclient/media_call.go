@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // mediaCall is one logical media API call, possibly sent several times.
@@ -149,7 +151,7 @@ func (c *Media) try(ctx context.Context, cl mediaCall) mediaVerdict {
 	body, _ := readBody(resp) // an unreadable error body still has its status
 	apiErr := newAPIError(resp.StatusCode, resp.Header, body, c.cfg.Now(), c.cfg.APIKey)
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+	case backoff.RefusedStatus(resp.StatusCode):
 		// Upstream refused before doing anything: safe for every class.
 		return mediaVerdict{err: apiErr, retry: true, wait: apiErr.RetryAfter}
 	case resp.StatusCode >= 500:

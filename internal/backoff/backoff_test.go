@@ -2,10 +2,12 @@ package backoff_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +160,43 @@ func ExampleExponential() {
 	}
 	fmt.Println(delays)
 	// Output: [1s 2s 4s 8s 10s]
+}
+
+func TestStatusRules(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int][2]bool{
+		// code: {RetryableStatus, RefusedStatus}
+		200: {false, false}, 301: {false, false}, 400: {false, false}, 401: {false, false},
+		404: {false, false}, 408: {false, false}, 422: {false, false},
+		429: {true, true}, 500: {true, false}, 502: {true, false}, 503: {true, true}, 504: {true, false},
+	} {
+		if got := [2]bool{backoff.RetryableStatus(code), backoff.RefusedStatus(code)}; got != want {
+			t.Errorf("status %d: RetryableStatus, RefusedStatus = %v, want %v", code, got, want)
+		}
+	}
+}
+
+// sayError says for itself whether a retry may help.
+type sayError bool
+
+func (e sayError) Error() string   { return "says " + strconv.FormatBool(bool(e)) }
+func (e sayError) Temporary() bool { return bool(e) }
+
+func TestTemporary(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name          string
+		err           error
+		temporary, ok bool
+	}{
+		{"nil", nil, false, false},
+		{"silent", errors.New("x"), false, false},
+		{"says yes", sayError(true), true, true},
+		{"says no, wrapped", fmt.Errorf("op: %w", sayError(false)), false, true},
+		{"outermost answers", fmt.Errorf("op: %w", fmt.Errorf("%w: %w", sayError(true), sayError(false))), true, true},
+	} {
+		if temporary, ok := backoff.Temporary(tt.err); temporary != tt.temporary || ok != tt.ok {
+			t.Errorf("%s: Temporary = %v, %v; want %v, %v", tt.name, temporary, ok, tt.temporary, tt.ok)
+		}
+	}
 }
