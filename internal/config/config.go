@@ -6,7 +6,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
@@ -138,11 +138,10 @@ func (c *Config) Validate() error {
 		if u == "" {
 			continue
 		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			bad(name, "must be an http(s) URL")
-		} else if p.User != nil || p.RawQuery != "" {
-			bad(name, "must not carry credentials or a query string")
+		// The upstream clients' rule for a base address serves the S3
+		// endpoint as well.
+		if _, err := apiclient.ParseBaseURL(u); err != nil {
+			bad(name, "%v", err)
 		}
 	}
 	positive := map[string]int64{

@@ -46,18 +46,6 @@ type CancelOptions struct {
 	ReplyTimeout time.Duration
 }
 
-// WorkerReply is a worker's answer on sluice.control.cancel.
-type WorkerReply struct {
-	// JobID echoes the request's job id.
-	JobID string `json:"job_id"`
-	// Cancel is "requested" or "terminal".
-	Cancel string `json:"cancel,omitempty"`
-	// Status is the job's record status as the worker saw it.
-	Status string `json:"status,omitempty"`
-	// Error is set when the worker could not handle the request.
-	Error string `json:"error,omitempty"`
-}
-
 // CancelResult is the outcome of one Cancel.
 type CancelResult struct {
 	// JobID is the job the request was for.
@@ -71,7 +59,7 @@ type CancelResult struct {
 	Status string `json:"status"`
 	// Reply is the worker's answer; nil when no worker answered in time
 	// (the flag is set all the same) or none was asked.
-	Reply *WorkerReply `json:"worker_reply"`
+	Reply *contract.CancelReply `json:"worker_reply"`
 }
 
 // Cancel sets the cancel flag of job id in SLUICE_STATE (creating the
@@ -150,10 +138,8 @@ func (c *Client) exists(ctx context.Context, store *state.Store, id string) (boo
 
 // askWorkers sends the control request and returns the first answer, or
 // nil when none came (no responders, timeout, or an unreadable answer).
-func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duration) *WorkerReply {
-	body, err := json.Marshal(struct {
-		JobID string `json:"job_id"`
-	}{id})
+func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duration) *contract.CancelReply {
+	body, err := json.Marshal(contract.CancelRequest{JobID: id})
 	if err != nil {
 		return nil
 	}
@@ -165,9 +151,9 @@ func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duratio
 		// flag is set, and a worker acts on it when it gets the job.
 		return nil
 	}
-	var r WorkerReply
+	var r contract.CancelReply
 	if json.Unmarshal(msg.Data, &r) != nil {
-		return &WorkerReply{JobID: id, Error: fmt.Sprintf("unreadable answer (%d bytes)", len(msg.Data))}
+		return &contract.CancelReply{JobID: id, Error: fmt.Sprintf("unreadable answer (%d bytes)", len(msg.Data))}
 	}
 	return &r
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -309,11 +310,8 @@ func sourcePath(from string) string {
 
 // isTransientCompute reports whether a compute client error may pass.
 func isTransientCompute(err error) bool {
-	if apiclient.IsTransient(err) {
-		return true
-	}
-	var t interface{ Temporary() bool }
-	return errors.As(err, &t) && t.Temporary()
+	temporary, _ := backoff.Temporary(err)
+	return apiclient.IsTransient(err) || temporary
 }
 
 // computeError maps a compute client error at stage: transient errors

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -218,19 +219,17 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
-	delay := 500 * time.Millisecond
-	for {
+	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
 
