@@ -34,7 +34,8 @@ const (
 	// ExitRuntime: NATS unreachable, a publish not acknowledged, or
 	// another runtime error.
 	ExitRuntime = 5
-	// ExitNoSuchJob: status asked for a job that has no state record.
+	// ExitNoSuchJob: status or cancel named a job that is neither recorded
+	// nor waiting in SLUICE_JOBS.
 	ExitNoSuchJob = 6
 	// ExitSkipped: submit --skip-invalid --wait skipped invalid specs;
 	// every published job succeeded (a failure, timeout or cancel wins).
