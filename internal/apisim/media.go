@@ -53,6 +53,11 @@ type MediaConfig struct {
 	ResultBaseURL string
 	// Now reads the clock that moves tasks along. Defaults to time.Now.
 	Now func() time.Time
+	// StateFile, when set, is where the simulator keeps its tasks (and
+	// the submit counts), rewritten after each submit and cancel and read
+	// back by NewMedia, so that a restarted simulator still answers for
+	// them. Defaults to "", memory only.
+	StateFile string
 }
 
 func (c MediaConfig) withDefaults() MediaConfig {
@@ -102,6 +107,8 @@ type Media struct {
 	prefix   string // random per instance, keeps ids unique across restarts
 	seq      atomic.Int64
 
+	loadErr error
+
 	mu      sync.Mutex
 	tasks   map[string]*simTask
 	submits map[string]int64
@@ -117,6 +124,7 @@ func NewMedia(cfg MediaConfig) *Media {
 		tasks:   make(map[string]*simTask),
 		submits: make(map[string]int64),
 	}
+	m.loadErr = m.load()
 	mux := http.NewServeMux()
 	m.handle(mux, "POST /api/llm/v1/videos/generations", EndpointVideoSubmit, m.submitVideo)
 	m.handle(mux, "POST /api/llm/v1/audios/generations", EndpointSpeechSubmit, m.submitSpeech)
@@ -124,14 +132,17 @@ func NewMedia(cfg MediaConfig) *Media {
 	m.handle(mux, "POST /api/llm/v1/tasks", EndpointTasks, m.getTasks)
 	m.handle(mux, "POST /api/llm/v1/tasks/{task_id}/cancel", EndpointCancel, m.cancelTask)
 	m.handle(mux, "GET /sim/results/{task_id}/{file}", EndpointResult, m.getResult)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		m.writeError(sw, http.StatusNotFound, "invalid_request_error", "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
-		m.counters.Add("requests:unknown:"+strconv.Itoa(sw.status), 1)
-	})
+	mux.HandleFunc("/", m.counters.countRequests("unknown", func(w http.ResponseWriter, r *http.Request) {
+		m.writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	}))
 	m.mux = mux
 	return m
 }
+
+// StateErr returns the error that reading cfg.StateFile met in NewMedia
+// (nil when there was none or it was read); the simulator then started
+// without the saved tasks.
+func (m *Media) StateErr() error { return m.loadErr }
 
 // ServeHTTP serves the media API and the result files.
 func (m *Media) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
@@ -159,14 +170,7 @@ func (m *Media) SubmitCount(promptOrText string) int64 {
 // handle registers h under pattern with the endpoint's faults and request
 // counter around it.
 func (m *Media) handle(mux *http.ServeMux, pattern, endpoint string, h http.HandlerFunc) {
-	wrapped := m.faults.Wrap(endpoint, m.writeFaultError, h)
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			m.counters.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1)
-		}()
-		wrapped(sw, r)
-	})
+	mux.HandleFunc(pattern, m.counters.countRequests(endpoint, m.faults.Wrap(endpoint, m.writeFaultError, h)))
 }
 
 func (m *Media) nextID(kind string) string {

@@ -213,9 +213,11 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := jobView{Job: job, Downloads: c.cfg.Presigner != nil, Now: c.cfg.Now(), RetryOf: job.Labels[jobclient.LabelRetryOf]}
 	v.Queued = job.Status == jobclient.StatusQueued
-	if v.Timeline, err = c.cfg.Client.Timeline(ctx, id); err != nil {
-		c.fail(w, r, err)
-		return
+	if !v.Queued {
+		if v.Timeline, err = c.cfg.Client.Timeline(ctx, id); err != nil {
+			c.fail(w, r, err)
+			return
+		}
 	}
 	if spec, err := c.cfg.Client.Spec(ctx, id); err != nil {
 		v.SpecErr = err.Error()

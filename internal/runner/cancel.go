@@ -1,9 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,21 +81,6 @@ func (c *Cancels) notify(id string) bool {
 	return ok
 }
 
-// CancelRequest is the body of a message on sluice.control.cancel.
-type CancelRequest struct {
-	JobID string `json:"job_id"`
-}
-
-// CancelReply answers a cancel request: Cancel is "requested" when the flag
-// is set, "terminal" when the job had already ended; Error explains a
-// refused request.
-type CancelReply struct {
-	JobID  string `json:"job_id"`
-	Cancel string `json:"cancel,omitempty"`
-	Status string `json:"status,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
 // ServeCancels subscribes every worker to sluice.control.cancel (no queue
 // group: each worker must learn of the request in case it holds the job).
 // Each sets the cancel flag in SLUICE_STATE (idempotent), wakes the job if
@@ -120,26 +109,61 @@ func ServeCancels(ctx context.Context, nc *nats.Conn, store *state.Store, c *Can
 	return nil
 }
 
-func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) CancelReply {
-	var req CancelRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return CancelReply{Error: `body must be {"job_id":"..."}`}
+// decodeCancel reads a cancel request; its error names what is wrong (an
+// unknown field such as "jobid", a missing job_id, a body that is not a JSON
+// object) and the expected shape.
+func decodeCancel(body []byte) (contract.CancelRequest, error) {
+	const shape = `body must be {"job_id":"..."}`
+	var req contract.CancelRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil && req.JobID == "":
+		return req, errors.New("job_id is required: " + shape)
+	case err == nil:
+		return req, nil
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// The name is the requester's text: cut, so a hostile one cannot
+		// blow up the reply and the log line.
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if len(name) > 66 {
+			name = strings.ToValidUTF8(name[:64], "") + `..."`
+		}
+		return req, fmt.Errorf("unknown field %s: %s", name, shape)
+	case errors.As(err, &typ) && typ.Field != "":
+		return req, fmt.Errorf("%s must be a %s, not %s: %s", typ.Field, typ.Type, typ.Value, shape)
+	case errors.As(err, &syntax), errors.As(err, &typ), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return req, errors.New("not a JSON object: " + shape)
+	}
+	return req, fmt.Errorf("%v: %s", err, shape)
+}
+
+func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) contract.CancelReply {
+	req, err := decodeCancel(body)
+	if err != nil {
+		return contract.CancelReply{Error: err.Error()}
 	}
 	if !jobspec.ValidID(req.JobID) {
-		return CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}
+		return contract.CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rec, err := store.RequestCancel(ctx, req.JobID)
 	switch {
 	case errors.Is(err, state.ErrNotCancellable):
-		return CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
+		return contract.CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
 	case err != nil:
-		return CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
+		return contract.CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
 	}
 	c.notify(req.JobID)
 	if rec.Status.Terminal() {
-		return CancelReply{JobID: req.JobID, Cancel: "terminal", Status: string(rec.Status)}
+		return contract.CancelReply{JobID: req.JobID, Cancel: contract.CancelTerminal, Status: string(rec.Status)}
 	}
-	return CancelReply{JobID: req.JobID, Cancel: "requested", Status: string(rec.Status)}
+	return contract.CancelReply{JobID: req.JobID, Cancel: contract.CancelRequested, Status: string(rec.Status)}
 }

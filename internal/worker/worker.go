@@ -19,6 +19,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/consumer"
@@ -50,8 +52,19 @@ type Endpoints struct {
 
 // Run runs a worker until ctx is done, then stops it gracefully within
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
-// consumes (tests and the demo wait for it).
+// consumes (tests and the demo wait for it). A stop asked for while the
+// worker is still starting (a SIGTERM while NATS is unreachable) is a clean
+// stop too: Run returns nil, since nothing was held and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	err := run(ctx, cfg, log, ready)
+	if err != nil && ctx.Err() != nil {
+		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
 	var ep Endpoints
 	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
@@ -106,6 +119,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
 	}
 	m := metrics.New()
+	m.BuildInfo(buildinfo.Read())
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
@@ -167,10 +181,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	jobs, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
+		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting: m.Waiting,
 		},
 	}, run)
 	if err != nil {
@@ -234,26 +249,24 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
-	delay := 500 * time.Millisecond
-	for {
+	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
 
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
+	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
 }
 
 // serveOps serves /healthz, /readyz, /metrics and, when cons is not nil,
