@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
 // page is what every template gets.
@@ -300,6 +301,9 @@ func (c *Console) cancel(_ http.ResponseWriter, r *http.Request) (string, error)
 		return "", fmt.Errorf("job %s already %s; nothing to cancel", id, res.Status)
 	case jobclient.CancelRefused:
 		return "", fmt.Errorf("job %s not cancelled: %s", id, res.Reason)
+	case jobclient.CancelNoSuchJob:
+		return "", fmt.Errorf("no such job %s: it is neither recorded nor waiting in %s; the cancel stays pending for %s in case it is published",
+			id, contract.JobsStream, state.PendingCancelTTL)
 	case jobclient.CancelRecorded:
 		return "cancel recorded; no worker has seen job " + id + " yet", nil
 	}
