@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // Strings longer than these are shortened in a shown spec: data URIs to
@@ -15,7 +17,8 @@ const (
 )
 
 // elideSpec returns spec indented for reading, with long data URIs and
-// very long strings shortened and the number of bytes left out said. A
+// very long strings shortened and the number of bytes left out said, and
+// http(s) URLs without their query string and user information. A
 // spec that is not JSON comes back as text, shortened the same way.
 func elideSpec(spec []byte) string {
 	var v any
@@ -49,6 +52,12 @@ func elide(v any) any {
 
 func elideString(s string) string {
 	switch {
+	case strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://"):
+		// A producer's input URL may be presigned: its query string is a
+		// credential, and the console shows it to every reader.
+		if r := redact.URL(s); r != s {
+			return r + " (query string hidden)"
+		}
 	case strings.HasPrefix(s, "data:") && len(s) > maxDataURI:
 		return fmt.Sprintf("%s… (%d more bytes elided)", s[:maxDataURI], len(s)-maxDataURI)
 	case len(s) > maxString:
