@@ -1,28 +1,40 @@
 package testenv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // MediaFixture returns the bytes of a media fixture of package mediaprobe
 // (internal/mediaprobe/testdata, made by its make-fixtures.sh).
 func MediaFixture(t testing.TB, name string) []byte {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "mediaprobe", "testdata")
-	if d := os.Getenv("MEDIAPROBE_FIXTURES"); d != "" {
-		dir = d
-	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := os.ReadFile(filepath.Join(mediaDir(), name))
 	if err != nil {
 		t.Fatalf("media fixture %s: %v", name, err)
 	}
 	return b
+}
+
+// mediaDir is where the media fixtures are: internal/mediaprobe/testdata,
+// or the directory MEDIAPROBE_FIXTURES names.
+func mediaDir() string {
+	if d := os.Getenv("MEDIAPROBE_FIXTURES"); d != "" {
+		return d
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "mediaprobe", "testdata")
 }
 
 // LargeMovie returns a size-byte MP4 made of the ftyp and moov boxes of
@@ -104,4 +116,67 @@ func (s *Sparse) ReadAt(p []byte, off int64) (int, error) {
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// MediaServer serves the media fixtures over HTTP at /media/<name>, with
+// Range support, plus objects added with Add; any other name is a 404.
+type MediaServer struct {
+	// URL is the server's base URL.
+	URL string
+
+	mu    sync.Mutex
+	extra map[string]func() io.ReadSeeker
+	sent  atomic.Int64
+	reqs  atomic.Int64
+}
+
+// ServeMedia starts a MediaServer on a loopback port until the test ends.
+func ServeMedia(t testing.TB) *MediaServer {
+	t.Helper()
+	m := &MediaServer{extra: map[string]func() io.ReadSeeker{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/media/")
+		m.mu.Lock()
+		open := m.extra[name]
+		m.mu.Unlock()
+		if open == nil && ok && !strings.Contains(name, "/") {
+			if b, err := os.ReadFile(filepath.Join(mediaDir(), name)); err == nil {
+				open = func() io.ReadSeeker { return bytes.NewReader(b) }
+			}
+		}
+		if open == nil {
+			http.NotFound(w, r)
+			return
+		}
+		m.reqs.Add(1)
+		http.ServeContent(&countingWriter{ResponseWriter: w, n: &m.sent}, r, "", time.Time{}, open())
+	}))
+	t.Cleanup(srv.Close)
+	m.URL = srv.URL
+	return m
+}
+
+// Add serves the object open returns at /media/name.
+func (m *MediaServer) Add(name string, open func() io.ReadSeeker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.extra[name] = open
+}
+
+// BytesSent returns the body bytes sent so far; Requests the requests
+// answered with a body.
+func (m *MediaServer) BytesSent() int64 { return m.sent.Load() }
+
+// Requests returns the requests for a known object so far.
+func (m *MediaServer) Requests() int64 { return m.reqs.Load() }
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }

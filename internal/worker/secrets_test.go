@@ -80,7 +80,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	b := setup(t, setupOpts{})
 	h := newHostileMedia(t)
 	_, err := b.s3.Client.PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/frame.png"), Body: strings.NewReader("frame bytes"),
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/frame.png"), Body: bytes.NewReader(testenv.MediaFixture(t, "image-384x256.png")),
 	})
 	if err != nil {
 		t.Fatal(err)
