@@ -82,15 +82,24 @@ func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames,
 	if err := pf.check(); err != nil {
 		return err
 	}
-	data, err := json.Marshal(spec)
+	sub, err := a.submission(spec, names)
 	if err != nil {
 		return err
 	}
+	return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+}
+
+// submission validates a flag-built spec; its problems name the flags.
+func (a *app) submission(spec *jobspec.Spec, names flagNames) (jobclient.Submission, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return jobclient.Submission{}, err
+	}
 	sub, err := jobclient.NewSubmission(data, a.newID)
 	if err != nil {
-		return specProblems(spec.Kind, err, names)
+		return jobclient.Submission{}, specProblems(spec.Kind, err, names)
 	}
-	return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+	return sub, nil
 }
 
 // noArgs rejects positional arguments.

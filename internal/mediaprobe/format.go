@@ -156,3 +156,29 @@ func quickTimeAtom(t string) bool {
 	}
 	return false
 }
+
+// formatFiles are the file extension and media type of each accepted
+// format.
+var formatFiles = map[Format][2]string{
+	FormatJPEG: {".jpg", "image/jpeg"},
+	FormatPNG:  {".png", "image/png"},
+	FormatWEBP: {".webp", "image/webp"},
+	FormatHEIF: {".heic", "image/heic"},
+	FormatMP4:  {".mp4", "video/mp4"},
+	FormatMOV:  {".mov", "video/quicktime"},
+	FormatWAV:  {".wav", "audio/wav"},
+	FormatMP3:  {".mp3", "audio/mpeg"},
+}
+
+// Ext returns the usual file extension of an accepted format (".png"),
+// or "".
+func (f Format) Ext() string { return formatFiles[f][0] }
+
+// MediaType returns the media type of an accepted format ("image/png"),
+// or "application/octet-stream".
+func (f Format) MediaType() string {
+	if t := formatFiles[f][1]; t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
