@@ -1,14 +1,10 @@
 package apisim_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/testenv"
@@ -23,19 +19,8 @@ func dataURI(mime string, b []byte) string {
 // before any task is created or counted.
 func TestMediaInputLimits(t *testing.T) {
 	t.Parallel()
-	files := http.NewServeMux()
-	files.HandleFunc("/media/", func(w http.ResponseWriter, r *http.Request) {
-		name := strings.TrimPrefix(r.URL.Path, "/media/")
-		if strings.HasPrefix(name, "missing") {
-			http.NotFound(w, r)
-			return
-		}
-		b := testenv.MediaFixture(t, name)
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
-	})
-	fsrv := httptest.NewServer(files)
-	t.Cleanup(fsrv.Close)
-	url := func(name string) string { return fsrv.URL + "/media/" + name }
+	files := testenv.ServeMedia(t)
+	url := func(name string) string { return files.URL + "/media/" + name }
 	img := dataURI("image/png", testenv.MediaFixture(t, "image-384x256.png"))
 
 	b := setupSim(t, apisim.MediaConfig{})
