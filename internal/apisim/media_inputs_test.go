@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
-	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 func dataURI(mime string, b []byte) string {
@@ -19,9 +19,9 @@ func dataURI(mime string, b []byte) string {
 // before any task is created or counted.
 func TestMediaInputLimits(t *testing.T) {
 	t.Parallel()
-	files := testenv.ServeMedia(t)
+	files := testmedia.Serve(t)
 	url := func(name string) string { return files.URL + "/media/" + name }
-	img := dataURI("image/png", testenv.MediaFixture(t, "image-384x256.png"))
+	img := dataURI("image/png", testmedia.Fixture(t, "image-384x256.png"))
 
 	b := setupSim(t, apisim.MediaConfig{})
 	media := func(items ...[2]string) string {
@@ -42,7 +42,7 @@ func TestMediaInputLimits(t *testing.T) {
 		{"every kind good", media([2]string{"reference_image", img}, [2]string{"reference_video", url("video-h264-aac-2s.mp4")},
 			[2]string{"reference_video", url("video-h265-mp3.mov")}, [2]string{"reference_audio", url("audio-2s.wav")},
 			[2]string{"reference_audio", url("audio-3s-cbr-no-xing.mp3")}), 200, "", ""},
-		{"first frame too small", media([2]string{"first_frame", dataURI("image/jpeg", testenv.MediaFixture(t, "image-200x180.jpg"))}), 400,
+		{"first frame too small", media([2]string{"first_frame", dataURI("image/jpeg", testmedia.Fixture(t, "image-200x180.jpg"))}), 400,
 			"input.media[0].url", "image is 200x180 px, want width and height in [256, 5760]"},
 		{"GIF last frame", media([2]string{"first_frame", img}, [2]string{"last_frame", url("image-disguised.png")}), 400,
 			"input.media[1].url", "content is GIF"},

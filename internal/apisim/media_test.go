@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 const simKey = "sim-secret-key"
@@ -162,7 +163,7 @@ func TestMediaValidation(t *testing.T) {
 		return `{"model":"m","input":` + input + `,"parameters":` + params + `}`
 	}
 	const okParams = `{"resolution":"768P","duration":5,"ratio":"16:9"}`
-	img := dataURI("image/png", testenv.MediaFixture(t, "image-384x256.png"))
+	img := dataURI("image/png", testmedia.Fixture(t, "image-384x256.png"))
 	tests := []struct {
 		name, path, body string
 		hdr              map[string]string

@@ -6,16 +6,16 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/mediaprobe"
-	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // BenchmarkPreflightProbe compares the preflight probe of a 50 MiB MP4
 // whose moov sits at its end, over HTTP on loopback, with a full download
 // of the same file: bytes read and time per probe (BENCHMARKS.md).
 func BenchmarkPreflightProbe(b *testing.B) {
-	fix := testenv.MediaFixture(b, "video-moov-at-end.mp4")
-	movie := testenv.LargeMovie(b, fix, 50<<20)
-	files := testenv.ServeMedia(b)
+	fix := testmedia.Fixture(b, "video-moov-at-end.mp4")
+	movie := testmedia.LargeMovie(b, fix, 50<<20)
+	files := testmedia.Serve(b)
 	files.Add("big.mp4", func() io.ReadSeeker { return movie.Reader() })
 	url := files.URL + "/media/big.mp4"
 	f := NewFetcher(FetcherConfig{AllowPrivate: true})

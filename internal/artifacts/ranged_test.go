@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/mediaprobe"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // serveObject serves b at /clip.mp4, honouring Range unless noRanges.
@@ -36,8 +37,8 @@ func serveObject(t testing.TB, open func() io.ReadSeeker, noRanges bool) *httpte
 
 func TestOpenRangeProbe(t *testing.T) {
 	t.Parallel()
-	fix := testenv.MediaFixture(t, "video-moov-at-end.mp4")
-	big := testenv.LargeMovie(t, fix, 50<<20)
+	fix := testmedia.Fixture(t, "video-moov-at-end.mp4")
+	big := testmedia.LargeMovie(t, fix, 50<<20)
 	for _, noRanges := range []bool{false, true} {
 		name := map[bool]string{false: "ranges", true: "server ignores Range"}[noRanges]
 		t.Run(name, func(t *testing.T) {
@@ -107,8 +108,8 @@ func TestOpenRangeErrors(t *testing.T) {
 func TestStoreOpenRange(t *testing.T) {
 	t.Parallel()
 	env := testenv.StartS3(t)
-	fix := testenv.MediaFixture(t, "video-moov-at-end.mp4")
-	big := testenv.LargeMovie(t, fix, 8<<20)
+	fix := testmedia.Fixture(t, "video-moov-at-end.mp4")
+	big := testmedia.LargeMovie(t, fix, 8<<20)
 	ctx := context.Background()
 	if _, err := env.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(env.Bucket), Key: aws.String("in/clip.mp4"), Body: big.Reader()}); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // localBundle runs enqueue against an embedded NATS and the project's S3
@@ -45,7 +46,7 @@ func setupLocal(t *testing.T) *localBundle {
 func (b *localBundle) file(t *testing.T, fixture, name string) string {
 	t.Helper()
 	p := filepath.Join(b.dir, name)
-	if err := os.WriteFile(p, testenv.MediaFixture(t, fixture), 0o644); err != nil {
+	if err := os.WriteFile(p, testmedia.Fixture(t, fixture), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -130,8 +131,8 @@ func TestVideoLocalFiles(t *testing.T) {
 	if !strings.Contains(stderr, "uploading boat.dat") || !strings.Contains(stderr, "uploading clip.mp4") {
 		t.Errorf("no upload progress on the terminal: %q", stderr)
 	}
-	pngKey := "sluice/inputs/sha256/" + sum(testenv.MediaFixture(t, "image-384x256.png")) + ".png"
-	mp4Key := "sluice/inputs/sha256/" + sum(testenv.MediaFixture(t, "video-moov-at-end.mp4")) + ".mp4"
+	pngKey := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "image-384x256.png")) + ".png"
+	mp4Key := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "video-moov-at-end.mp4")) + ".mp4"
 	objs := b.objects(t)
 	if len(objs) != 2 || objs[pngKey] == "" || objs[mp4Key] == "" ||
 		!strings.HasSuffix(pngKey, objs[pngKey]+".png") || !strings.HasSuffix(mp4Key, objs[mp4Key]+".mp4") {

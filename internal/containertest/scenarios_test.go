@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/state"
-	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // within bounds every wait for jobs to end: generous, because other test
@@ -20,9 +20,9 @@ const computeScript = "#!/bin/sh\necho simulating\n#SIM output result.dat 300K\n
 func TestEveryKindEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, simOptions{})
-	s.put(t, "inputs/frame.png", string(testenv.MediaFixture(t, "image-384x256.png")))
-	s.put(t, "inputs/boat.heic", string(testenv.MediaFixture(t, "image-384x256.heic")))
-	s.put(t, "inputs/rain.mp3", string(testenv.MediaFixture(t, "audio-3s-cbr-no-xing.mp3")))
+	s.put(t, "inputs/frame.png", string(testmedia.Fixture(t, "image-384x256.png")))
+	s.put(t, "inputs/boat.heic", string(testmedia.Fixture(t, "image-384x256.heic")))
+	s.put(t, "inputs/rain.mp3", string(testmedia.Fixture(t, "audio-3s-cbr-no-xing.mp3")))
 	s.startWorker(t, "worker-1")
 	jobs := []job{
 		// Two results, one of them large enough for a multipart upload.

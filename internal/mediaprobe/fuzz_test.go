@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // FuzzProbe feeds Probe arbitrary bytes: it must return, never panic, and
 // what it accepts must be of an accepted format with a sane size.
 func FuzzProbe(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(fixtureDir(), "*.*"))
+	files, _ := filepath.Glob(filepath.Join(testmedia.Dir(), "*.*"))
 	for _, name := range files {
 		if filepath.Ext(name) == ".sh" {
 			continue

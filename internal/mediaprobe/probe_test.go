@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 func TestProbeFixtures(t *testing.T) {
@@ -206,7 +206,7 @@ func TestCheckTotal(t *testing.T) {
 func TestProbeLargeFiles(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int64{30 << 20, 30<<20 + 1} {
-		f := &counting{r: testenv.NewSparse(size).Put(0, pngHeader(1024, 768))}
+		f := &counting{r: testmedia.NewSparse(size).Put(0, pngHeader(1024, 768))}
 		info, err := Probe(f, size)
 		if err != nil {
 			t.Fatalf("Probe %d bytes: %v", size, err)
@@ -221,7 +221,7 @@ func TestProbeLargeFiles(t *testing.T) {
 	}
 	fix := fixture(t, "video-moov-at-end.mp4")
 	for _, size := range []int64{50 << 20, 50<<20 + 1} {
-		f := &counting{r: testenv.LargeMovie(t, fix, size)}
+		f := &counting{r: testmedia.LargeMovie(t, fix, size)}
 		info, err := Probe(f, size)
 		if err != nil {
 			t.Fatalf("Probe %d bytes: %v", size, err)

@@ -5,30 +5,13 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
-// fixtureDir is where the media fixtures are: testdata, or the directory
-// MEDIAPROBE_FIXTURES names (CI regenerates them there with
-// testdata/make-fixtures.sh and runs the same tests on them).
-func fixtureDir() string {
-	if d := os.Getenv("MEDIAPROBE_FIXTURES"); d != "" {
-		return d
-	}
-	return "testdata"
-}
-
-func fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir(), name))
-	if err != nil {
-		t.Fatalf("fixture %s: %v (regenerate with testdata/make-fixtures.sh)", name, err)
-	}
-	return b
-}
+func fixture(t testing.TB, name string) []byte { return testmedia.Fixture(t, name) }
 
 // counting is an io.ReaderAt that counts the bytes asked of it.
 type counting struct {

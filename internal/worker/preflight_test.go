@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/state"
-	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // mediaJob is a video spec with the given media items (role, url).
@@ -53,9 +53,9 @@ func dataURI(mime string, b []byte) string {
 func TestPreflight(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	files := testenv.ServeMedia(t)
+	files := testmedia.Serve(t)
 	url := func(name string) string { return files.URL + "/media/" + name }
-	fix := func(name string) []byte { return testenv.MediaFixture(t, name) }
+	fix := func(name string) []byte { return testmedia.Fixture(t, name) }
 	small := b.putInput(t, "inputs/small.jpg", fix("image-200x180.jpg"))
 	png := b.putInput(t, "inputs/frame.png", fix("image-384x256.png"))
 	truncated := fix("video-moov-at-end.mp4")
@@ -151,7 +151,7 @@ func TestPreflight(t *testing.T) {
 func TestPreflightOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	files := testenv.ServeMedia(t)
+	files := testmedia.Serve(t)
 	b.start(t, func(c *config.Config) { c.Preflight = "off" })
 	b.publish(t, "video", "pf-off", mediaJob("pf-off", [2]string{"reference_video", files.URL + "/media/video-23.9fps.mp4"}))
 	ev := b.await(t, "pf-off", 30*time.Second)
@@ -177,7 +177,7 @@ func TestPreflightOff(t *testing.T) {
 func TestPreflightNotRepeated(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{simSkipInputs: true})
-	files := testenv.ServeMedia(t)
+	files := testmedia.Serve(t)
 	b.start(t)
 	st := state.NewStore(b.kv(t), "", nil)
 	passed := time.Now().UTC()

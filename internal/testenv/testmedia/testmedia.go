@@ -1,4 +1,8 @@
-package testenv
+// Package testmedia gives tests real media: the fixtures of package
+// mediaprobe, files of any size built from a real header and zeros that are
+// never held in memory, and an HTTP server for both. It imports only the
+// standard library, so the parser tests and their fuzzing stay light.
+package testmedia
 
 import (
 	"bytes"
@@ -16,25 +20,26 @@ import (
 	"time"
 )
 
-// MediaFixture returns the bytes of a media fixture of package mediaprobe
+// Fixture returns the bytes of a media fixture of package mediaprobe
 // (internal/mediaprobe/testdata, made by its make-fixtures.sh).
-func MediaFixture(t testing.TB, name string) []byte {
+func Fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(mediaDir(), name))
+	b, err := os.ReadFile(filepath.Join(Dir(), name))
 	if err != nil {
 		t.Fatalf("media fixture %s: %v", name, err)
 	}
 	return b
 }
 
-// mediaDir is where the media fixtures are: internal/mediaprobe/testdata,
-// or the directory MEDIAPROBE_FIXTURES names.
-func mediaDir() string {
+// Dir is where the media fixtures are: internal/mediaprobe/testdata, or
+// the directory MEDIAPROBE_FIXTURES names (CI regenerates them there with
+// make-fixtures.sh and runs the tests on them again).
+func Dir() string {
 	if d := os.Getenv("MEDIAPROBE_FIXTURES"); d != "" {
 		return d
 	}
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "mediaprobe", "testdata")
+	return filepath.Join(filepath.Dir(file), "..", "..", "mediaprobe", "testdata")
 }
 
 // LargeMovie returns a size-byte MP4 made of the ftyp and moov boxes of
@@ -118,9 +123,9 @@ func (s *Sparse) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// MediaServer serves the media fixtures over HTTP at /media/<name>, with
+// Server serves the media fixtures over HTTP at /media/<name>, with
 // Range support, plus objects added with Add; any other name is a 404.
-type MediaServer struct {
+type Server struct {
 	// URL is the server's base URL.
 	URL string
 
@@ -130,17 +135,17 @@ type MediaServer struct {
 	reqs  atomic.Int64
 }
 
-// ServeMedia starts a MediaServer on a loopback port until the test ends.
-func ServeMedia(t testing.TB) *MediaServer {
+// Serve starts a Server on a loopback port until the test ends.
+func Serve(t testing.TB) *Server {
 	t.Helper()
-	m := &MediaServer{extra: map[string]func() io.ReadSeeker{}}
+	m := &Server{extra: map[string]func() io.ReadSeeker{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, ok := strings.CutPrefix(r.URL.Path, "/media/")
 		m.mu.Lock()
 		open := m.extra[name]
 		m.mu.Unlock()
 		if open == nil && ok && !strings.Contains(name, "/") {
-			if b, err := os.ReadFile(filepath.Join(mediaDir(), name)); err == nil {
+			if b, err := os.ReadFile(filepath.Join(Dir(), name)); err == nil {
 				open = func() io.ReadSeeker { return bytes.NewReader(b) }
 			}
 		}
@@ -157,7 +162,7 @@ func ServeMedia(t testing.TB) *MediaServer {
 }
 
 // Add serves the object open returns at /media/name.
-func (m *MediaServer) Add(name string, open func() io.ReadSeeker) {
+func (m *Server) Add(name string, open func() io.ReadSeeker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.extra[name] = open
@@ -165,10 +170,10 @@ func (m *MediaServer) Add(name string, open func() io.ReadSeeker) {
 
 // BytesSent returns the body bytes sent so far; Requests the requests
 // answered with a body.
-func (m *MediaServer) BytesSent() int64 { return m.sent.Load() }
+func (m *Server) BytesSent() int64 { return m.sent.Load() }
 
 // Requests returns the requests for a known object so far.
-func (m *MediaServer) Requests() int64 { return m.reqs.Load() }
+func (m *Server) Requests() int64 { return m.reqs.Load() }
 
 type countingWriter struct {
 	http.ResponseWriter
