@@ -40,8 +40,9 @@ const probeTimeout = 2 * time.Minute
 
 // preflight checks every media input of a video job against the media
 // API's input limits (spec/media-api.md 2.4 and 8) before anything is
-// paid for: one place decides whether the job may be submitted. It probes
-// the inputs concurrently, at most PreflightConcurrency at once across the
+// paid for: one place decides whether the job may be submitted. It ends
+// the job's start phase (consumer.Delivery.Started) first, probes the
+// inputs concurrently, at most PreflightConcurrency at once across the
 // worker, and records its pass in the job's record, so a redelivered job
 // does not probe again. It returns nil when the job may go on.
 func (r *Runner) preflight(ctx context.Context, j *job) error {
@@ -52,6 +53,10 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 	if len(inputs) == 0 {
 		return nil
 	}
+	// Fetching may take a while (a slow host, retries): the job leaves the
+	// consumer's start phase, so jobs behind it are not held up waiting
+	// for it; the probes themselves are bounded by r.probes.
+	j.d.Started()
 	start := r.cfg.Now()
 	results := make([]probeResult, len(inputs))
 	var wg sync.WaitGroup
