@@ -124,15 +124,25 @@ func TestVideoLocalFiles(t *testing.T) {
 	// The name says .dat: the bytes decide that it is a PNG.
 	img := b.file(t, "image-384x256.png", "boat.dat")
 	clip := b.file(t, "video-moov-at-end.mp4", "clip.mp4")
-	code, stdout, stderr := b.run(t, true, "--ref-image", img, "--ref-video", clip, "--ref-image", "https://example.test/a.png", "--id", "local-1")
+	pngKey := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "image-384x256.png")) + ".png"
+	mp4Key := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "video-moov-at-end.mp4")) + ".mp4"
+
+	// --dry-run checks the files and shows their URLs; nothing is sent.
+	code, stdout, stderr := b.run(t, false, "--ref-image", img, "--ref-video", clip, "--id", "local-0", "--dry-run")
+	if code != ExitOK || !strings.Contains(stdout, "s3://"+b.s3.Bucket+"/"+pngKey) || !strings.Contains(stdout, "s3://"+b.s3.Bucket+"/"+mp4Key) {
+		t.Errorf("dry run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if objs := b.objects(t); len(objs) != 0 {
+		t.Errorf("dry run uploaded %v", objs)
+	}
+
+	code, stdout, stderr = b.run(t, true, "--ref-image", img, "--ref-video", clip, "--ref-image", "https://example.test/a.png", "--id", "local-1")
 	if code != ExitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, "uploading boat.dat") || !strings.Contains(stderr, "uploading clip.mp4") {
 		t.Errorf("no upload progress on the terminal: %q", stderr)
 	}
-	pngKey := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "image-384x256.png")) + ".png"
-	mp4Key := "sluice/inputs/sha256/" + sum(testmedia.Fixture(t, "video-moov-at-end.mp4")) + ".mp4"
 	objs := b.objects(t)
 	if len(objs) != 2 || objs[pngKey] == "" || objs[mp4Key] == "" ||
 		!strings.HasSuffix(pngKey, objs[pngKey]+".png") || !strings.HasSuffix(mp4Key, objs[mp4Key]+".mp4") {
