@@ -65,6 +65,12 @@ type Config struct {
 	ComputePoll time.Duration
 	// PresignTTL is the lifetime of presigned input URLs. Defaults to 1h.
 	PresignTTL time.Duration
+	// Preflight is PreflightStrict or PreflightOff (SLUICE_PREFLIGHT).
+	// Defaults to PreflightStrict.
+	Preflight string
+	// PreflightConcurrency bounds the media inputs probed at once across
+	// every job. Defaults to 8.
+	PreflightConcurrency int
 	// CopyConcurrency bounds large artifact copies running at once, as the
 	// Store's MaxUploads does its large uploads; up to four times as many
 	// copies run at once in all, the small ones among them (see
@@ -86,6 +92,8 @@ type Runner struct {
 	cfg  Config
 	log  zerolog.Logger
 	copy chan struct{}
+	// probes bounds the media inputs probed at once (preflight.go).
+	probes chan struct{}
 
 	// waiting are the jobs detached while their task runs (wait.go);
 	// stopWatched are the stop channels a goroutine watches for them.
@@ -109,6 +117,11 @@ func New(cfg Config) (*Runner, error) {
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
+	cfg.Preflight = cmp.Or(cfg.Preflight, PreflightStrict)
+	if cfg.Preflight != PreflightStrict && cfg.Preflight != PreflightOff {
+		return nil, fmt.Errorf("runner: Preflight is %q, want %q or %q", cfg.Preflight, PreflightStrict, PreflightOff)
+	}
+	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, 8)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -122,6 +135,7 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
 		copy:    make(chan struct{}, cfg.CopyConcurrency),
+		probes:  make(chan struct{}, cfg.PreflightConcurrency),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
 }
@@ -158,6 +172,9 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	}
 	switch j.kind {
 	case "video", "speech":
+		if err := r.preflight(ctx, j); err != nil {
+			return r.end(ctx, j, err)
+		}
 		wait, err := r.runMedia(ctx, j)
 		if wait {
 			return r.waitTask(ctx, j)

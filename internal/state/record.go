@@ -69,6 +69,9 @@ type Record struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
+	// PreflightAt is when every media input passed the preflight checks;
+	// a redelivered job does not probe them again.
+	PreflightAt *time.Time `json:"preflight_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 
 	// revision is the bucket revision this record was read or written at
@@ -87,6 +90,7 @@ func (r *Record) clone() *Record {
 	c.Cancel = clonePtr(r.Cancel)
 	c.Error = clonePtr(r.Error)
 	c.SubmittedAt = clonePtr(r.SubmittedAt)
+	c.PreflightAt = clonePtr(r.PreflightAt)
 	c.FinishedAt = clonePtr(r.FinishedAt)
 	c.Upstream.ExitCode = clonePtr(r.Upstream.ExitCode)
 	return &c

@@ -68,6 +68,9 @@ func (s *syncBuffer) String() string {
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
+	// simSkipInputs makes the media simulator accept media inputs without
+	// fetching them.
+	simSkipInputs bool
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -79,7 +82,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		o.computeTime = 500 * time.Millisecond
 	}
 	b := &bundle{nats: testenv.StartNATS(t), s3: testenv.StartS3(t), logs: &syncBuffer{}}
-	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
+	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),

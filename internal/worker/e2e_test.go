@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 func videoSpec(id, prompt string) map[string]any {
@@ -126,18 +127,19 @@ func TestImageToVideoPresignsS3Inputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	_, err := b.s3.Client.PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/boat.png"), Body: strings.NewReader("png-bytes"),
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/boat.png"), Body: bytes.NewReader(testmedia.Fixture(t, "image-384x256.png")),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := testmedia.Serve(t)
 	b.start(t)
 	spec := videoSpec("i2v-1", "a boat from a frame")
 	spec["video"].(map[string]any)["input"] = map[string]any{
 		"prompt": "a boat from a frame",
 		"media": []map[string]string{
 			{"type": "first_frame", "url": "s3://" + b.s3.Bucket + "/inputs/boat.png"},
-			{"type": "last_frame", "url": "https://example.test/last.png"},
+			{"type": "last_frame", "url": files.URL + "/media/image-384x256.webp"},
 		},
 	}
 	b.publish(t, "video", "i2v-1", spec)

@@ -150,7 +150,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		Pool: pool, State: st, Specs: state.NewSpecs(specsKV), Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
-		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,
+		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
+		Metrics: m, Logger: &log,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
