@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -50,19 +51,16 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	delay := 100 * time.Millisecond
-	for {
+	spacing := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 0; ; attempt++ {
 		err := r.checkpoint(ctx, j, status, fn)
 		if err == nil || errors.Is(err, errAlreadyFinished) {
 			return err
 		}
 		j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
 			return err
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 5*time.Second)
 	}
 }
 

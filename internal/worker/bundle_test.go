@@ -43,6 +43,8 @@ type bundle struct {
 	simURL  string
 	cfg     config.Config
 	logs    *syncBuffer
+	// ep is where the last worker started listens.
+	ep      worker.Endpoints
 	checker *testenv.EventChecker
 
 	// checkedMu guards checked: the stream sequences of the events checked
@@ -104,6 +106,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
+		SweepInterval: 200 * time.Millisecond,
 	}
 	t.Cleanup(func() {
 		b.assertNoSecrets(t)
@@ -130,7 +133,9 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	log := logging.New(b.logs, "json", "debug")
-	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(ready) }) }()
+	go func() {
+		done <- worker.Run(ctx, cfg, log, func(ep worker.Endpoints) { b.ep = ep; close(ready) })
+	}()
 	select {
 	case <-ready:
 	case err := <-done:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -162,10 +163,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	cons, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
+		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting: m.Waiting,
 		},
 	}, run)
 	if err != nil {
@@ -218,26 +220,24 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
-	delay := 500 * time.Millisecond
-	for {
+	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
 }
 
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
+	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
 }
 
 // serveOps serves /healthz, /readyz and /metrics on addr.
