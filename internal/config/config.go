@@ -82,6 +82,7 @@ type Config struct {
 	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL" default:"1h"`
 	S3CreateBucket    bool          `envconfig:"S3_CREATE_BUCKET" default:"true"`
 	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
+	DevS3Addr         string        `envconfig:"DEV_S3_ADDR" default:"127.0.0.1:7070"`
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
 	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`

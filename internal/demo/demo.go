@@ -124,7 +124,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, cmp.Or(o.HTTPAddr, "127.0.0.1:0")
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0", cmp.Or(o.HTTPAddr, "127.0.0.1:0")
 	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
 	cfg.DevDefaults()
 	if err := cfg.Validate(); err != nil {

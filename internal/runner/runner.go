@@ -252,7 +252,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 
 	switch {
 	case rec.Status.Terminal():
-		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
+		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).
+			Msg("job already finished; its terminal event is published unless the stream holds it")
 		return j, r.republish(ctx, j), true
 	case held:
 		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
@@ -397,16 +398,22 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 }
 
 // republish publishes the terminal event stored in the record (a duplicate
-// inside the window is dropped by the server) and settles the message.
+// inside the window is dropped by the server), records that the stream
+// holds it, and settles the message. An event the record shows stored is
+// not published again: the stream would drop it, but every core
+// subscriber would see it a second time.
 func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	rec := j.rec
 	if len(rec.TerminalEvent) == 0 {
 		ev, _ := json.Marshal(events.FromRecord(rec, rec.Status, r.cfg.Now()))
 		rec.TerminalEvent = ev
 	}
-	id := contract.EventID(j.id, string(rec.Status))
-	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
-		return r.settle(j, transient(err))
+	if !rec.TerminalEventStored {
+		id := contract.EventID(j.id, string(rec.Status))
+		if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+			return r.settle(j, transient(err))
+		}
+		r.markEventStored(ctx, j)
 	}
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
 	if rec.DeadLetter {
@@ -417,6 +424,24 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		return consumer.Outcome{Action: consumer.DeadLetter, Reason: reason, JobID: j.id}
 	}
 	return consumer.Outcome{Action: consumer.Ack}
+}
+
+// markEventStored records that SLUICE_EVENTS acknowledged j's terminal
+// event. A failure only costs a second publish if the job is delivered
+// again (the stream drops it as a duplicate), so it is logged, not retried.
+func (r *Runner) markEventStored(ctx context.Context, j *job) {
+	rec, err := r.update(ctx, j, func(rec *state.Record) error {
+		if rec.TerminalEventStored || !rec.Status.Terminal() {
+			return state.Unchanged
+		}
+		rec.TerminalEventStored = true
+		return nil
+	})
+	if err != nil {
+		j.log.Warn().Err(err).Msg("cannot record that the stream holds the terminal event; a redelivery publishes it again")
+		return
+	}
+	j.rec = rec
 }
 
 // cancelled reports whether a cancel was requested for j, by notice or in

@@ -65,6 +65,12 @@ type Record struct {
 	// TerminalEvent is the exact terminal event published, kept so that a
 	// redelivered finished job republishes the same bytes.
 	TerminalEvent json.RawMessage `json:"terminal_event,omitempty"`
+	// TerminalEventStored is set once SLUICE_EVENTS acknowledged
+	// TerminalEvent: from then on the event is not published again (a core
+	// subscriber would see it twice). Until then a redelivered finished
+	// job publishes it, so an event lost between its publish and this
+	// record is still published once.
+	TerminalEventStored bool `json:"terminal_event_stored,omitempty"`
 
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
