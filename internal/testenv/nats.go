@@ -29,12 +29,27 @@ type NATS struct {
 // when the test ends.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
+	return StartNATSTLS(t, nil, false)
+}
+
+// StartNATSTLS is StartNATS with TLS when files is not nil: the server
+// presents files' server certificate and, with mutual, requires a client
+// certificate signed by files' CA. The test's own connection uses the CA
+// and the client certificate.
+func StartNATSTLS(t testing.TB, files *TLSFiles, mutual bool) *NATS {
+	t.Helper()
 	dir := t.TempDir()
-	srv, err := natsembed.Start(natsembed.Config{Port: -1, StoreDir: dir})
+	cfg := natsembed.Config{Port: -1, StoreDir: dir}
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	if files != nil {
+		cfg.TLS = files.ServerConfig(t, mutual)
+		opts = append(opts, nats.Secure(files.ClientConfig(t)))
+	}
+	srv, err := natsembed.Start(cfg)
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
 	if err != nil {
 		srv.Shutdown()
 		t.Fatalf("connect nats: %v", err)

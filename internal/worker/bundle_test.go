@@ -45,6 +45,8 @@ type bundle struct {
 	logs    *syncBuffer
 	// ep is where the last worker started listens.
 	ep worker.Endpoints
+	// enqueueEnv is added to the environment of the enqueue runs.
+	enqueueEnv []string
 }
 
 type syncBuffer struct {
@@ -67,6 +69,11 @@ func (s *syncBuffer) String() string {
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
+	// tls, when set, serves NATS with TLS (mutual TLS with mutualTLS); the
+	// worker's configuration and enqueue's environment get the CA and the
+	// client certificate.
+	tls       *testenv.TLSFiles
+	mutualTLS bool
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -77,7 +84,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATS(t), s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	b := &bundle{nats: testenv.StartNATSTLS(t, o.tls, o.mutualTLS), s3: testenv.StartS3(t), logs: &syncBuffer{}}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
@@ -101,6 +108,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
 		SweepInterval: 200 * time.Millisecond,
+	}
+	if o.tls != nil {
+		b.cfg.NATSTLSCA, b.cfg.NATSTLSCert, b.cfg.NATSTLSKey = o.tls.CA, o.tls.ClientCert, o.tls.ClientKey
+		b.enqueueEnv = []string{"SLUICE_NATS_TLS_CA=" + o.tls.CA, "SLUICE_NATS_TLS_CERT=" + o.tls.ClientCert, "SLUICE_NATS_TLS_KEY=" + o.tls.ClientKey}
 	}
 	t.Cleanup(func() {
 		b.assertNoSecrets(t)

@@ -204,6 +204,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 // connect dials NATS, retrying until ctx ends so that a worker may start
 // before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
+	sec := cfg.NATSSecurity()
+	secure, err := sec.Options()
+	if err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name("sluice-worker " + cfg.WorkerName),
 		nats.MaxReconnects(-1),
@@ -216,15 +221,14 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
 	}
-	if cfg.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
-	}
+	opts = append(opts, secure...)
 	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		err = sec.Explain(err)
 		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
 		if backoff.Sleep(ctx, delay) != nil {
