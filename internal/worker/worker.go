@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -49,8 +50,19 @@ type Endpoints struct {
 
 // Run runs a worker until ctx is done, then stops it gracefully within
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
-// consumes (tests and the demo wait for it).
+// consumes (tests and the demo wait for it). A stop asked for while the
+// worker is still starting (a SIGTERM while NATS is unreachable) is a clean
+// stop too: Run returns nil, since nothing was held and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	err := run(ctx, cfg, log, ready)
+	if err != nil && ctx.Err() != nil {
+		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
 	var ep Endpoints
 	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
@@ -101,6 +113,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
 	m := metrics.New()
+	m.BuildInfo(buildinfo.Read())
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
