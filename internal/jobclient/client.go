@@ -119,7 +119,16 @@ func (c *Client) ensureJobsStream(ctx context.Context) error {
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return c.jsErr(fmt.Errorf("look up stream %s: %w", contract.JobsStream, err))
 	}
-	return c.jsErr(contract.EnsureJobsStream(ctx, c.js, contract.Options{}))
+	if err := contract.EnsureJobsStream(ctx, c.js, contract.Options{}); err != nil {
+		if err = c.jsErr(err); errors.Is(err, ErrJetStreamDisabled) {
+			return err
+		}
+		// A producer with least privilege may read the stream's info but
+		// not create it: the workers create it when they start.
+		return fmt.Errorf("stream %s does not exist and could not be created (credentials without stream-create permission need a worker to have started once): %w",
+			contract.JobsStream, err)
+	}
+	return nil
 }
 
 // stateStore opens SLUICE_STATE. With create it creates the bucket when it

@@ -86,7 +86,7 @@ func connect(t *testing.T, url string, sec natsconn.Security) error {
 func TestTLS(t *testing.T) {
 	files := testenv.NewTLSFiles(t, "good")
 	other := testenv.NewTLSFiles(t, "other")
-	srv := testenv.StartNATSTLS(t, files, false)
+	srv := testenv.StartNATSWith(t, testenv.NATSOptions{TLS: files})
 	if err := connect(t, srv.URL, natsconn.Security{TLSCA: files.CA}); err != nil {
 		t.Fatalf("with the CA: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestTLS(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	files := testenv.NewTLSFiles(t, "good")
 	other := testenv.NewTLSFiles(t, "other")
-	srv := testenv.StartNATSTLS(t, files, true)
+	srv := testenv.StartNATSWith(t, testenv.NATSOptions{TLS: files, MutualTLS: true})
 	if err := connect(t, srv.URL, natsconn.Security{TLSCA: files.CA, TLSCert: files.ClientCert, TLSKey: files.ClientKey}); err != nil {
 		t.Fatalf("with the client certificate: %v", err)
 	}

@@ -29,6 +29,9 @@ type Config struct {
 	// certificate signed by a CA in ClientCAs (mutual TLS). Defaults to
 	// none.
 	TLS *tls.Config
+	// Users, when set, are the only users allowed to connect, each with
+	// its permissions. Defaults to none (no authentication).
+	Users []*server.User
 }
 
 // Server is a running embedded NATS server.
@@ -56,6 +59,7 @@ func Start(cfg Config) (*Server, error) {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 5
 		opts.TLSVerify = cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	}
+	opts.Users = cfg.Users
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: %w", err)

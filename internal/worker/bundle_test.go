@@ -45,8 +45,10 @@ type bundle struct {
 	logs    *syncBuffer
 	// ep is where the last worker started listens.
 	ep worker.Endpoints
-	// enqueueEnv is added to the environment of the enqueue runs.
+	// enqueueEnv is added to the environment of the enqueue runs, and
+	// enqueueURL, when set, replaces the NATS URL they are given.
 	enqueueEnv []string
+	enqueueURL string
 }
 
 type syncBuffer struct {
@@ -69,11 +71,9 @@ func (s *syncBuffer) String() string {
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
-	// tls, when set, serves NATS with TLS (mutual TLS with mutualTLS); the
-	// worker's configuration and enqueue's environment get the CA and the
-	// client certificate.
-	tls       *testenv.TLSFiles
-	mutualTLS bool
+	// nats secures the NATS server. With TLS, the worker's configuration
+	// and enqueue's environment get the CA and the client certificate.
+	nats testenv.NATSOptions
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -84,7 +84,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATSTLS(t, o.tls, o.mutualTLS), s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	b := &bundle{nats: testenv.StartNATSWith(t, o.nats), s3: testenv.StartS3(t), logs: &syncBuffer{}}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
@@ -109,9 +109,9 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
 		SweepInterval: 200 * time.Millisecond,
 	}
-	if o.tls != nil {
-		b.cfg.NATSTLSCA, b.cfg.NATSTLSCert, b.cfg.NATSTLSKey = o.tls.CA, o.tls.ClientCert, o.tls.ClientKey
-		b.enqueueEnv = []string{"SLUICE_NATS_TLS_CA=" + o.tls.CA, "SLUICE_NATS_TLS_CERT=" + o.tls.ClientCert, "SLUICE_NATS_TLS_KEY=" + o.tls.ClientKey}
+	if f := o.nats.TLS; f != nil {
+		b.cfg.NATSTLSCA, b.cfg.NATSTLSCert, b.cfg.NATSTLSKey = f.CA, f.ClientCert, f.ClientKey
+		b.enqueueEnv = []string{"SLUICE_NATS_TLS_CA=" + f.CA, "SLUICE_NATS_TLS_CERT=" + f.ClientCert, "SLUICE_NATS_TLS_KEY=" + f.ClientKey}
 	}
 	t.Cleanup(func() {
 		b.assertNoSecrets(t)

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"os"
@@ -21,7 +22,7 @@ import (
 // and exit code.
 func (b *bundle) enqueue(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(enqueueBin, append(args, "--nats-url", b.nats.URL)...)
+	cmd := exec.Command(enqueueBin, append(args, "--nats-url", cmp.Or(b.enqueueURL, b.nats.URL))...)
 	cmd.Env = append(os.Environ(), b.enqueueEnv...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out bytes.Buffer
@@ -130,7 +131,7 @@ func TestDeliveryLimitFailsAndDeadLetters(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	files := testenv.NewTLSFiles(t, "nats")
-	b := setup(t, setupOpts{tls: files, mutualTLS: true})
+	b := setup(t, setupOpts{nats: testenv.NATSOptions{TLS: files, MutualTLS: true}})
 	b.start(t)
 	out, code := b.enqueue(t, "", "video", "--id", "tls-video", "--model", "m", "--prompt", "over mutual TLS",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")

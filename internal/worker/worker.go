@@ -233,6 +233,11 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
+		// Asynchronous errors, such as a permissions violation, are
+		// otherwise silent.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error().Err(err).Msg("NATS error")
+		}),
 	}
 	opts = append(opts, secure...)
 	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
