@@ -44,7 +44,14 @@ type bundle struct {
 	cfg     config.Config
 	logs    *syncBuffer
 	// ep is where the last worker started listens.
-	ep worker.Endpoints
+	ep      worker.Endpoints
+	checker *testenv.EventChecker
+
+	// checkedMu guards checked: the stream sequences of the events checked
+	// with the CloudEvents SDK and the schemas.
+	checkedMu sync.Mutex
+	checked   map[uint64]bool
+
 	// enqueueEnv is added to the environment of the enqueue runs, and
 	// enqueueURL, when set, replaces the NATS URL they are given.
 	enqueueEnv []string
@@ -71,6 +78,9 @@ func (s *syncBuffer) String() string {
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
+	// simSkipInputs makes the media simulator accept media inputs without
+	// fetching them.
+	simSkipInputs bool
 	// nats secures the NATS server. With TLS, the worker's configuration
 	// and enqueue's environment get the CA and the client certificate.
 	nats testenv.NATSOptions
@@ -84,8 +94,8 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATSWith(t, o.nats), s3: testenv.StartS3(t), logs: &syncBuffer{}}
-	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
+	b := &bundle{nats: testenv.StartNATSWith(t, o.nats), s3: testenv.StartS3(t), logs: &syncBuffer{}, checker: testenv.NewEventChecker(t)}
+	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
@@ -220,12 +230,25 @@ func (b *bundle) events(t *testing.T) []events.Event {
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("event %d is not JSON: %v", seq, err)
 		}
-		if got := m.Header.Get(contract.HeaderMsgID); got != ev.ID {
-			t.Errorf("event %s has Nats-Msg-Id %q", ev.ID, got)
-		}
+		b.checkOnce(t, m)
 		out = append(out, ev)
 	}
 	return out
+}
+
+// checkOnce checks an event message of SLUICE_EVENTS as a subscriber would
+// (testenv.EventChecker), once per stream sequence.
+func (b *bundle) checkOnce(t *testing.T, m *jetstream.RawStreamMsg) {
+	t.Helper()
+	b.checkedMu.Lock()
+	defer b.checkedMu.Unlock()
+	if b.checked == nil {
+		b.checked = map[uint64]bool{}
+	}
+	if !b.checked[m.Sequence] {
+		b.checked[m.Sequence] = true
+		b.checker.Check(t, m.Subject, m.Header, m.Data)
+	}
 }
 
 // await waits for id's terminal event and checks that it is the only one.
