@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // newFlagSet returns a flag set that reports errors instead of exiting
@@ -108,18 +109,24 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print JSON for scripts instead of text")
 }
 
-// dial connects with the flags, falling back to the environment.
+// dial connects with the flags, falling back to the environment. The
+// credentials and TLS files are checked first: a missing or unreadable one
+// is a usage error naming its flag or variable.
 func (a *app) dial(ctx context.Context, f *connFlags) (*jobclient.Client, error) {
-	creds := cmp.Or(f.creds, a.env.Getenv("SLUICE_NATS_CREDS"))
-	if creds != "" {
-		if _, err := os.Stat(creds); err != nil {
+	sec := natsconn.FromEnv(a.env.Getenv)
+	sec.CredsFile = cmp.Or(f.creds, sec.CredsFile)
+	if sec.CredsFile != "" {
+		if _, err := os.Stat(sec.CredsFile); err != nil {
 			return nil, usageErrorf("--creds (or SLUICE_NATS_CREDS): %v", err)
 		}
 	}
+	if _, err := sec.Options(); err != nil {
+		return nil, usageErrorf("%v", err)
+	}
 	return jobclient.Dial(ctx, jobclient.Config{
-		URL:       cmp.Or(f.url, a.env.Getenv("SLUICE_NATS_URL")),
-		CredsFile: creds,
-		Now:       a.env.Now,
+		URL:      cmp.Or(f.url, a.env.Getenv("SLUICE_NATS_URL")),
+		Security: sec,
+		Now:      a.env.Now,
 	})
 }
 

@@ -21,8 +21,11 @@ const exitCodesHelp = `Exit codes:
 `
 
 const envHelp = `Environment:
-  SLUICE_NATS_URL    NATS server URL(s), comma-separated (default nats://127.0.0.1:4222)
-  SLUICE_NATS_CREDS  NATS credentials file
+  SLUICE_NATS_URL        NATS server URL(s), comma-separated (default nats://127.0.0.1:4222)
+  SLUICE_NATS_CREDS      NATS credentials file
+  SLUICE_NATS_TLS_CA     CA bundle (PEM) that signs the servers' certificates; setting any TLS variable requires TLS
+  SLUICE_NATS_TLS_CERT   client certificate (PEM) for mutual TLS, with SLUICE_NATS_TLS_KEY
+  SLUICE_NATS_TLS_KEY    its private key (PEM)
 `
 
 func (a *app) topUsage(w io.Writer) {

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/config/containername"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	DataDir          string        `envconfig:"DATA_DIR" default:"./data"`
 	NATSURL          string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
 	NATSCreds        string        `envconfig:"NATS_CREDS"`
+	NATSTLSCA        string        `envconfig:"NATS_TLS_CA"`
+	NATSTLSCert      string        `envconfig:"NATS_TLS_CERT"`
+	NATSTLSKey       string        `envconfig:"NATS_TLS_KEY"`
 	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute"`
 	S3Endpoint       string        `envconfig:"S3_ENDPOINT"`
 	S3Region         string        `envconfig:"S3_REGION" default:"us-east-1"`
@@ -213,6 +217,9 @@ func (c *Config) Validate() error {
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
 	}
+	if _, err := c.NATSSecurity().Options(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(c.Kinds) == 0 {
 		bad("KINDS", "must name at least one of %s", strings.Join(contract.Kinds, ", "))
 	}
@@ -288,6 +295,11 @@ func (c *Config) Validate() error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// NATSSecurity is the credentials file and the TLS files towards NATS.
+func (c *Config) NATSSecurity() natsconn.Security {
+	return natsconn.Security{CredsFile: c.NATSCreds, TLSCA: c.NATSTLSCA, TLSCert: c.NATSTLSCert, TLSKey: c.NATSTLSKey}
 }
 
 // Serves reports whether the worker serves kind.

@@ -42,6 +42,10 @@ func TestEveryInvalidValueIsNamed(t *testing.T) {
 		"SLUICE_S3_PREFIX":             "/abs",
 		"SLUICE_ACK_WAIT":              "10ms",
 		"SLUICE_MEDIA_MAX_CONCURRENCY": "-3",
+		"SLUICE_NATS_CREDS":            "/nonexistent/sluice.creds",
+		"SLUICE_NATS_TLS_CA":           "/nonexistent/ca.pem",
+		"SLUICE_NATS_TLS_CERT":         "/nonexistent/cert.pem",
+		"SLUICE_NATS_TLS_KEY":          "/nonexistent/key.pem",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("SLUICE_S3_BUCKET", "media")

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -24,8 +25,9 @@ type Config struct {
 	// URL is one NATS server URL or a comma-separated list of them.
 	// Defaults to nats://127.0.0.1:4222.
 	URL string
-	// CredsFile is the path of a NATS credentials file. Defaults to none.
-	CredsFile string
+	// Security is the credentials file and the TLS files. Defaults to
+	// none: a plain connection without authentication.
+	Security natsconn.Security
 	// ConnectTimeout bounds connecting to each server. Defaults to 3s.
 	ConnectTimeout time.Duration
 	// Name is the connection's name in the server's monitoring. Defaults
@@ -70,17 +72,18 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	opts := []nats.Option{
+	secure, err := cfg.Security.Options()
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.ConnectTimeout),
-	}
-	if cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
+	}, secure...)
 	safe := redact.ServerURLs(cfg.URL)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, &ConnectError{URL: safe, Err: err}
+		return nil, &ConnectError{URL: safe, Err: cfg.Security.Explain(err)}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -129,7 +132,16 @@ func (c *Client) ensureJobsStream(ctx context.Context) error {
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return c.jsErr(fmt.Errorf("look up stream %s: %w", contract.JobsStream, err))
 	}
-	return c.jsErr(contract.EnsureJobsStream(ctx, c.js, contract.Options{}))
+	if err := contract.EnsureJobsStream(ctx, c.js, contract.Options{}); err != nil {
+		if err = c.jsErr(err); errors.Is(err, ErrJetStreamDisabled) {
+			return err
+		}
+		// A producer with least privilege may read the stream's info but
+		// not create it: the workers create it when they start.
+		return fmt.Errorf("stream %s does not exist and could not be created (credentials without stream-create permission need a worker to have started once): %w",
+			contract.JobsStream, err)
+	}
+	return nil
 }
 
 // stateStore opens SLUICE_STATE. With create it creates the bucket when it

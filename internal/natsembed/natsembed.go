@@ -5,6 +5,7 @@ package natsembed
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -23,6 +24,14 @@ type Config struct {
 	// SyncAlways makes JetStream fsync every write (slower, survives power
 	// loss). Defaults to false (the server's periodic sync).
 	SyncAlways bool
+	// TLS, when set, makes every client connect with TLS. With ClientAuth
+	// tls.RequireAndVerifyClientCert the server also requires a client
+	// certificate signed by a CA in ClientCAs (mutual TLS). Defaults to
+	// none.
+	TLS *tls.Config
+	// Users, when set, are the only users allowed to connect, each with
+	// its permissions. Defaults to none (no authentication).
+	Users []*server.User
 }
 
 // Server is a running embedded NATS server.
@@ -46,6 +55,11 @@ func Start(cfg Config) (*Server, error) {
 		SyncAlways: cfg.SyncAlways,
 		MaxPayload: 2 << 20,
 	}
+	if cfg.TLS != nil {
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 5
+		opts.TLSVerify = cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+	}
+	opts.Users = cfg.Users
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: %w", err)

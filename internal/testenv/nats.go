@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,12 +30,42 @@ type NATS struct {
 // when the test ends.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
+	return StartNATSWith(t, NATSOptions{})
+}
+
+// NATSOptions secures the server StartNATSWith starts.
+type NATSOptions struct {
+	// TLS, when set, makes the server present TLS's server certificate
+	// and, with MutualTLS, require a client certificate signed by TLS's
+	// CA. The test's own connection uses the CA and the client
+	// certificate.
+	TLS       *TLSFiles
+	MutualTLS bool
+	// Users, when set, are the only users the server accepts; the test's
+	// own connection is then User with Password (which must be one of
+	// them).
+	Users          []*server.User
+	User, Password string
+}
+
+// StartNATSWith is StartNATS with TLS and users.
+func StartNATSWith(t testing.TB, o NATSOptions) *NATS {
+	t.Helper()
 	dir := t.TempDir()
-	srv, err := natsembed.Start(natsembed.Config{Port: -1, StoreDir: dir})
+	cfg := natsembed.Config{Port: -1, StoreDir: dir, Users: o.Users}
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	if o.TLS != nil {
+		cfg.TLS = o.TLS.ServerConfig(t, o.MutualTLS)
+		opts = append(opts, nats.Secure(o.TLS.ClientConfig(t)))
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	srv, err := natsembed.Start(cfg)
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
 	if err != nil {
 		srv.Shutdown()
 		t.Fatalf("connect nats: %v", err)

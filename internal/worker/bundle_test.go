@@ -52,6 +52,11 @@ type bundle struct {
 	// with the CloudEvents SDK and the schemas.
 	checkedMu sync.Mutex
 	checked   map[uint64]bool
+
+	// enqueueEnv is added to the environment of the enqueue runs, and
+	// enqueueURL, when set, replaces the NATS URL they are given.
+	enqueueEnv []string
+	enqueueURL string
 }
 
 type syncBuffer struct {
@@ -77,6 +82,9 @@ type setupOpts struct {
 	// simSkipInputs makes the media simulator accept media inputs without
 	// fetching them.
 	simSkipInputs bool
+	// nats secures the NATS server. With TLS, the worker's configuration
+	// and enqueue's environment get the CA and the client certificate.
+	nats testenv.NATSOptions
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -87,7 +95,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATS(t), s3: testenv.StartS3(t), logs: &syncBuffer{}, checker: testenv.NewEventChecker(t)}
+	b := &bundle{nats: testenv.StartNATSWith(t, o.nats), s3: testenv.StartS3(t), logs: &syncBuffer{}, checker: testenv.NewEventChecker(t)}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
@@ -111,6 +119,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
 		SweepInterval: 200 * time.Millisecond,
+	}
+	if f := o.nats.TLS; f != nil {
+		b.cfg.NATSTLSCA, b.cfg.NATSTLSCert, b.cfg.NATSTLSKey = f.CA, f.ClientCert, f.ClientKey
+		b.enqueueEnv = []string{"SLUICE_NATS_TLS_CA=" + f.CA, "SLUICE_NATS_TLS_CERT=" + f.ClientCert, "SLUICE_NATS_TLS_KEY=" + f.ClientKey}
 	}
 	t.Cleanup(func() {
 		b.assertNoSecrets(t)

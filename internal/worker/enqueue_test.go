@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -13,13 +15,15 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // enqueue runs the enqueue binary against b's NATS and returns its output
 // and exit code.
 func (b *bundle) enqueue(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(enqueueBin, append(args, "--nats-url", b.nats.URL)...)
+	cmd := exec.Command(enqueueBin, append(args, "--nats-url", cmp.Or(b.enqueueURL, b.nats.URL))...)
+	cmd.Env = append(os.Environ(), b.enqueueEnv...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -117,5 +121,39 @@ func TestDeliveryLimitFailsAndDeadLetters(t *testing.T) {
 	}
 	if n := b.media.SubmitCount("always throttled"); n != 0 {
 		t.Errorf("throttled submits created %d tasks", n)
+	}
+}
+
+// TestMutualTLS: against a NATS server that requires mutual TLS, the worker
+// and enqueue connect with SLUICE_NATS_TLS_CA, _CERT and _KEY and run a job
+// to success; enqueue without the client certificate, or trusting another
+// CA, is refused with an error naming the variables to set.
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	files := testenv.NewTLSFiles(t, "nats")
+	b := setup(t, setupOpts{nats: testenv.NATSOptions{TLS: files, MutualTLS: true}})
+	b.start(t)
+	out, code := b.enqueue(t, "", "video", "--id", "tls-video", "--model", "m", "--prompt", "over mutual TLS",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
+	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/tls-video/result-0.mp4") {
+		t.Fatalf("video --wait over mutual TLS: exit %d\n%s", code, out)
+	}
+
+	full := b.enqueueEnv
+	b.enqueueEnv = full[:1] // the CA only
+	out, code = b.enqueue(t, "", "status", "tls-video")
+	if code != 5 || !strings.Contains(out, "SLUICE_NATS_TLS_CERT and SLUICE_NATS_TLS_KEY") {
+		t.Errorf("without a client certificate: exit %d\n%s", code, out)
+	}
+	other := testenv.NewTLSFiles(t, "other")
+	b.enqueueEnv = append([]string{"SLUICE_NATS_TLS_CA=" + other.CA}, full[1:]...)
+	out, code = b.enqueue(t, "", "status", "tls-video")
+	if code != 5 || !strings.Contains(out, "not signed by a CA in SLUICE_NATS_TLS_CA="+other.CA) {
+		t.Errorf("trusting another CA: exit %d\n%s", code, out)
+	}
+	b.enqueueEnv = full[1:2] // a certificate without its key
+	out, code = b.enqueue(t, "", "status", "tls-video")
+	if code != 2 || !strings.Contains(out, "SLUICE_NATS_TLS_CERT is set but SLUICE_NATS_TLS_KEY is not") {
+		t.Errorf("a certificate without its key: exit %d\n%s", code, out)
 	}
 }

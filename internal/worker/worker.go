@@ -236,6 +236,11 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 // connect dials NATS, retrying until ctx ends so that a worker may start
 // before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
+	sec := cfg.NATSSecurity()
+	secure, err := sec.Options()
+	if err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name("sluice-worker " + cfg.WorkerName),
 		nats.MaxReconnects(-1),
@@ -247,16 +252,20 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
+		// Asynchronous errors, such as a permissions violation, are
+		// otherwise silent.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error().Err(err).Msg("NATS error")
+		}),
 	}
-	if cfg.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
-	}
+	opts = append(opts, secure...)
 	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		err = sec.Explain(err)
 		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
 		if backoff.Sleep(ctx, delay) != nil {
