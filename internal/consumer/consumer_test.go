@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -281,3 +283,30 @@ func TestStartPhaseBoundsRunningHandlers(t *testing.T) {
 		t.Errorf("%d handlers ran, want 6", running.Load())
 	}
 }
+
+// A stop that passes its deadline while waiting for its own pulls, with no
+// job held, has nothing to hand back and must not warn that it does.
+func TestShutdownWarnsOnlyWhenJobsAreHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := zerolog.New(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }))
+	for range 4 {
+		stop := b.run(t, consumer.Config{Logger: &log, FetchWait: 500 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond},
+			handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
+				return consumer.Outcome{Action: consumer.Ack}
+			}))
+		time.Sleep(100 * time.Millisecond) // a pull is pending
+		stop()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "shutdown timeout") {
+		t.Errorf("a stop with nothing held warned:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
