@@ -308,9 +308,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 	// failed reports err and waits before the next attempt; false: stop.
 	failed := func(err error) bool {
 		loop.Fail(err)
-		if ctx.Err() == nil {
-			c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
-		}
+		c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
 		d := c.cfg.Backoff.Delay(attempt)
 		attempt++
 		return backoff.Sleep(ctx, d) == nil
@@ -327,7 +325,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 		var err error
 		cn, err = c.cfg.JS.Consumer(bctx, contract.JobsStream, name)
 		cancel()
-		if err != nil && !failed(fmt.Errorf("bind consumer %s: %w", name, err)) {
+		if err != nil && (ctx.Err() != nil || !failed(fmt.Errorf("bind consumer %s: %w", name, err))) {
 			return
 		}
 	}
