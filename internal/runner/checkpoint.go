@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -45,24 +46,29 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 	return r.cfg.State.UpdateFrom(ctx, j.rec, fn)
 }
 
-// retryCheckpoint is checkpoint retried for up to a minute: it records what
-// a paid call returned, which must not be lost to a passing NATS hiccup.
+// checkpointRetry spaces the attempts of retryCheckpoint.
+var checkpointRetry = backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// retryCheckpoint is checkpoint retried with backoff for up to a minute: it
+// records what a paid call returned, which must not be lost to a passing
+// NATS hiccup or a leader election. The job logs its first failure; the
+// worker's "state writes" loop says once that it waits for JetStream.
 func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	delay := 100 * time.Millisecond
-	for {
+	for attempt := 0; ; attempt++ {
 		err := r.checkpoint(ctx, j, status, fn)
 		if err == nil || errors.Is(err, errAlreadyFinished) {
+			r.checkpoints.OK()
 			return err
 		}
-		j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
+		r.checkpoints.Fail(err)
+		if attempt == 0 {
+			j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
 		}
-		delay = min(delay*2, 5*time.Second)
+		if backoff.Sleep(ctx, checkpointRetry.Delay(attempt)) != nil {
+			return err
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	Pool *gopool.Pool
 	// Metrics is optional.
 	Metrics *metrics.Metrics
+	// Reach hears how checkpoints retried until written and terminal
+	// event publishes went. Optional.
+	Reach *reach.Watch
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
 	// Now defaults to time.Now.
@@ -82,6 +86,8 @@ type Runner struct {
 	cfg  Config
 	log  zerolog.Logger
 	copy chan struct{}
+	// checkpoints and publishes report to cfg.Reach.
+	checkpoints, publishes *reach.Loop
 
 	// waiting are the jobs detached while their task runs (wait.go);
 	// stopWatched are the stop channels a goroutine watches for them.
@@ -117,7 +123,8 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy:    make(chan struct{}, cfg.CopyConcurrency),
+		copy:        make(chan struct{}, cfg.CopyConcurrency),
+		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
 }
@@ -350,8 +357,10 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	}
 	id := contract.EventID(j.id, string(rec.Status))
 	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+		r.publishes.Fail(err)
 		return r.settle(j, transient(err))
 	}
+	r.publishes.OK()
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
 	if rec.DeadLetter {
 		reason := "job failed"

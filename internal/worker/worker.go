@@ -5,12 +5,14 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -26,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -79,27 +83,42 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
 
-	nc, err := connect(ctx, cfg, log)
+	// The operations endpoints come first: /readyz says what the worker
+	// waits for until it consumes.
+	m := metrics.New()
+	readyz := &readiness{}
+	readyz.wait("connecting to NATS")
+	ops, err := serveOps(cfg.HTTPAddr, readyz, m, log)
 	if err != nil {
 		return err
 	}
+	defer ops.Close()
+
+	nc, err := connect(ctx, cfg, log)
+	if err != nil {
+		return stoppedEarly(ctx, log, err)
+	}
 	defer nc.Close()
+	watch := reach.New(reach.Config{
+		Conn: nc, MoveAfter: cfg.NATSMoveAfter, Logger: &log,
+		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved,
+	})
+	defer watch.Stop()
+	publishes := watch.Loop("event publishes")
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		log.Warn().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
+		log.Debug().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
+		publishes.Fail(err)
 	}))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
+	readyz.wait("waiting for JetStream")
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
-	if err := contract.Ensure(ctx, js, opts); err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, contract.StateBucket)
+	kv, err := setUp(ctx, js, opts, watch.Loop("setup"), readyz)
 	if err != nil {
-		return fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
+		return stoppedEarly(ctx, log, err)
 	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
-	m := metrics.New()
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
@@ -130,7 +149,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		Pool: pool, State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
-		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log,
+		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log, Reach: watch,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
@@ -161,7 +180,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	cons, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
@@ -179,11 +198,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
 		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
 	}
-	ops, err := serveOps(cfg.HTTPAddr, nc, js, m, log)
-	if err != nil {
-		return err
-	}
-	defer ops.Close()
+	readyz.set(nc, js)
 
 	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
 	if ready != nil {
@@ -199,8 +214,8 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	return err
 }
 
-// connect dials NATS, retrying until ctx ends so that a worker may start
-// before its broker.
+// connect dials NATS, retrying with backoff until ctx ends so that a
+// worker may start before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("sluice-worker " + cfg.WorkerName),
@@ -217,20 +232,63 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
-	delay := 500 * time.Millisecond
-	for {
+	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
+		delay := retry.Delay(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
-		case <-time.After(delay):
 		}
-		delay = min(delay*2, 10*time.Second)
 	}
+}
+
+// setUp creates or updates the contract's streams, consumers and bucket
+// and opens the bucket. While JetStream does not answer (no responders, a
+// timeout, a 503, no peers: the cluster is unreachable or electing) it
+// retries with backoff until ctx ends, /readyz saying why; another error
+// is returned.
+func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, loop *reach.Loop, ready *readiness) (jetstream.KeyValue, error) {
+	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := contract.Ensure(actx, js, opts)
+		var kv jetstream.KeyValue
+		if err == nil {
+			if kv, err = js.KeyValue(actx, contract.StateBucket); err != nil {
+				err = fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
+			}
+		}
+		cancel()
+		if err == nil {
+			loop.OK()
+			return kv, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if reason, unreachable := reach.Reason(err); !unreachable && reason != "disconnected" {
+			return nil, err
+		}
+		loop.Fail(err)
+		ready.wait("waiting for JetStream: " + err.Error())
+		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
+			return nil, err
+		}
+	}
+}
+
+// stoppedEarly is the end of a worker told to stop before it consumed: a
+// clean stop, not a failure.
+func stoppedEarly(ctx context.Context, log zerolog.Logger, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Info().Str("waiting_for", err.Error()).Msg("worker stopped before it could consume")
+	return nil
 }
 
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
@@ -239,20 +297,52 @@ func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http
 	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
 }
 
+// readiness is what /readyz reports: what the worker waits for until it
+// consumes, then the state of NATS and the contract's streams.
+type readiness struct {
+	mu      sync.Mutex
+	waiting string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+}
+
+func (r *readiness) wait(what string) {
+	r.mu.Lock()
+	r.waiting = what
+	r.mu.Unlock()
+}
+
+// set marks the worker as consuming through nc and js.
+func (r *readiness) set(nc *nats.Conn, js jetstream.JetStream) {
+	r.mu.Lock()
+	r.waiting, r.nc, r.js = "", nc, js
+	r.mu.Unlock()
+}
+
+// check returns why the worker is not ready, or nil.
+func (r *readiness) check(ctx context.Context) error {
+	r.mu.Lock()
+	waiting, nc, js := r.waiting, r.nc, r.js
+	r.mu.Unlock()
+	switch {
+	case waiting != "" || nc == nil:
+		return errors.New(cmp.Or(waiting, "starting"))
+	case !nc.IsConnected():
+		return errors.New("NATS not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return contract.Present(ctx, js)
+}
+
 // serveOps serves /healthz, /readyz and /metrics on addr.
-func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Metrics, log zerolog.Logger) (*http.Server, error) {
+func serveOps(addr string, ready *readiness, m *metrics.Metrics, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !nc.IsConnected() {
-			http.Error(w, "NATS not connected", http.StatusServiceUnavailable)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := contract.Present(ctx, js); err != nil {
+		if err := ready.check(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
