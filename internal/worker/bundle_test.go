@@ -65,6 +65,11 @@ func (s *syncBuffer) String() string {
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
+	// cluster, when set, is the NATS the bundle uses (its client reaches
+	// the nodes clientNodes, every node when empty) instead of a server of
+	// its own; the worker gets NATS_REPLICAS=3.
+	cluster     *testenv.Cluster
+	clientNodes []int
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -75,7 +80,12 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATS(t), s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	b := &bundle{s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	if o.cluster != nil {
+		b.nats = o.cluster.Client(t, o.clientNodes...)
+	} else {
+		b.nats = testenv.StartNATS(t)
+	}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
@@ -98,6 +108,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
+		NATSMoveAfter: 10 * time.Second,
+	}
+	if o.cluster != nil {
+		b.cfg.NATSReplicas = 3
 	}
 	t.Cleanup(func() {
 		b.assertNoSecrets(t)
