@@ -289,9 +289,8 @@ func TestStartPhaseBoundsRunningHandlers(t *testing.T) {
 func TestShutdownWarnsOnlyWhenJobsAreHeld(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 5*time.Second)
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := zerolog.New(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }))
+	var logs testenv.SyncBuffer
+	log := zerolog.New(&logs)
 	for range 4 {
 		stop := b.run(t, consumer.Config{Logger: &log, FetchWait: 500 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond},
 			handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
@@ -300,13 +299,7 @@ func TestShutdownWarnsOnlyWhenJobsAreHeld(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // a pull is pending
 		stop()
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if strings.Contains(logs.String(), "shutdown timeout") {
 		t.Errorf("a stop with nothing held warned:\n%s", logs.String())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

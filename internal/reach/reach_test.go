@@ -1,7 +1,6 @@
 package reach_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,23 +16,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestReason(t *testing.T) {
 	t.Parallel()
@@ -97,7 +79,7 @@ func TestQuorum(t *testing.T) {
 
 func TestLoopSaysOnceAndRecovers(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	log := zerolog.New(&logs)
 	var mu sync.Mutex
 	waiting := map[string]bool{}
@@ -160,7 +142,7 @@ func TestWatchMovesOnlyWhenNoLeaderAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	log := zerolog.New(&logs)
 	moved := make(chan struct{}, 4)
 	w := reach.New(reach.Config{Conn: nc, MoveAfter: 200 * time.Millisecond, Logger: &log, Moved: func() { moved <- struct{}{} }})

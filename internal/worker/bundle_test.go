@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,24 +41,7 @@ type bundle struct {
 	compute *apisim.Compute
 	simURL  string
 	cfg     config.Config
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *testenv.SyncBuffer
 }
 
 type setupOpts struct {
@@ -80,7 +62,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{s3: testenv.StartS3(t), logs: &syncBuffer{}}
+	b := &bundle{s3: testenv.StartS3(t), logs: &testenv.SyncBuffer{}}
 	if o.cluster != nil {
 		b.nats = o.cluster.Client(t, o.clientNodes...)
 	} else {
@@ -134,20 +116,27 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	log := logging.New(b.logs, "json", "debug")
-	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(ready) }) }()
+	ready, done, stop := b.launch(t, cfg)
 	select {
 	case <-ready:
 	case err := <-done:
-		cancel()
+		done <- err
 		t.Fatalf("worker did not start: %v", err)
 	case <-time.After(20 * time.Second):
-		cancel()
 		t.Fatal("worker did not start in 20s")
 	}
+	return stop
+}
+
+// launch runs a worker with cfg until stop is called (or the test ends):
+// ready is closed once it consumes, and done receives what Run returned
+// (a receiver that does not stop the test puts it back for stop).
+func (b *bundle) launch(t *testing.T, cfg config.Config) (ready <-chan struct{}, done chan error, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	consuming := make(chan struct{})
+	done = make(chan error, 1)
+	log := logging.New(b.logs, "json", "debug")
+	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(consuming) }) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -163,7 +152,7 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return consuming, done, stop
 }
 
 // publish sends one spec (any JSON value or raw string) to kind's subject

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +24,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
-	"github.com/sluice-dev/sluice/internal/logging"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
-	"github.com/sluice-dev/sluice/internal/worker"
 )
 
 // long reports whether the long variant runs.
@@ -223,27 +220,7 @@ func TestPartitionWorkerStartedWhileCutOffServesAfterHeal(t *testing.T) {
 	c.Isolate(0)
 	cfg := b.cfg
 	cfg.NATSURL, cfg.HTTPAddr = c.URLs(0), freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.Run(ctx, cfg, logging.New(b.logs, "json", "debug"), func(worker.Endpoints) { close(ready) })
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("worker: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("worker did not stop in 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	ready, done, stop := b.launch(t, cfg)
 
 	awaitLog(t, b, 60*time.Second, waitingMsg, `"loop":"setup"`)
 	resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")

@@ -252,9 +252,13 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 // retries with backoff until ctx ends, /readyz saying why; another error
 // is returned.
 func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, loop *reach.Loop, ready *readiness) (jetstream.KeyValue, error) {
-	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	// An attempt whose request went unanswered ends after 5s, and the
+	// pause between attempts is 5s at most, so a worker consumes within
+	// about 10s of the cluster answering again. Objects an attempt created
+	// stay, so a slow cluster needs no attempt to do everything in 5s.
+	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := contract.Ensure(actx, js, opts)
 		var kv jetstream.KeyValue
 		if err == nil {
