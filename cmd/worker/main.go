@@ -1,7 +1,7 @@
 // Command worker is the sluice daemon: it consumes job specs from NATS
 // JetStream, drives the media API and the compute platform, copies the
 // results into S3 and publishes events. Configuration comes from SLUICE_*
-// environment variables (see README.md); SLUICE_DEV=true runs everything
+// environment variables (see docs/configuration.md); SLUICE_DEV=true runs everything
 // embedded.
 package main
 

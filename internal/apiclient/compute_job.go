@@ -138,7 +138,7 @@ const (
 
 // jobStatusTable maps the normalised jobStatus (upper case, "STAT" prefix
 // removed) and jobInitAttr.JobState values. Keep it in step with the
-// JobPhaseOf doc comment and the README.
+// JobPhaseOf doc comment and docs/upstream-assumptions.md.
 var jobStatusTable = map[string]statusClass{
 	"Q": stQueued, "H": stQueued, "W": stQueued, "T": stQueued, "M": stQueued,
 	"QUEUED": stQueued, "PENDING": stQueued, "HELD": stQueued, "HOLD": stQueued,

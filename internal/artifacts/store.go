@@ -410,7 +410,7 @@ func (s *Store) stagingKey() (string, error) {
 }
 
 // deleteStaging removes a staging object, even when ctx has ended; a
-// failure only leaves garbage behind (see the README's lifecycle rule).
+// failure only leaves garbage behind (see the lifecycle rule in docs/operating.md).
 func (s *Store) deleteStaging(ctx context.Context, key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

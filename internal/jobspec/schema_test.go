@@ -158,30 +158,40 @@ func TestEventSchema(t *testing.T) {
 
 var jsonBlock = regexp.MustCompile("(?s)```json\\s*\\n(.*?)```")
 
-// TestREADMESpecs checks that every job spec the README shows (a ```json
-// block with "version" and "kind" in it) satisfies both the schema and
-// Decode.
+// TestREADMESpecs checks that every job spec README.md and the pages under
+// docs/ show (a ```json block with "version" and "kind" in it) satisfies
+// both the schema and Decode.
 func TestREADMESpecs(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if os.IsNotExist(err) {
-		t.Skip("README.md does not exist yet")
-	}
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	pages = append([]string{filepath.Join("..", "..", "README.md")}, pages...)
 	sch := compileSchema(t, "jobspec.schema.json")
-	blocks := specBlocks(readme)
-	for i, block := range blocks {
-		first, _, _ := strings.Cut(strings.TrimSpace(string(block)), "\n")
-		if err := schemaAccepts(sch, block); err != nil {
-			t.Errorf("README spec #%d (%s...): schema: %v", i+1, first, err)
+	checked := 0
+	for _, page := range pages {
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := Decode(block, ""); err != nil {
-			t.Errorf("README spec #%d (%s...): Decode: %v", i+1, first, err)
+		name := filepath.Base(page)
+		for i, block := range specBlocks(md) {
+			checked++
+			first, _, _ := strings.Cut(strings.TrimSpace(string(block)), "\n")
+			if err := schemaAccepts(sch, block); err != nil {
+				t.Errorf("%s spec #%d (%s...): schema: %v", name, i+1, first, err)
+			}
+			if _, err := Decode(block, ""); err != nil {
+				t.Errorf("%s spec #%d (%s...): Decode: %v", name, i+1, first, err)
+			}
 		}
 	}
-	t.Logf("checked %d README specs", len(blocks))
+	// The job spec page shows one spec of every scenario.
+	if checked < 7 {
+		t.Errorf("found %d specs in README.md and docs/*.md, want at least 7", checked)
+	}
+	t.Logf("checked %d specs in README.md and docs/*.md", checked)
 }
 
 // specBlocks returns the ```json blocks of a Markdown document that hold
