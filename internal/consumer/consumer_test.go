@@ -328,7 +328,9 @@ func TestFailedPullsBackOff(t *testing.T) {
 		JS: js, Kinds: []string{"video"}, Logger: &log, FetchWait: 200 * time.Millisecond,
 		Backoff: backoff.Exponential{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond},
 		Reach:   reach.New(reach.Config{Logger: &log}),
-	}, handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome { return consumer.Outcome{Action: consumer.Ack} }))
+	}, handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
+		return consumer.Outcome{Action: consumer.Ack}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
