@@ -208,9 +208,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return nil
 	})
 	if err != nil {
+		r.checkpoints.Fail(err)
 		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
 		return j, r.settle(j, transient(err)), true
 	}
+	r.checkpoints.OK()
 	j.rec = rec
 	j.attempt = rec.Attempts
 	j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
