@@ -526,33 +526,60 @@ func TestStatus(t *testing.T) {
 	enqueue(t, n.URL, "", "status", "nope").want(t, 6, "no such job nope")
 }
 
+// A cancel of an id that is neither recorded nor waiting in SLUICE_JOBS
+// says "no such job" (exit 6) and invents no job: status still says "no
+// such job". The cancel stays pending, so the job, published a moment
+// later, ends cancelled without being submitted.
 func TestCancelBeforeAnyWorker(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
-	enqueue(t, n.URL, "", "cancel", "ghost").want(t, 0,
-		"cancel recorded; no worker has seen job ghost yet", "no worker answered")
+	enqueue(t, n.URL, "", "cancel", "ghost").want(t, 6,
+		"no such job ghost: it is neither recorded nor waiting in SLUICE_JOBS", "pending for 10m0s")
 
-	r := enqueue(t, n.URL, "", "status", "ghost", "--json")
-	r.want(t, 0)
-	var job struct {
-		Status          string
-		CancelRequested bool `json:"cancel_requested"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &job); err != nil || job.Status != "queued" || !job.CancelRequested {
-		t.Fatalf("status of a cancelled unseen job: %v\n%s", err, r)
-	}
+	enqueue(t, n.URL, "", "status", "ghost", "--json").want(t, 6, `{"job_id":"ghost","error":"no such job"}`)
 
-	r = enqueue(t, n.URL, "", "cancel", "ghost", "--json")
-	r.want(t, 0)
+	r := enqueue(t, n.URL, "", "cancel", "ghost", "--json")
+	r.want(t, 6)
 	var res map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res["outcome"] != "recorded" || res["worker_reply"] != nil {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res["outcome"] != "no_such_job" || res["worker_reply"] != nil {
 		t.Fatalf("cancel --json: %v\n%s", err, r)
 	}
 
-	// The job arrives later: the worker ends it cancelled without
-	// submitting it.
+	// The job arrives a moment later: the worker ends it cancelled
+	// without submitting it.
 	startFakeWorker(t, n)
 	enqueue(t, n.URL, "", videoArgs("ghost", "succeed", "--wait")...).want(t, 3, "ghost  cancelled")
+}
+
+// A published job that no worker has taken yet is "queued" for status
+// (not "no such job"), and its cancel is recorded (exit 0).
+func TestStatusAndCancelOfAQueuedJob(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	// No worker has ever run: the state bucket does not even exist.
+	enqueue(t, n.URL, "", videoArgs("clip-q", "succeed")...).want(t, 0, "published video job clip-q")
+
+	enqueue(t, n.URL, "", "status", "clip-q").want(t, 0, "clip-q\n", "kind       video", "status     queued")
+	r := enqueue(t, n.URL, "", "status", "clip-q", "--json")
+	r.want(t, 0)
+	var job struct {
+		Status          string
+		Kind            string
+		CancelRequested bool `json:"cancel_requested"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &job); err != nil || job.Status != "queued" || job.Kind != "video" || job.CancelRequested {
+		t.Fatalf("status of a queued job: %v\n%s", err, r)
+	}
+
+	enqueue(t, n.URL, "", "cancel", "clip-q").want(t, 0, "cancel recorded; no worker has seen job clip-q yet")
+	r = enqueue(t, n.URL, "", "status", "clip-q", "--json")
+	r.want(t, 0)
+	if err := json.Unmarshal([]byte(r.stdout), &job); err != nil || job.Status != "queued" || !job.CancelRequested {
+		t.Fatalf("status of a cancelled queued job: %v\n%s", err, r)
+	}
+	// A mistyped id is no such job for both commands.
+	enqueue(t, n.URL, "", "cancel", "clip-qq").want(t, 6, "no such job clip-qq")
+	enqueue(t, n.URL, "", "status", "clip-qq").want(t, 6, "no such job clip-qq")
 }
 
 func TestWatch(t *testing.T) {

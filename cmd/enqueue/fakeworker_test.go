@@ -194,22 +194,20 @@ func succeed(r *state.Record, kind string) {
 
 // answerCancel plays the worker's side of sluice.control.cancel.
 func (w *fakeWorker) answerCancel(m *nats.Msg) {
-	var req struct {
-		JobID string `json:"job_id"`
-	}
-	reply := map[string]string{}
+	var req contract.CancelRequest
+	var reply contract.CancelReply
 	if err := json.Unmarshal(m.Data, &req); err != nil || !jobspec.ValidID(req.JobID) {
-		reply["error"] = "bad request"
+		reply.Error = "bad request"
 	} else {
-		reply["job_id"] = req.JobID
+		reply.JobID = req.JobID
 		rec, err := w.store.RequestCancel(w.ctx, req.JobID)
 		switch {
 		case err != nil:
-			reply["error"] = err.Error()
+			reply.Error = err.Error()
 		case rec.Status.Terminal():
-			reply["cancel"], reply["status"] = "terminal", string(rec.Status)
+			reply.Cancel, reply.Status = contract.CancelTerminal, string(rec.Status)
 		default:
-			reply["cancel"], reply["status"] = "requested", string(rec.Status)
+			reply.Cancel, reply.Status = contract.CancelRequested, string(rec.Status)
 		}
 	}
 	b, _ := json.Marshal(reply)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,22 +77,9 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 // validate checks c and returns the parsed base URL. Errors name the field
 // and never echo a credential.
 func (c ComputeConfig) validate() (*url.URL, error) {
-	if c.BaseURL == "" {
-		return nil, invalidArg("ComputeConfig.BaseURL", "is required")
-	}
-	u, err := url.Parse(c.BaseURL)
+	u, err := ParseBaseURL(c.BaseURL)
 	if err != nil {
-		return nil, invalidArg("ComputeConfig.BaseURL", "is not a URL")
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, invalidArg("ComputeConfig.BaseURL", "must be an http or https URL")
-	case u.Host == "":
-		return nil, invalidArg("ComputeConfig.BaseURL", "has no host")
-	case u.User != nil:
-		return nil, invalidArg("ComputeConfig.BaseURL", "must not carry user info (use User and Password)")
-	case u.RawQuery != "" || u.Fragment != "":
-		return nil, invalidArg("ComputeConfig.BaseURL", "must not carry a query or fragment")
+		return nil, invalidArg("ComputeConfig.BaseURL", err.Error())
 	}
 	switch {
 	case c.User == "":
@@ -109,8 +95,6 @@ func (c ComputeConfig) validate() (*url.URL, error) {
 	case c.Backoff.Min < 0 || c.Backoff.Max < 0:
 		return nil, invalidArg("ComputeConfig.Backoff", "must not be negative")
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
 	return u, nil
 }
 

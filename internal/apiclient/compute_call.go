@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -78,8 +77,8 @@ type outcomeKind int
 const (
 	outOK        outcomeKind = iota
 	outFatal                 // stop now: ctx done, source failed, bad request
-	outNoConn                // no connection was made: nothing was sent
-	outSent                  // transport failure after a connection was made
+	outNoConn                // transport failure before the request was sent (traceSent)
+	outSent                  // transport failure after it may have been sent
 	outStatus                // non-2xx answer
 	outMalformed             // 2xx answer whose body could not be read or decoded
 	outEnvelope              // 2xx answer with an error envelope
@@ -279,10 +278,9 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 		arm() // uploads arm it once their last byte is sent
 	}
 
-	var gotConn atomic.Bool
-	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
+	// sent is the clients' one rule for "may upstream have seen it"
+	// (see traceSent).
+	actx, sent := traceSent(actx)
 
 	target := base.String() + rq.path
 	if len(rq.query) > 0 {
@@ -332,13 +330,13 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			// The caller gave up; if a connection was made the request
 			// may have arrived, which matters for a paid submit.
-			if gotConn.Load() {
+			if sent() {
 				return nil, outcome{kind: outSent, err: ctxErr}
 			}
 			return nil, outcome{kind: outFatal, err: ctxErr}
 		}
 		err = c.transportError(rq, base, err, context.Cause(actx))
-		if !gotConn.Load() {
+		if !sent() {
 			return nil, outcome{kind: outNoConn, err: err}
 		}
 		return nil, outcome{kind: outSent, err: err}

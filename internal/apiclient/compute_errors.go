@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Sentinel errors of the compute client. The shared ones (ErrAmbiguous,
@@ -76,13 +78,13 @@ func (e *EnvelopeError) Unwrap() error {
 
 // Temporary reports whether retrying later may succeed: HTTP 429 or 5xx.
 func (e *EnvelopeError) Temporary() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+	return backoff.RetryableStatus(e.Status)
 }
 
 // certainlyRejected reports whether the platform refused the request before
 // acting on it, so repeating a paid call is safe: 429 and 503.
 func (e *EnvelopeError) certainlyRejected() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+	return backoff.RefusedStatus(e.Status)
 }
 
 // authRejected reports whether the answer refuses the token: 401 or 403.

@@ -84,6 +84,28 @@ type Queue struct {
 	ACLHosts       string `json:"aclHosts"`
 }
 
+// The mapAppJobInfo keys of the submit job call (compute-api.md 2.5).
+const (
+	KeySubmitType = "GAP_SUBMIT_TYPE"
+	KeyJobName    = "GAP_JOB_NAME"
+	KeyPPN        = "GAP_PPN"
+	KeyNodeType   = "GAP_NODE_TYPE"
+	KeyNNode      = "GAP_NNODE"
+	KeyWallTime   = "GAP_WALL_TIME"
+	KeyWorkDir    = "GAP_WORK_DIR"
+	KeySchedFile  = "GAP_SCHED_FILE"
+	KeyMultiSub   = "GAP_MULTI_SUB"
+	KeyStdOutFile = "GAP_STD_OUT_FILE"
+	KeyStdErrFile = "GAP_STD_ERR_FILE"
+	KeyJobMem     = "GAP_JOB_MEM"
+	KeyNGPU       = "GAP_NGPU"
+	KeyNDCU       = "GAP_NDCU"
+	KeyQueue      = "GAP_QUEUE"
+	KeyClusterID  = "GAP_CLUSTER_ID"
+	KeyGUI        = "GAP_GUI"
+	KeyAdvance    = "advance"
+)
+
 // JobRequest is the body of the submit job call (2.5). MapAppJobInfo holds
 // GAP_* keys with string values, plus GAP_GUI (integer) and advance
 // (boolean), so its values are untyped.

@@ -126,7 +126,7 @@ func IsTransient(err error) bool {
 		return false
 	}
 	if ae, ok := errors.AsType[*APIError](err); ok {
-		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
+		return backoff.RetryableStatus(ae.Status)
 	}
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
@@ -161,7 +161,7 @@ func RetryAfterOf(err error) (d time.Duration, ok bool) {
 	if !isAPI || ae.RetryAfter <= 0 {
 		return 0, false
 	}
-	if ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
+	if !backoff.RefusedStatus(ae.Status) {
 		return 0, false
 	}
 	return ae.RetryAfter, true

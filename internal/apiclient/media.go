@@ -80,25 +80,9 @@ func (c MediaConfig) withDefaults() MediaConfig {
 }
 
 func (c MediaConfig) validate() (*url.URL, error) {
-	if c.BaseURL == "" {
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL is required", ErrInvalidArgument)
-	}
-	u, err := url.Parse(c.BaseURL)
+	u, err := ParseBaseURL(c.BaseURL)
 	if err != nil {
-		// url.Parse echoes its input, which may hold a credential.
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL is not a valid URL", ErrInvalidArgument)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL must use http or https, not %q", ErrInvalidArgument, u.Scheme)
-	case u.Host == "":
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL has no host", ErrInvalidArgument)
-	case u.User != nil:
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL must not carry credentials", ErrInvalidArgument)
-	case u.RawQuery != "" || u.ForceQuery:
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL must not have a query", ErrInvalidArgument)
-	case u.Fragment != "" || u.RawFragment != "":
-		return nil, fmt.Errorf("%w: MediaConfig.BaseURL must not have a fragment", ErrInvalidArgument)
+		return nil, invalidArg("MediaConfig.BaseURL", err.Error())
 	}
 	if c.APIKey == "" {
 		return nil, fmt.Errorf("%w: MediaConfig.APIKey is required", ErrInvalidArgument)
@@ -115,8 +99,6 @@ func (c MediaConfig) validate() (*url.URL, error) {
 	if c.Backoff.Min < 0 || c.Backoff.Max < 0 {
 		return nil, fmt.Errorf("%w: MediaConfig.Backoff must not be negative", ErrInvalidArgument)
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = strings.TrimRight(u.RawPath, "/")
 	return u, nil
 }
 

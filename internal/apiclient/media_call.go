@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // mediaCall is one logical media API call, possibly sent several times.
@@ -97,17 +97,9 @@ func (c *Media) try(ctx context.Context, cl mediaCall) mediaVerdict {
 		cancel()
 	}
 
-	// wrote turns true once the request's headers were handed to the
-	// connection. Until then upstream cannot have seen the request: DNS,
-	// dial, TLS and proxy failures all happen before. Go's transport
-	// already re-sends on a reused connection that died before anything
-	// was written, so what reaches us with wrote == false is certainly
-	// unsent.
-	var wrote atomic.Bool
-	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
-		WroteHeaders: func() { wrote.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
-	})
+	// sent is the clients' one rule for "may upstream have seen it"
+	// (see traceSent).
+	actx, sent := traceSent(actx)
 	req, err := c.newRequest(actx, cl)
 	if err != nil {
 		release()
@@ -122,12 +114,12 @@ func (c *Media) try(ctx context.Context, cl mediaCall) mediaVerdict {
 		if ctx.Err() != nil {
 			// The caller gave up; say so, but a paid request that left
 			// may still have been acted on.
-			if cl.paid && wrote.Load() {
+			if cl.paid && sent() {
 				return mediaVerdict{err: fmt.Errorf("%w: request sent, then %w", ErrAmbiguous, ctx.Err())}
 			}
 			return mediaVerdict{err: ctx.Err()}
 		}
-		if cl.paid && wrote.Load() {
+		if cl.paid && sent() {
 			return mediaVerdict{err: fmt.Errorf("%w: request sent, then: %w", ErrAmbiguous, err)}
 		}
 		return mediaVerdict{err: err, retry: true}
@@ -159,7 +151,7 @@ func (c *Media) try(ctx context.Context, cl mediaCall) mediaVerdict {
 	body, _ := readBody(resp) // an unreadable error body still has its status
 	apiErr := newAPIError(resp.StatusCode, resp.Header, body, c.cfg.Now(), c.cfg.APIKey)
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+	case backoff.RefusedStatus(resp.StatusCode):
 		// Upstream refused before doing anything: safe for every class.
 		return mediaVerdict{err: apiErr, retry: true, wait: apiErr.RetryAfter}
 	case resp.StatusCode >= 500:

@@ -259,14 +259,7 @@ func (c *Compute) Close() error {
 // handle registers h under pattern with the endpoint's faults and request
 // counter around it.
 func (c *Compute) handle(mux *http.ServeMux, pattern, endpoint string, h http.HandlerFunc) {
-	wrapped := c.faults.Wrap(endpoint, c.writeFaultError, h)
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			c.counters.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1)
-		}()
-		wrapped(sw, r)
-	})
+	mux.HandleFunc(pattern, c.counters.countRequests(endpoint, c.faults.Wrap(endpoint, c.writeFaultError, h)))
 }
 
 // envelope is the code/msg/data wrapper of every JSON answer.

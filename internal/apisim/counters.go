@@ -2,6 +2,8 @@ package apisim
 
 import (
 	"maps"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -21,6 +23,16 @@ func (c *Counters) Add(name string, n int64) {
 		c.m = make(map[string]int64)
 	}
 	c.m[name] += n
+}
+
+// countRequests returns next counting each answer it gives as
+// "requests:<endpoint>:<status>", once the answer is complete.
+func (c *Counters) countRequests(endpoint string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() { c.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1) }()
+		next(sw, r)
+	}
 }
 
 // Get returns the counter named name (0 if never added to).

@@ -124,11 +124,9 @@ func NewMedia(cfg MediaConfig) *Media {
 	m.handle(mux, "POST /api/llm/v1/tasks", EndpointTasks, m.getTasks)
 	m.handle(mux, "POST /api/llm/v1/tasks/{task_id}/cancel", EndpointCancel, m.cancelTask)
 	m.handle(mux, "GET /sim/results/{task_id}/{file}", EndpointResult, m.getResult)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		m.writeError(sw, http.StatusNotFound, "invalid_request_error", "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
-		m.counters.Add("requests:unknown:"+strconv.Itoa(sw.status), 1)
-	})
+	mux.HandleFunc("/", m.counters.countRequests("unknown", func(w http.ResponseWriter, r *http.Request) {
+		m.writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	}))
 	m.mux = mux
 	return m
 }
@@ -159,14 +157,7 @@ func (m *Media) SubmitCount(promptOrText string) int64 {
 // handle registers h under pattern with the endpoint's faults and request
 // counter around it.
 func (m *Media) handle(mux *http.ServeMux, pattern, endpoint string, h http.HandlerFunc) {
-	wrapped := m.faults.Wrap(endpoint, m.writeFaultError, h)
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			m.counters.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1)
-		}()
-		wrapped(sw, r)
-	})
+	mux.HandleFunc(pattern, m.counters.countRequests(endpoint, m.faults.Wrap(endpoint, m.writeFaultError, h)))
 }
 
 func (m *Media) nextID(kind string) string {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Sentinel errors of the package; match them with errors.Is.
@@ -94,9 +96,7 @@ func (e *FetchError) Temporary() bool {
 		errors.Is(e.Err, context.Canceled):
 		return false
 	case e.Err == nil:
-		return e.Status == http.StatusRequestTimeout ||
-			e.Status == http.StatusTooManyRequests ||
-			e.Status >= 500
+		return retryableStatus(e.Status)
 	case isCertificateError(e.Err):
 		return false
 	}
@@ -167,7 +167,7 @@ func IsTemporary(err error) bool {
 	}
 	// An S3 answer carries its HTTP status.
 	if s := httpStatus(err); s != 0 {
-		return s == http.StatusTooManyRequests || s >= 500 || s == http.StatusRequestTimeout
+		return retryableStatus(s)
 	}
 	// A network error left is the store's (downloads answered above as a
 	// *FetchError) or an unclassified one of an OpenFunc: temporary, an
@@ -184,16 +184,14 @@ func IsTemporary(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	if te, ok := errors.AsType[temporary](err); ok {
-		return te.Temporary()
-	}
-	return false
+	temporary, _ := backoff.Temporary(err)
+	return temporary
 }
 
-// temporary is an error that says whether it is worth retrying.
-type temporary interface {
-	error
-	Temporary() bool
+// retryableStatus is the clients' rule for an HTTP status worth retrying
+// (429, 5xx) plus 408, which downloads and S3 may answer on a slow request.
+func retryableStatus(code int) bool {
+	return code == http.StatusRequestTimeout || backoff.RetryableStatus(code)
 }
 
 // statusError is an error carrying an HTTP status, as every S3 answer

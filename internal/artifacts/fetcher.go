@@ -149,7 +149,7 @@ func (f *Fetcher) Open(ctx context.Context, rawURL string) (body io.ReadCloser, 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		backoff.DrainClose(resp.Body)
 		fe := &FetchError{Status: resp.StatusCode, URL: scrubbed}
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if backoff.RefusedStatus(resp.StatusCode) {
 			fe.RetryAfter, _ = backoff.RetryAfter(resp.Header, f.cfg.Now())
 		}
 		return nil, "", fe

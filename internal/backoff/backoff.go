@@ -1,4 +1,6 @@
-// Package backoff spaces the retries of the HTTP clients: exponential
+// Package backoff spaces retries (of the HTTP clients, the job's
+// redeliveries, the runner's checkpoints and the worker's NATS dial) and
+// holds the rules every client shares for whether one may help: exponential
 // delays with or without jitter, the delay a server asks for with
 // Retry-After, a wait that ends early with its context, and the draining of
 // an answer that will not be read, so that the next attempt can reuse the
@@ -7,6 +9,7 @@ package backoff
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -58,6 +61,15 @@ func (e Exponential) Delay(attempt int) time.Duration {
 	return lo + rand.N(ceil-lo+1)
 }
 
+// HalfJitter returns the delay before retry number attempt (0-based) with
+// half of it jittered: a random duration in [Ceiling/2, Ceiling]. It suits
+// waits that must not fall far below their ceiling, such as a redelivery
+// that should not come back almost at once.
+func (e Exponential) HalfJitter(attempt int) time.Duration {
+	d := e.Ceiling(attempt)
+	return d/2 + rand.N(d/2+1)
+}
+
 // bounds returns Min and Max with their defaults.
 func (e Exponential) bounds() (lo, hi time.Duration) {
 	lo, hi = e.Min, e.Max
@@ -85,6 +97,34 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// RetryableStatus reports whether an HTTP answer with status code may be
+// different when asked again: 429 (too many requests) or any 5xx. It is the
+// clients' common rule; a caller may add statuses of its own.
+func RetryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500
+}
+
+// RefusedStatus reports whether status code says that the server refused
+// the request before acting on it, 429 or 503: even a paid call may be
+// repeated, after the answer's Retry-After.
+func RefusedStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
+}
+
+// Temporary reports what err says about retrying for itself: the answer of
+// the first error in its chain that has a Temporary() bool method. ok is
+// false when none has one.
+func Temporary(err error) (temporary, ok bool) {
+	t, ok := errors.AsType[interface {
+		error
+		Temporary() bool
+	}](err)
+	if !ok {
+		return false, false
+	}
+	return t.Temporary(), true
 }
 
 // Sleep waits for d or until ctx is done, and returns ctx's error in the

@@ -2,10 +2,12 @@ package backoff_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,28 @@ func TestExponentialDelay(t *testing.T) {
 	}
 	if d := e.Delay(0); d != time.Second {
 		t.Errorf("Delay(0) = %s, want Min exactly", d)
+	}
+}
+
+func TestExponentialHalfJitter(t *testing.T) {
+	t.Parallel()
+	// The runner's redeliveries: 2s doubling to 5m.
+	e := backoff.Exponential{Min: 2 * time.Second, Max: 5 * time.Minute}
+	for _, tt := range []struct {
+		attempt int
+		ceil    time.Duration
+	}{{-1, 2 * time.Second}, {0, 2 * time.Second}, {1, 4 * time.Second}, {7, 256 * time.Second}, {8, 5 * time.Minute}, {60, 5 * time.Minute}} {
+		var lo, hi time.Duration = tt.ceil, 0
+		for range 500 {
+			d := e.HalfJitter(tt.attempt)
+			if d < tt.ceil/2 || d > tt.ceil {
+				t.Fatalf("HalfJitter(%d) = %s, want within [%s, %s]", tt.attempt, d, tt.ceil/2, tt.ceil)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if hi-lo < tt.ceil/8 {
+			t.Errorf("HalfJitter(%d) stayed within [%s, %s]: not jittered", tt.attempt, lo, hi)
+		}
 	}
 }
 
@@ -136,4 +160,43 @@ func ExampleExponential() {
 	}
 	fmt.Println(delays)
 	// Output: [1s 2s 4s 8s 10s]
+}
+
+func TestStatusRules(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int][2]bool{
+		// code: {RetryableStatus, RefusedStatus}
+		200: {false, false}, 301: {false, false}, 400: {false, false}, 401: {false, false},
+		404: {false, false}, 408: {false, false}, 422: {false, false},
+		429: {true, true}, 500: {true, false}, 502: {true, false}, 503: {true, true}, 504: {true, false},
+	} {
+		if got := [2]bool{backoff.RetryableStatus(code), backoff.RefusedStatus(code)}; got != want {
+			t.Errorf("status %d: RetryableStatus, RefusedStatus = %v, want %v", code, got, want)
+		}
+	}
+}
+
+// sayError says for itself whether a retry may help.
+type sayError bool
+
+func (e sayError) Error() string   { return "says " + strconv.FormatBool(bool(e)) }
+func (e sayError) Temporary() bool { return bool(e) }
+
+func TestTemporary(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name          string
+		err           error
+		temporary, ok bool
+	}{
+		{"nil", nil, false, false},
+		{"silent", errors.New("x"), false, false},
+		{"says yes", sayError(true), true, true},
+		{"says no, wrapped", fmt.Errorf("op: %w", sayError(false)), false, true},
+		{"outermost answers", fmt.Errorf("op: %w", fmt.Errorf("%w: %w", sayError(true), sayError(false))), true, true},
+	} {
+		if temporary, ok := backoff.Temporary(tt.err); temporary != tt.temporary || ok != tt.ok {
+			t.Errorf("%s: Temporary = %v, %v; want %v, %v", tt.name, temporary, ok, tt.temporary, tt.ok)
+		}
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
 func runCancel(ctx context.Context, a *app, args []string) error {
@@ -17,22 +19,28 @@ func runCancel(ctx context.Context, a *app, args []string) error {
 record (this works with no worker running), then asks the workers on
 sluice.control.cancel and shows the answer of the one holding the job.
 
-A job no worker has seen yet (still queued, or a wrong id) gets a record
-holding just the flag: "cancel recorded; no worker has seen job X yet". The
+A job still waiting in SLUICE_JOBS, which no worker has seen yet, gets the
+flag too: "cancel recorded; no worker has seen job X yet" (exit 0). The
 first worker to receive it ends it as cancelled without submitting it
-upstream. This is not an error (exit 0), since cancelling a job right after
-publishing it is normal; check the id if you did not expect it.
+upstream.
+
+An id that is neither recorded nor waiting in SLUICE_JOBS (a wrong id, or
+a job not published yet) is "no such job" (exit 6). The cancel is kept as
+pending all the same: a job with that id published within the next 10
+minutes ends cancelled; one published later runs. Publish first, then
+cancel: a publish is acknowledged only once the job is stored, so
+"enqueue video ... && enqueue cancel ID" always finds the job.
 
 A job that has already ended is left as it is ("nothing to cancel"). A
 compute job already submitted cannot be cancelled (the compute platform has
 no cancel operation): it is left to run, and enqueue says so (exit 1).
 
 With --json, one JSON object per id, one per line:
-{"job_id","outcome":"requested"|"recorded"|"terminal"|"refused","reason",
-"status","worker_reply"}.
+{"job_id","outcome":"requested"|"recorded"|"terminal"|"refused"|"no_such_job",
+"reason","status","worker_reply"}.
 
-Exit codes: 0 done, 1 a cancel was refused, 2 usage error, 5 NATS
-unreachable or another runtime error.`,
+Exit codes: 0 done, 1 a cancel was refused, 6 some id is no such job,
+2 usage error, 5 NATS unreachable or another runtime error.`,
 		examples: `  enqueue cancel clip-0001
   enqueue cancel clip-0001 clip-0002 --json`,
 	}
@@ -48,14 +56,17 @@ unreachable or another runtime error.`,
 		return err
 	}
 	defer client.Close()
-	refused := 0
+	refused, missing := 0, 0
 	for _, id := range ids {
 		res, err := client.Cancel(ctx, id, jobclient.CancelOptions{})
 		if err != nil {
 			return fmt.Errorf("cancel %s: %w", id, err)
 		}
-		if res.Outcome == jobclient.CancelRefused {
+		switch res.Outcome {
+		case jobclient.CancelRefused:
 			refused++
+		case jobclient.CancelNoSuchJob:
+			missing++
 		}
 		if cf.json {
 			if err := writeJSON(a.env.Stdout, res); err != nil {
@@ -70,6 +81,10 @@ unreachable or another runtime error.`,
 			continue
 		case jobclient.CancelRefused:
 			fmt.Fprintf(a.env.Stderr, "enqueue: job %s not cancelled: %s\n", id, res.Reason)
+			continue
+		case jobclient.CancelNoSuchJob:
+			fmt.Fprintf(a.env.Stderr, "enqueue: no such job %s: it is neither recorded nor waiting in %s; "+
+				"the cancel stays pending for %s in case it is published\n", id, contract.JobsStream, state.PendingCancelTTL)
 			continue
 		case jobclient.CancelRecorded:
 			fmt.Fprintf(w, "cancel recorded; no worker has seen job %s yet\n", id)
@@ -87,8 +102,11 @@ unreachable or another runtime error.`,
 			fmt.Fprintf(w, "  worker answered: cancel %s\n", r.Cancel)
 		}
 	}
-	if refused > 0 {
+	switch {
+	case refused > 0:
 		return exitCode(ExitFailed)
+	case missing > 0:
+		return exitCode(ExitNoSuchJob)
 	}
 	return nil
 }

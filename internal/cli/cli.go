@@ -32,7 +32,8 @@ const (
 	// ExitRuntime: NATS unreachable, a publish not acknowledged, or
 	// another runtime error.
 	ExitRuntime = 5
-	// ExitNoSuchJob: status asked for a job that has no state record.
+	// ExitNoSuchJob: status or cancel named a job that is neither recorded
+	// nor waiting in SLUICE_JOBS.
 	ExitNoSuchJob = 6
 	// ExitInterrupted: interrupted (Ctrl-C) while publishing or waiting.
 	ExitInterrupted = 130

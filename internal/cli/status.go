@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 )
@@ -35,8 +36,10 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 		usage: "enqueue status [flags] ID...",
 		about: `Show each job's state record: status, attempts, upstream ids, artifacts
 (s3 URL, size, sha256) and error. The record's result URLs are never shown.
-A job no worker has seen yet has no record ("no such job"), unless a cancel
-was requested for it (status queued).
+A job no worker has seen yet is "queued" while its message waits in
+SLUICE_JOBS (finding it reads the waiting messages, one request each, when
+the id has no record); an id that is neither recorded nor waiting is "no
+such job".
 
 With --json, one JSON object per id, one per line; an unknown id gives
 {"job_id":"...","error":"no such job"}.
@@ -72,7 +75,7 @@ Exit codes: 0 every job was found, 6 some job was not, 2 usage error,
 					Error string `json:"error"`
 				}{id, jobclient.ErrNoSuchJob.Error()})
 			} else {
-				fmt.Fprintf(a.env.Stderr, "enqueue: no such job %s (no worker has seen it, or its record expired)\n", id)
+				fmt.Fprintf(a.env.Stderr, "enqueue: no such job %s (not recorded and not waiting in %s; or its record expired)\n", id, contract.JobsStream)
 			}
 			continue
 		case err != nil:

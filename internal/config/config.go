@@ -6,7 +6,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
@@ -74,6 +74,7 @@ type Config struct {
 	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
+	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`
 
 	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
 	// when both are set. They are never read from the environment (the
@@ -138,11 +139,10 @@ func (c *Config) Validate() error {
 		if u == "" {
 			continue
 		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			bad(name, "must be an http(s) URL")
-		} else if p.User != nil || p.RawQuery != "" {
-			bad(name, "must not carry credentials or a query string")
+		// The upstream clients' rule for a base address serves the S3
+		// endpoint as well.
+		if _, err := apiclient.ParseBaseURL(u); err != nil {
+			bad(name, "%v", err)
 		}
 	}
 	positive := map[string]int64{
@@ -166,7 +166,7 @@ func (c *Config) Validate() error {
 		"POLL_INTERVAL": c.PollInterval, "POLL_FIRST": c.PollFirst, "COMPUTE_POLL_INTERVAL": c.ComputePoll, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
 		"TASK_TIMEOUT": c.TaskTimeout, "COMPUTE_TIMEOUT": c.ComputeTimeout, "EVENTS_MAX_AGE": c.EventsMaxAge,
 		"STATE_TTL": c.StateTTL, "PRESIGN_TTL": c.PresignTTL, "DEV_SIM_TASK_TIME": c.DevSimTaskTime,
-		"DEV_SIM_COMPUTE_TIME": c.DevSimComputeTime,
+		"DEV_SIM_COMPUTE_TIME": c.DevSimComputeTime, "SWEEP_INTERVAL": c.SweepInterval,
 	}
 	for name, d := range durations {
 		if d <= 0 {

@@ -127,6 +127,14 @@ func (d *Delivery) NumDelivered() uint64 {
 	return d.Meta.NumDelivered
 }
 
+// Published is when SLUICE_JOBS stored the message (zero when unknown).
+func (d *Delivery) Published() time.Time {
+	if d.Meta == nil {
+		return time.Time{}
+	}
+	return d.Meta.Timestamp
+}
+
 // StreamSeq is the message's sequence in SLUICE_JOBS.
 func (d *Delivery) StreamSeq() uint64 {
 	if d.Meta == nil {
@@ -147,6 +155,9 @@ type Handler interface {
 type Observer struct {
 	Held    func(kind string, delta int)
 	Settled func(kind string, a Action)
+	// Waiting receives, at every sweep, the number of job messages of
+	// kind in SLUICE_JOBS (queued, held or waiting for a retry).
+	Waiting func(kind string, n int)
 }
 
 // Config configures a Consumer.
@@ -169,6 +180,11 @@ type Config struct {
 	FetchWait time.Duration
 	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
 	ShutdownTimeout time.Duration
+	// SweepInterval is how often SLUICE_JOBS is swept for messages on
+	// subjects no consumer serves, which are handed to the Handler like
+	// deliveries (see sweep.go), and for the jobs waiting per kind.
+	// Defaults to 10s.
+	SweepInterval time.Duration
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
 	// Observer is optional.
@@ -190,6 +206,7 @@ func (c Config) withDefaults() Config {
 	c.AckWait = cmp.Or(c.AckWait, 60*time.Second)
 	c.FetchWait = cmp.Or(c.FetchWait, 2*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
+	c.SweepInterval = cmp.Or(c.SweepInterval, 10*time.Second)
 	c.Backoff.Min = cmp.Or(c.Backoff.Min, 500*time.Millisecond)
 	c.Backoff.Max = cmp.Or(c.Backoff.Max, 5*time.Second)
 	if c.Logger == nil {
@@ -253,6 +270,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		fetchers.Go(func() { c.fetchLoop(ctx, kind, slots, queue) })
 		dispatchers.Go(func() { c.dispatch(handlerCtx, kind, slots, queue) })
 	}
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() { c.sweepLoop(ctx, handlerCtx) })
 	hbDone := make(chan struct{})
 	go c.heartbeats(hbDone)
 
@@ -263,6 +282,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	fetchers.Wait()
 	close(c.pullsDone)
 	dispatchers.Wait()
+	sweeper.Wait()
 
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()

@@ -5,7 +5,9 @@
 package contract
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -33,6 +35,11 @@ const (
 // Kinds lists the job kinds in their canonical order.
 var Kinds = []string{"video", "speech", "compute"}
 
+// KindUnknown is the kind of a job message that names none of Kinds, in
+// its subject or its spec: its failed event and dead letter go to
+// sluice.events.unknown.failed and sluice.dlq.unknown.
+const KindUnknown = "unknown"
+
 // JobSubject is the subject a job spec of kind is published to.
 func JobSubject(kind string) string { return JobsSubjectPrefix + kind }
 
@@ -59,4 +66,30 @@ func KindOfSubject(subject string) (string, error) {
 		return "", fmt.Errorf("subject %q is not %s<kind>", subject, JobsSubjectPrefix)
 	}
 	return rest, nil
+}
+
+// KindOfMessage returns the kind a job message belongs to, also when it
+// was published to a subject no consumer serves (sluice.jobs.vidoe,
+// sluice.jobs.speech.extra): the kind of the subject's first token after
+// sluice.jobs. when that is one of Kinds, else the spec's "kind" when that
+// is one of Kinds, else KindUnknown.
+func KindOfMessage(subject string, data []byte) string {
+	rest, _ := strings.CutPrefix(subject, JobsSubjectPrefix)
+	if first, _, _ := strings.Cut(rest, "."); slices.Contains(Kinds, first) {
+		return first
+	}
+	var spec struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(data, &spec) == nil && slices.Contains(Kinds, spec.Kind) {
+		return spec.Kind
+	}
+	return KindUnknown
+}
+
+// Served reports whether subject is the subject of one of Kinds, the only
+// subjects of SLUICE_JOBS that a consumer delivers.
+func Served(subject string) bool {
+	kind, err := KindOfSubject(subject)
+	return err == nil && slices.Contains(Kinds, kind)
 }

@@ -103,3 +103,26 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+func TestKindOfMessage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ subject, data, want string }{
+		{"sluice.jobs.video", `{}`, "video"},
+		{"sluice.jobs.speech.extra", `{"kind":"video"}`, "speech"},
+		{"sluice.jobs.vidoe", `{"kind":"video"}`, "video"},
+		{"sluice.jobs.foo", `{"kind":"foo"}`, contract.KindUnknown},
+		{"sluice.jobs.foo", `not json`, contract.KindUnknown},
+	} {
+		if got := contract.KindOfMessage(c.subject, []byte(c.data)); got != c.want {
+			t.Errorf("KindOfMessage(%q, %q) = %q, want %q", c.subject, c.data, got, c.want)
+		}
+	}
+	for subject, want := range map[string]bool{
+		"sluice.jobs.video": true, "sluice.jobs.compute": true, "sluice.jobs.foo": false,
+		"sluice.jobs.speech.extra": false, "sluice.jobs.unknown": false,
+	} {
+		if got := contract.Served(subject); got != want {
+			t.Errorf("Served(%q) = %v", subject, got)
+		}
+	}
+}

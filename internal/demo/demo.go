@@ -268,7 +268,7 @@ func runJobs(ctx context.Context, w io.Writer, nc *nats.Conn, js jetstream.JetSt
 		}
 		fmt.Fprintln(w, line)
 		if j.cancel && ev.Data.Status == string(state.StatusRunning) {
-			body, _ := json.Marshal(map[string]string{"job_id": j.id})
+			body, _ := json.Marshal(contract.CancelRequest{JobID: j.id})
 			if _, err := nc.Request(contract.CancelSubject, body, 5*time.Second); err != nil {
 				return results, fmt.Errorf("cancel %s: %w", j.id, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -20,10 +21,16 @@ const (
 	// CancelRequested: the job is known to a worker and its cancel flag
 	// is set.
 	CancelRequested CancelOutcome = "requested"
-	// CancelRecorded: no worker has seen the job yet (it may still be
-	// queued, or the id may be wrong); the flag is set and the first
-	// worker to receive the job ends it as cancelled.
+	// CancelRecorded: the job waits in SLUICE_JOBS and no worker has seen
+	// it yet; the flag is set and the first worker to receive the job ends
+	// it as cancelled without submitting it.
 	CancelRecorded CancelOutcome = "recorded"
+	// CancelNoSuchJob: the job is neither recorded nor waiting in
+	// SLUICE_JOBS (a wrong id, or a job not published yet). The cancel is
+	// kept as pending: it stops a job with this id published within
+	// state.PendingCancelTTL, and is ignored after. It is not a job: status
+	// still says "no such job".
+	CancelNoSuchJob CancelOutcome = "no_such_job"
 	// CancelTerminal: the job had already ended; nothing changed.
 	CancelTerminal CancelOutcome = "terminal"
 	// CancelRefused: the job cannot be cancelled any more (a compute job
@@ -39,18 +46,6 @@ type CancelOptions struct {
 	ReplyTimeout time.Duration
 }
 
-// WorkerReply is a worker's answer on sluice.control.cancel.
-type WorkerReply struct {
-	// JobID echoes the request's job id.
-	JobID string `json:"job_id"`
-	// Cancel is "requested" or "terminal".
-	Cancel string `json:"cancel,omitempty"`
-	// Status is the job's record status as the worker saw it.
-	Status string `json:"status,omitempty"`
-	// Error is set when the worker could not handle the request.
-	Error string `json:"error,omitempty"`
-}
-
 // CancelResult is the outcome of one Cancel.
 type CancelResult struct {
 	// JobID is the job the request was for.
@@ -64,7 +59,7 @@ type CancelResult struct {
 	Status string `json:"status"`
 	// Reply is the worker's answer; nil when no worker answered in time
 	// (the flag is set all the same) or none was asked.
-	Reply *WorkerReply `json:"worker_reply"`
+	Reply *contract.CancelReply `json:"worker_reply"`
 }
 
 // Cancel sets the cancel flag of job id in SLUICE_STATE (creating the
@@ -72,10 +67,16 @@ type CancelResult struct {
 // tells the workers on sluice.control.cancel, as a core NATS request. No
 // answer is not an error: the flag is what counts. A job that has already
 // ended is left as it is and nobody is told; so is a compute job already
-// submitted, which the compute platform cannot cancel (CancelRefused).
+// submitted, which the compute platform cannot cancel (CancelRefused). A
+// job that is neither recorded nor waiting in SLUICE_JOBS gets a pending
+// cancel only (CancelNoSuchJob).
 func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*CancelResult, error) {
 	o.ReplyTimeout = cmp.Or(o.ReplyTimeout, 2*time.Second)
 	store, err := c.stateStore(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	exists, err := c.exists(ctx, store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +93,10 @@ func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*Cance
 	case rec.Status.Terminal():
 		res.Outcome = CancelTerminal
 		return res, nil
+	case !exists && rec.Status == "":
+		// (A worker that took the job since has given it a status.)
+		res.Outcome = CancelNoSuchJob
+		return res, nil
 	case rec.Status == "":
 		res.Outcome = CancelRecorded
 	default:
@@ -103,12 +108,38 @@ func (c *Client) Cancel(ctx context.Context, id string, o CancelOptions) (*Cance
 	return res, nil
 }
 
+// exists reports whether job id is known to a worker (its record has a
+// status) or waits in SLUICE_JOBS. The record is read again after the
+// queue: a worker writes it before its message leaves the queue, so a job
+// taken and finished meanwhile is still found.
+func (c *Client) exists(ctx context.Context, store *state.Store, id string) (bool, error) {
+	seen := func() (bool, error) {
+		rec, _, err := store.Get(ctx, id)
+		if errors.Is(err, state.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, c.jsErr(err)
+		}
+		return rec.Status != "", nil
+	}
+	if ok, err := seen(); ok || err != nil {
+		return ok, err
+	}
+	_, err := jobqueue.Find(ctx, c.js, id)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, jobqueue.ErrNotWaiting) {
+		return false, c.jsErr(err)
+	}
+	return seen()
+}
+
 // askWorkers sends the control request and returns the first answer, or
 // nil when none came (no responders, timeout, or an unreadable answer).
-func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duration) *WorkerReply {
-	body, err := json.Marshal(struct {
-		JobID string `json:"job_id"`
-	}{id})
+func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duration) *contract.CancelReply {
+	body, err := json.Marshal(contract.CancelRequest{JobID: id})
 	if err != nil {
 		return nil
 	}
@@ -120,9 +151,9 @@ func (c *Client) askWorkers(ctx context.Context, id string, timeout time.Duratio
 		// flag is set, and a worker acts on it when it gets the job.
 		return nil
 	}
-	var r WorkerReply
+	var r contract.CancelReply
 	if json.Unmarshal(msg.Data, &r) != nil {
-		return &WorkerReply{JobID: id, Error: fmt.Sprintf("unreadable answer (%d bytes)", len(msg.Data))}
+		return &contract.CancelReply{JobID: id, Error: fmt.Sprintf("unreadable answer (%d bytes)", len(msg.Data))}
 	}
 	return &r
 }

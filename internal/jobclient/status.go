@@ -5,24 +5,56 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// Status returns the job recorded under id in SLUICE_STATE. It returns an
-// error wrapping ErrNoSuchJob when there is no record, and one wrapping
-// ErrNotSetUp when the bucket does not exist.
+// Status returns job id as its state record shows it, or, when no worker
+// has seen the job yet, as queued while its message waits in SLUICE_JOBS
+// (see jobqueue.Find for the cost of that look-up). It returns an error
+// wrapping ErrNoSuchJob when the job is neither recorded nor waiting (a
+// record that holds only a cancel of such an id does not make it a job),
+// and one wrapping ErrNotSetUp when the bucket does not exist.
 func (c *Client) Status(ctx context.Context, id string) (*Job, error) {
-	store, err := c.stateStore(ctx, false)
-	if err != nil {
-		return nil, err
+	var rec *state.Record
+	store, notSetUp := c.stateStore(ctx, false)
+	if notSetUp != nil && !errors.Is(notSetUp, ErrNotSetUp) {
+		return nil, notSetUp
 	}
-	rec, _, err := store.Get(ctx, id)
-	if errors.Is(err, state.ErrNotFound) {
+	if notSetUp == nil {
+		var err error
+		rec, _, err = store.Get(ctx, id)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			rec = nil
+		case err != nil:
+			return nil, c.jsErr(err)
+		case rec.Status != "":
+			j := JobFromRecord(rec)
+			return &j, nil
+		}
+	}
+	// No worker has seen the job (none may have run yet): it may wait.
+	w, err := jobqueue.Find(ctx, c.js, id)
+	if errors.Is(err, jobqueue.ErrNotWaiting) {
+		if notSetUp != nil {
+			return nil, notSetUp
+		}
 		return nil, fmt.Errorf("%w: %s", ErrNoSuchJob, id)
 	}
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	j := JobFromRecord(rec)
-	return &j, nil
+	return queuedJob(w, rec), nil
+}
+
+// queuedJob is the Job of a message waiting in SLUICE_JOBS, with the
+// cancel flag of rec when a cancel was requested for it.
+func queuedJob(w *jobqueue.Waiting, rec *state.Record) *Job {
+	published := w.Published
+	j := Job{ID: w.JobID, Kind: w.Kind, Status: StatusQueued, Artifacts: []state.Artifact{}, CreatedAt: &published}
+	if rec != nil {
+		j.CancelRequested = rec.Cancel != nil
+	}
+	return &j
 }

@@ -14,28 +14,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/apiclient"
 )
 
-// The mapAppJobInfo keys of compute-api.md 2.5.
-const (
-	KeySubmitType = "GAP_SUBMIT_TYPE"
-	KeyJobName    = "GAP_JOB_NAME"
-	KeyPPN        = "GAP_PPN"
-	KeyNodeType   = "GAP_NODE_TYPE"
-	KeyNNode      = "GAP_NNODE"
-	KeyWallTime   = "GAP_WALL_TIME"
-	KeyWorkDir    = "GAP_WORK_DIR"
-	KeySchedFile  = "GAP_SCHED_FILE"
-	KeyMultiSub   = "GAP_MULTI_SUB"
-	KeyStdOutFile = "GAP_STD_OUT_FILE"
-	KeyStdErrFile = "GAP_STD_ERR_FILE"
-	KeyJobMem     = "GAP_JOB_MEM"
-	KeyNGPU       = "GAP_NGPU"
-	KeyNDCU       = "GAP_NDCU"
-	KeyQueue      = "GAP_QUEUE"
-	KeyClusterID  = "GAP_CLUSTER_ID"
-	KeyGUI        = "GAP_GUI"
-	KeyAdvance    = "advance"
-)
-
 // MaxTemplateBytes bounds template.type and template.name.
 const MaxTemplateBytes = 128
 
@@ -149,34 +127,34 @@ type ComputeTarget struct {
 func (c *Compute) Request(t ComputeTarget) apiclient.JobRequest {
 	j := &c.Job
 	info := map[string]any{
-		KeyJobName:   cmp.Or(j.Name, t.JobID),
-		KeyNodeType:  j.NodeType,
-		KeyMultiSub:  j.MultiSub,
-		KeyJobMem:    j.Mem,
-		KeyNGPU:      optInt(j.GPUs),
-		KeyNDCU:      optInt(j.DCUs),
-		KeyClusterID: t.ClusterID,
-		KeyGUI:       j.GUI,
-		KeyAdvance:   j.Advance,
+		apiclient.KeyJobName:   cmp.Or(j.Name, t.JobID),
+		apiclient.KeyNodeType:  j.NodeType,
+		apiclient.KeyMultiSub:  j.MultiSub,
+		apiclient.KeyJobMem:    j.Mem,
+		apiclient.KeyNGPU:      optInt(j.GPUs),
+		apiclient.KeyNDCU:      optInt(j.DCUs),
+		apiclient.KeyClusterID: t.ClusterID,
+		apiclient.KeyGUI:       j.GUI,
+		apiclient.KeyAdvance:   j.Advance,
 	}
 	for key, v := range map[string]string{
-		KeySubmitType: j.SubmitType,
-		KeyQueue:      j.Queue,
-		KeyWallTime:   j.WallTime,
-		KeyWorkDir:    j.WorkDir,
-		KeySchedFile:  j.Script,
-		KeyStdOutFile: j.Stdout,
-		KeyStdErrFile: j.Stderr,
+		apiclient.KeySubmitType: j.SubmitType,
+		apiclient.KeyQueue:      j.Queue,
+		apiclient.KeyWallTime:   j.WallTime,
+		apiclient.KeyWorkDir:    j.WorkDir,
+		apiclient.KeySchedFile:  j.Script,
+		apiclient.KeyStdOutFile: j.Stdout,
+		apiclient.KeyStdErrFile: j.Stderr,
 	} {
 		if v != "" {
 			info[key] = v
 		}
 	}
 	if j.Nodes != 0 {
-		info[KeyNNode] = strconv.Itoa(j.Nodes)
+		info[apiclient.KeyNNode] = strconv.Itoa(j.Nodes)
 	}
 	if j.PPN != 0 {
-		info[KeyPPN] = strconv.Itoa(j.PPN)
+		info[apiclient.KeyPPN] = strconv.Itoa(j.PPN)
 	}
 	for k, v := range j.Extra {
 		info[k] = v
@@ -305,11 +283,11 @@ func (j *ComputeJob) validate(ps *problems, path string) {
 		name, key string
 		given     bool
 	}{
-		{"queue", KeyQueue, j.Queue != ""},
-		{"nodes", KeyNNode, j.Nodes != 0},
-		{"ppn", KeyPPN, j.PPN != 0},
-		{"wall_time", KeyWallTime, j.WallTime != ""},
-		{"script", KeySchedFile, j.Script != ""},
+		{"queue", apiclient.KeyQueue, j.Queue != ""},
+		{"nodes", apiclient.KeyNNode, j.Nodes != 0},
+		{"ppn", apiclient.KeyPPN, j.PPN != 0},
+		{"wall_time", apiclient.KeyWallTime, j.WallTime != ""},
+		{"script", apiclient.KeySchedFile, j.Script != ""},
 	}
 	for _, r := range required {
 		if _, inExtra := j.Extra[r.key]; !r.given && !inExtra {
@@ -338,7 +316,7 @@ func (j *ComputeJob) validate(ps *problems, path string) {
 		switch {
 		case !extraKeyPattern.MatchString(k):
 			ps.add(field(extra, k), "key must match "+extraKeyPattern.String())
-		case k == KeyClusterID:
+		case k == apiclient.KeyClusterID:
 			ps.add(field(extra, k), "is set by the worker from compute.cluster and cannot be overridden")
 		}
 	}

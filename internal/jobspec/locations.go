@@ -75,10 +75,7 @@ func mediaURLRule(u, class string) string {
 	case u == "":
 		return "required (must not be empty)"
 	case strings.HasPrefix(u, "s3://"):
-		if _, _, err := ParseS3URL(u); err != nil {
-			return "must be s3://bucket/key: " + strings.TrimPrefix(err.Error(), ErrInvalidS3URL.Error()+": ")
-		}
-		return ""
+		return s3URLRule(u)
 	case strings.HasPrefix(u, "data:"):
 		return dataURIRule(u, class)
 	case strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "https://"):
@@ -94,14 +91,19 @@ func sourceURLRule(u string) string {
 	case u == "":
 		return "required (must not be empty)"
 	case strings.HasPrefix(u, "s3://"):
-		if _, _, err := ParseS3URL(u); err != nil {
-			return "must be s3://bucket/key: " + strings.TrimPrefix(err.Error(), ErrInvalidS3URL.Error()+": ")
-		}
-		return ""
+		return s3URLRule(u)
 	case strings.HasPrefix(u, "https://"):
 		return httpURLRule(u)
 	}
 	return "must be s3://bucket/key or an https:// URL"
+}
+
+// s3URLRule checks an address already known to start with s3://.
+func s3URLRule(u string) string {
+	if _, _, err := ParseS3URL(u); err != nil {
+		return "must be s3://bucket/key: " + strings.TrimPrefix(err.Error(), ErrInvalidS3URL.Error()+": ")
+	}
+	return ""
 }
 
 // httpURLRule checks an address already known to start with http:// or

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
 )
 
 func TestKinds(t *testing.T) {
@@ -311,9 +313,9 @@ func TestComputeRequestDefaults(t *testing.T) {
 			"GAP_GUI":0,"advance":false}}`)
 
 	// Extra overrides friendly names verbatim.
-	c.Job.Extra = map[string]string{KeyQueue: "other", KeyGUI: "1"}
+	c.Job.Extra = map[string]string{apiclient.KeyQueue: "other", apiclient.KeyGUI: "1"}
 	info := c.Request(ComputeTarget{}).MapAppJobInfo
-	if info[KeyQueue] != "other" || info[KeyGUI] != "1" {
+	if info[apiclient.KeyQueue] != "other" || info[apiclient.KeyGUI] != "1" {
 		t.Errorf("extra did not override: %v", info)
 	}
 }

@@ -39,20 +39,11 @@ type Speech struct {
 	Mode SpeechMode `json:"mode,omitempty"`
 }
 
-// SpeechInput is the input object of a speech request.
-type SpeechInput struct {
-	// Text is the text to synthesize; required, not blank.
-	Text string `json:"text"`
-	// Voice is the voice identifier; required, not blank.
-	Voice string `json:"voice"`
-	// LanguageType is the optional language type.
-	LanguageType string `json:"language_type,omitempty"`
-	// Instructions optionally control tone, emotion and speaking rate.
-	Instructions string `json:"instructions,omitempty"`
-	// OptimizeInstructions asks upstream to optimize Instructions; nil
-	// leaves it out of the request.
-	OptimizeInstructions *bool `json:"optimize_instructions,omitempty"`
-}
+// SpeechInput is the input object of a speech request (the upstream type
+// itself). Text and Voice are required and not blank; LanguageType and
+// Instructions are optional and not empty when given; a nil
+// OptimizeInstructions leaves it out of the request.
+type SpeechInput = apiclient.SpeechInput
 
 // EffectiveMode returns Mode, or ModeAsync when it is empty.
 func (s *Speech) EffectiveMode() SpeechMode {
@@ -66,19 +57,8 @@ func (s *Speech) EffectiveMode() SpeechMode {
 // when the effective mode is stream; whether the call is asynchronous is a
 // header, not part of the body. The result shares nothing with s.
 func (s *Speech) Request() apiclient.SpeechRequest {
-	r := apiclient.SpeechRequest{
-		Model: s.Model,
-		Input: apiclient.SpeechInput{
-			Text:         s.Input.Text,
-			Voice:        s.Input.Voice,
-			LanguageType: s.Input.LanguageType,
-			Instructions: s.Input.Instructions,
-		},
-	}
-	if s.Input.OptimizeInstructions != nil {
-		o := *s.Input.OptimizeInstructions
-		r.Input.OptimizeInstructions = &o
-	}
+	r := apiclient.SpeechRequest{Model: s.Model, Input: s.Input}
+	r.Input.OptimizeInstructions = clonePtr(s.Input.OptimizeInstructions)
 	if s.EffectiveMode() == ModeStream {
 		r.StreamFormat = StreamFormatSSE
 	}

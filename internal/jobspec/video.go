@@ -45,8 +45,9 @@ var (
 const RatioAdaptive = "adaptive"
 
 // Video is the video section: the media API's video request body
-// (media-api.md 2.4, 4.1) as it will be sent, except that media URLs may be
-// s3://bucket/key.
+// (apiclient.VideoRequest, media-api.md 2.4, 4.1) as it will be sent, except
+// that media URLs may be s3://bucket/key. Its parts are the upstream types
+// themselves; the spec's rules are in their comments below and in validate.
 type Video struct {
 	// Model is the video model name; required.
 	Model string `json:"model"`
@@ -56,40 +57,24 @@ type Video struct {
 	Parameters VideoParameters `json:"parameters"`
 }
 
-// VideoInput is the input object of a video request.
-type VideoInput struct {
-	// Prompt is required: not blank, at most 7000 characters (runes).
-	Prompt string `json:"prompt"`
-	// Images holds at most one image that is the first frame.
-	Images []string `json:"images,omitempty"`
-	// Media holds role-tagged media inputs.
-	Media []Media `json:"media,omitempty"`
-}
+// VideoInput is the input object of a video request. Prompt is required:
+// not blank, at most 7000 characters (runes). Images holds at most one
+// image, which is the first frame. Media holds role-tagged media inputs.
+type VideoInput = apiclient.VideoInput
 
-// Media is one role-tagged media input. URL is an http(s) URL, a base64
-// data URI (data:<mime>;base64,<payload>) or s3://bucket/key.
-type Media struct {
-	// Type is the role: first_frame, last_frame, reference_image,
-	// reference_video or reference_audio.
-	Type string `json:"type"`
-	// URL is where upstream fetches the media from.
-	URL string `json:"url"`
-}
+// Media is one role-tagged media input. Type is the role (first_frame,
+// last_frame, reference_image, reference_video or reference_audio); URL is
+// an http(s) URL, a base64 data URI (data:<mime>;base64,<payload>) or
+// s3://bucket/key.
+type Media = apiclient.MediaInput
 
-// VideoParameters is the parameters object of a video request.
-type VideoParameters struct {
-	// Resolution is 768P or 2K; required.
-	Resolution string `json:"resolution"`
-	// Duration is the length in whole seconds, 4 to 15; required.
-	Duration int `json:"duration"`
-	// Ratio is one of adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16. Required
-	// and not adaptive for text-to-video; ignored upstream for first/last
-	// frame; optional (default adaptive) for multimodal reference.
-	Ratio string `json:"ratio,omitempty"`
-	// Watermark adds an AIGC watermark when true; nil means upstream's
-	// default (false).
-	Watermark *bool `json:"watermark,omitempty"`
-}
+// VideoParameters is the parameters object of a video request. Resolution
+// is 768P or 2K and Duration whole seconds from 4 to 15, both required.
+// Ratio is one of adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16: required and not
+// adaptive for text-to-video, ignored upstream for first/last frame,
+// optional (default adaptive) for multimodal reference. A nil Watermark
+// means upstream's default (false).
+type VideoParameters = apiclient.VideoParameters
 
 // VideoScenario is the kind of video request, decided by its media.
 type VideoScenario string
@@ -130,26 +115,28 @@ func (v *Video) Scenario() VideoScenario {
 // URLs included (the worker presigns them before submitting). The result
 // shares nothing with v.
 func (v *Video) Request() apiclient.VideoRequest {
-	r := apiclient.VideoRequest{
-		Model: v.Model,
-		Input: apiclient.VideoInput{Prompt: v.Input.Prompt},
-		Parameters: apiclient.VideoParameters{
-			Resolution: v.Parameters.Resolution,
-			Duration:   v.Parameters.Duration,
-			Ratio:      v.Parameters.Ratio,
-		},
-	}
-	if len(v.Input.Images) > 0 {
-		r.Input.Images = append([]string(nil), v.Input.Images...)
-	}
-	for _, m := range v.Input.Media {
-		r.Input.Media = append(r.Input.Media, apiclient.MediaInput{Type: m.Type, URL: m.URL})
-	}
-	if v.Parameters.Watermark != nil {
-		w := *v.Parameters.Watermark
-		r.Parameters.Watermark = &w
-	}
+	r := apiclient.VideoRequest{Model: v.Model, Input: v.Input, Parameters: v.Parameters}
+	r.Input.Images = cloneOrNil(v.Input.Images)
+	r.Input.Media = cloneOrNil(v.Input.Media)
+	r.Parameters.Watermark = clonePtr(v.Parameters.Watermark)
 	return r
+}
+
+// cloneOrNil returns a copy of s, nil when s is empty.
+func cloneOrNil[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// clonePtr returns a pointer to a copy of *p, nil when p is nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func frameRole(t string) bool {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +29,25 @@ type Metrics struct {
 	jsWaiting     *prometheus.GaugeVec
 	jsFailures    *prometheus.CounterVec
 	natsMoves     prometheus.Counter
+	failures      *prometheus.CounterVec
+	waiting       *prometheus.GaugeVec
+
+	// codes are the error codes seen as label values so far (see
+	// JobFinished).
+	codesMu sync.Mutex
+	codes   map[string]bool
 }
+
+// maxCodes bounds the distinct error codes used as label values: upstream
+// chooses its own codes, and a metric must not grow without bound.
+const maxCodes = 100
+
+// CodeOther replaces an error code that is not a plain identifier or comes
+// after maxCodes others.
+const CodeOther = "other"
+
+// plainCode is what an error code must look like to be a label value.
+var plainCode = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // New registers the worker's metrics on a fresh registry.
 func New() *Metrics {
@@ -64,7 +83,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}, []string{"kind", "status"}),
 		jsWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_jetstream_waiting", Help: "1 while a loop of the worker waits for JetStream (pull <kind>, heartbeats, setup, state writes, event publishes), else 0.",
+			Name: "sluice_jetstream_waiting", Help: "1 while a loop of the worker waits for JetStream (pull <kind>, heartbeats, sweep, setup, state writes, event publishes), else 0.",
 		}, []string{"loop"}),
 		jsFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, disconnected, error).",
@@ -72,9 +91,17 @@ func New() *Metrics {
 		natsMoves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_nats_moves_total", Help: "Moves to another NATS server because no JetStream leader answered through the current one for SLUICE_NATS_MOVE_AFTER.",
 		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_job_failures_total", Help: "Jobs that ended failed, by kind, error code and stage.",
+		}, []string{"kind", "code", "stage"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_jobs_waiting", Help: "Job messages in SLUICE_JOBS, by kind: queued, held by a worker or waiting for a retry (the same for every worker).",
+		}, []string{"kind"}),
+		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
-		m.artifactBytes, m.duration, m.jsWaiting, m.jsFailures, m.natsMoves, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.artifactBytes, m.duration, m.failures, m.waiting, m.jsWaiting, m.jsFailures, m.natsMoves,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -90,6 +117,38 @@ func (m *Metrics) JobFinished(kind, status string, d time.Duration) {
 	}
 	m.jobs.WithLabelValues(kind, status).Inc()
 	m.duration.WithLabelValues(kind, status).Observe(d.Seconds())
+}
+
+// JobFailed counts a job that ended failed with code at stage. A code
+// that is not a plain identifier, or that comes after 100 distinct others,
+// is counted as CodeOther.
+func (m *Metrics) JobFailed(kind, code, stage string) {
+	if m == nil {
+		return
+	}
+	m.failures.WithLabelValues(kind, m.codeLabel(code), stage).Inc()
+}
+
+func (m *Metrics) codeLabel(code string) string {
+	if !plainCode.MatchString(code) {
+		return CodeOther
+	}
+	m.codesMu.Lock()
+	defer m.codesMu.Unlock()
+	if !m.codes[code] {
+		if len(m.codes) >= maxCodes {
+			return CodeOther
+		}
+		m.codes[code] = true
+	}
+	return code
+}
+
+// Waiting sets the number of job messages of kind in SLUICE_JOBS.
+func (m *Metrics) Waiting(kind string, n int) {
+	if m != nil {
+		m.waiting.WithLabelValues(kind).Set(float64(n))
+	}
 }
 
 // JobRetried counts a transient failure.
@@ -160,17 +219,16 @@ func (m *Metrics) NATSMoved() {
 	}
 }
 
-// idSegment matches path segments that are ids, so endpoints stay few.
-var idSegment = regexp.MustCompile(`/(?:tasks|jobs|users)/[^/]+`)
-
-// Transport counts every request of api sent through base by endpoint (the
-// path with ids folded) and status.
-func (m *Metrics) Transport(api string, base http.RoundTripper) http.RoundTripper {
+// Transport counts every request of api sent through base by endpoint and
+// status (0: no response). route names the endpoint of a request from its
+// method and escaped path; it must return a bounded set of values, route
+// templates such as "GET /jobs/{job_id}", never a path with ids in it.
+func (m *Metrics) Transport(api string, route func(method, path string) string, base http.RoundTripper) http.RoundTripper {
 	if m == nil {
 		return base
 	}
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		endpoint := req.Method + " " + idSegment.ReplaceAllStringFunc(req.URL.Path, foldID)
+		endpoint := route(req.Method, req.URL.EscapedPath())
 		resp, err := base.RoundTrip(req)
 		status := "0"
 		if err == nil {
@@ -179,18 +237,6 @@ func (m *Metrics) Transport(api string, base http.RoundTripper) http.RoundTrippe
 		m.upstream.WithLabelValues(api, endpoint, status).Inc()
 		return resp, err
 	})
-}
-
-func foldID(s string) string {
-	i := 1
-	for i < len(s) && s[i] != '/' {
-		i++
-	}
-	rest := s[i:]
-	if len(rest) > 0 {
-		return s[:i] + "/{id}"
-	}
-	return s
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -77,21 +77,6 @@ func (c *Cancels) notify(id string) bool {
 	return ok
 }
 
-// CancelRequest is the body of a message on sluice.control.cancel.
-type CancelRequest struct {
-	JobID string `json:"job_id"`
-}
-
-// CancelReply answers a cancel request: Cancel is "requested" when the flag
-// is set, "terminal" when the job had already ended; Error explains a
-// refused request.
-type CancelReply struct {
-	JobID  string `json:"job_id"`
-	Cancel string `json:"cancel,omitempty"`
-	Status string `json:"status,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
 // ServeCancels subscribes every worker to sluice.control.cancel (no queue
 // group: each worker must learn of the request in case it holds the job).
 // Each sets the cancel flag in SLUICE_STATE (idempotent), wakes the job if
@@ -120,26 +105,26 @@ func ServeCancels(ctx context.Context, nc *nats.Conn, store *state.Store, c *Can
 	return nil
 }
 
-func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) CancelReply {
-	var req CancelRequest
+func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) contract.CancelReply {
+	var req contract.CancelRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return CancelReply{Error: `body must be {"job_id":"..."}`}
+		return contract.CancelReply{Error: `body must be {"job_id":"..."}`}
 	}
 	if !jobspec.ValidID(req.JobID) {
-		return CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}
+		return contract.CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rec, err := store.RequestCancel(ctx, req.JobID)
 	switch {
 	case errors.Is(err, state.ErrNotCancellable):
-		return CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
+		return contract.CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
 	case err != nil:
-		return CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
+		return contract.CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
 	}
 	c.notify(req.JobID)
 	if rec.Status.Terminal() {
-		return CancelReply{JobID: req.JobID, Cancel: "terminal", Status: string(rec.Status)}
+		return contract.CancelReply{JobID: req.JobID, Cancel: contract.CancelTerminal, Status: string(rec.Status)}
 	}
-	return CancelReply{JobID: req.JobID, Cancel: "requested", Status: string(rec.Status)}
+	return contract.CancelReply{JobID: req.JobID, Cancel: contract.CancelRequested, Status: string(rec.Status)}
 }

@@ -46,9 +46,6 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 	return r.cfg.State.UpdateFrom(ctx, j.rec, fn)
 }
 
-// checkpointRetry spaces the attempts of retryCheckpoint.
-var checkpointRetry = backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-
 // retryCheckpoint is checkpoint retried with backoff for up to a minute: it
 // records what a paid call returned, which must not be lost to a passing
 // NATS hiccup or a leader election. The job logs its first failure; the
@@ -56,6 +53,7 @@ var checkpointRetry = backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * 
 func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	spacing := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 0; ; attempt++ {
 		err := r.checkpoint(ctx, j, status, fn)
 		if err == nil || errors.Is(err, errAlreadyFinished) {
@@ -66,7 +64,7 @@ func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Statu
 		if attempt == 0 {
 			j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
 		}
-		if backoff.Sleep(ctx, checkpointRetry.Delay(attempt)) != nil {
+		if backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
 			return err
 		}
 	}

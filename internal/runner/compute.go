@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -78,10 +79,15 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		if err != nil {
 			field := fmt.Sprintf("compute.inputs[%d]", i)
 			var f *failure
+			var ie *inputError
 			switch {
 			case errors.As(err, &f):
 				return f
-			case isInputFailure(err):
+			case errors.As(err, &ie) && artifacts.IsTemporary(ie.err):
+				// S3 or the input's server is away for a while: like
+				// every transient error, the job is redelivered.
+				return transient(fmt.Errorf("%s: %w", field, err))
+			case errors.As(err, &ie):
 				return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
 			}
 			return computeError(state.StageSubmit, field+": upload", err)
@@ -251,38 +257,44 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 }
 
 // inputOpener opens a compute input from S3 or HTTPS for the upload; the
-// upload calls it again when it retries.
+// upload calls it again when it retries. Every failure to open or read
+// the input, also in the middle of its bytes, is an *inputError.
 func (r *Runner) inputOpener(ctx context.Context, from string) func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) {
+		var body io.ReadCloser
+		var err error
 		if strings.HasPrefix(from, "s3://") {
-			bucket, key, err := jobspec.ParseS3URL(from)
-			if err != nil {
-				return nil, &inputError{err}
+			var bucket, key string
+			if bucket, key, err = jobspec.ParseS3URL(from); err == nil {
+				body, err = r.cfg.Store.Open(ctx, bucket, key)
 			}
-			body, err := r.cfg.Store.Open(ctx, bucket, key)
-			if err != nil {
-				return nil, &inputError{err}
-			}
-			return body, nil
+		} else {
+			body, _, err = r.cfg.Fetcher.Open(ctx, from)
 		}
-		body, _, err := r.cfg.Fetcher.Open(ctx, from)
 		if err != nil {
 			return nil, &inputError{err}
 		}
-		return body, nil
+		return inputReader{body}, nil
 	}
 }
 
 // inputError marks a failure to read an input source, as opposed to a
-// failure of the upload itself.
+// failure of the upload itself: a transient one (artifacts.IsTemporary)
+// redelivers the job, any other fails it with input_fetch_failed.
 type inputError struct{ err error }
 
 func (e *inputError) Error() string { return "read input: " + e.err.Error() }
 func (e *inputError) Unwrap() error { return e.err }
 
-func isInputFailure(err error) bool {
-	var ie *inputError
-	return errors.As(err, &ie) && !artifacts.IsTemporary(ie.err)
+// inputReader marks the read errors of an input's body as *inputError.
+type inputReader struct{ io.ReadCloser }
+
+func (r inputReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = &inputError{err}
+	}
+	return n, err
 }
 
 // sourcePath is the path part of an input address, for its file name.
@@ -298,11 +310,8 @@ func sourcePath(from string) string {
 
 // isTransientCompute reports whether a compute client error may pass.
 func isTransientCompute(err error) bool {
-	if apiclient.IsTransient(err) {
-		return true
-	}
-	var t interface{ Temporary() bool }
-	return errors.As(err, &t) && t.Temporary()
+	temporary, _ := backoff.Temporary(err)
+	return apiclient.IsTransient(err) || temporary
 }
 
 // computeError maps a compute client error at stage: transient errors

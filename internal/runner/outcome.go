@@ -3,9 +3,9 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -64,13 +64,11 @@ var errCancelled = errors.New("job cancelled")
 // errStopping hands a job back because the worker is stopping.
 var errStopping = errors.New("worker stopping")
 
+// redelivery spaces the redeliveries of a job after transient failures.
+var redelivery = backoff.Exponential{Min: 2 * time.Second, Max: 5 * time.Minute}
+
 // retryDelay is the redelivery delay after the attempt-th transient failure:
-// exponential from 2s to 5m with jitter.
+// exponential from 2s to 5m, the upper half jittered.
 func retryDelay(attempt int) time.Duration {
-	d := 2 * time.Second
-	for i := 1; i < attempt && d < 5*time.Minute; i++ {
-		d *= 2
-	}
-	d = min(d, 5*time.Minute)
-	return d/2 + rand.N(d/2+1)
+	return redelivery.HalfJitter(attempt - 1)
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,10 +194,20 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// either is in the record read below or is noticed after it.
 	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
 
+	// A message on a subject no consumer serves (handed over by the
+	// consumer's sweep) fails, unless its id is a job a worker already
+	// holds: that job is left alone and only this copy is dead-lettered.
+	stray, held := !contract.Served(d.Msg.Subject()), false
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
-		if rec.Status.Terminal() {
+		held = stray && rec.Status != "" && !rec.Status.Terminal()
+		if rec.Status.Terminal() || held {
 			return state.Unchanged
+		}
+		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
+			// A cancel of a job that did not exist yet, long before this
+			// one was published: not this job's.
+			rec.Cancel = nil
 		}
 		rec.Attempts++
 		if spec != nil && spec.Labels != nil {
@@ -224,6 +235,12 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	case rec.Status.Terminal():
 		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
 		return j, r.republish(ctx, j), true
+	case held:
+		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
+		j.log.Warn().Str("subject", d.Msg.Subject()).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")
+		return j, consumer.Outcome{Action: consumer.DeadLetter, Reason: CodeInvalidSpec + ": " + msg, JobID: j.id}, true
+	case stray:
+		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
 	case int(d.NumDelivered()) > r.cfg.MaxDeliver:
@@ -239,13 +256,21 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
 // js-<stream sequence> (CONTRACT.md section 2).
 func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
-	if spec != nil && jobspec.ValidID(spec.ID) {
-		return spec.ID
+	specID := ""
+	if spec != nil {
+		specID = spec.ID
 	}
-	if id := d.Msg.Headers().Get(contract.HeaderMsgID); jobspec.ValidID(id) {
-		return id
+	return jobspec.JobID(specID, d.Msg.Headers().Get(contract.HeaderMsgID), d.StreamSeq())
+}
+
+// strayMessage explains why a message on a subject that no consumer
+// serves failed (the consumer's sweep hands such messages over).
+func strayMessage(subject, kind string) string {
+	if kind == contract.KindUnknown {
+		return fmt.Sprintf("subject %s is served by no worker: publish a job to %s<kind> with kind %s",
+			subject, contract.JobsSubjectPrefix, strings.Join(contract.Kinds, ", "))
 	}
-	return fmt.Sprintf("js-%d", d.StreamSeq())
+	return fmt.Sprintf("subject %s is served by no worker: publish a %s job to %s", subject, kind, contract.JobSubject(kind))
 }
 
 func specMessage(err error) string {
@@ -346,6 +371,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 	}
 	j.rec = rec
 	r.cfg.Metrics.JobFinished(j.kind, string(rec.Status), r.cfg.Now().Sub(j.start))
+	if rec.Error != nil {
+		r.cfg.Metrics.JobFailed(j.kind, rec.Error.Code, string(rec.Error.Stage))
+	}
 	return r.republish(ctx, j)
 }
 

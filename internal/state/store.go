@@ -150,9 +150,26 @@ func (s Status) Active() bool {
 	return s == StatusSubmitted || s == StatusRunning || s == StatusCollecting
 }
 
+// PendingCancelTTL is how long a cancel of a job that no worker has seen
+// yet stops it: a job published more than this after the cancel runs (the
+// cancel was of a job that did not exist, a mistyped id say).
+const PendingCancelTTL = 10 * time.Minute
+
+// PendingCancelApplies reports whether rec's cancel stops a delivery of
+// its job published at published. Once a worker has seen the job (its
+// record has a status) the cancel always applies; before, only to a job
+// published before the cancel or at most PendingCancelTTL after it.
+func PendingCancelApplies(rec *Record, published time.Time) bool {
+	if rec.Cancel == nil {
+		return false
+	}
+	return rec.Status != "" || published.IsZero() || !published.After(rec.Cancel.RequestedAt.Add(PendingCancelTTL))
+}
+
 // RequestCancel sets the cancel flag of jobID, creating the record when no
 // worker has seen the job yet, and returns the record as it then is. A job
-// already finished, or already flagged, is returned unchanged. A compute
+// already finished, or already flagged, is returned unchanged (the flag of
+// a job no worker has seen is renewed: see PendingCancelTTL). A compute
 // job already submitted is refused with ErrNotCancellable and the record
 // it has (a flag would be ignored while the job runs on).
 func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error) {
@@ -160,7 +177,7 @@ func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error
 	rec, err := s.Update(ctx, jobID, func(r *Record) error {
 		seen = r
 		switch {
-		case r.Status.Terminal(), r.Cancel != nil:
+		case r.Status.Terminal(), r.Cancel != nil && r.Status != "":
 			return Unchanged
 		case r.Kind == "compute" && r.Status.Active():
 			return ErrNotCancellable

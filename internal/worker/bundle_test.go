@@ -42,6 +42,8 @@ type bundle struct {
 	simURL  string
 	cfg     config.Config
 	logs    *testenv.SyncBuffer
+	// ep is where the last worker started listens.
+	ep worker.Endpoints
 }
 
 type setupOpts struct {
@@ -90,7 +92,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
-		NATSMoveAfter: 10 * time.Second,
+		NATSMoveAfter: 10 * time.Second, SweepInterval: 200 * time.Millisecond,
 	}
 	if o.cluster != nil {
 		b.cfg.NATSReplicas = 3
@@ -136,7 +138,9 @@ func (b *bundle) launch(t *testing.T, cfg config.Config) (ready <-chan struct{},
 	consuming := make(chan struct{})
 	done = make(chan error, 1)
 	log := logging.New(b.logs, "json", "debug")
-	go func() { done <- worker.Run(ctx, cfg, log, func(worker.Endpoints) { close(consuming) }) }()
+	go func() {
+		done <- worker.Run(ctx, cfg, log, func(ep worker.Endpoints) { b.ep = ep; close(consuming) })
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

@@ -395,14 +395,14 @@ func TestArtifactTooLargeAndPrivateURL(t *testing.T) {
 	}
 }
 
-func cancel(t *testing.T, b *bundle, id string) runner.CancelReply {
+func cancel(t *testing.T, b *bundle, id string) contract.CancelReply {
 	t.Helper()
-	body, _ := json.Marshal(runner.CancelRequest{JobID: id})
+	body, _ := json.Marshal(contract.CancelRequest{JobID: id})
 	m, err := b.nats.Conn.Request(contract.CancelSubject, body, 5*time.Second)
 	if err != nil {
 		t.Fatalf("cancel %s: %v", id, err)
 	}
-	var r runner.CancelReply
+	var r contract.CancelReply
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		t.Fatal(err)
 	}

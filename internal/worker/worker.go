@@ -180,10 +180,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	cons, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: &log, Reach: watch,
+		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting: m.Waiting,
 		},
 	}, run)
 	if err != nil {
@@ -232,13 +233,13 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
-	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err == nil {
 			return nc, nil
 		}
-		delay := retry.Delay(attempt)
+		delay := spacing.Ceiling(attempt)
 		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
@@ -298,7 +299,7 @@ func stoppedEarly(ctx context.Context, log zerolog.Logger, err error) error {
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Limit(base, conc, rate))}
+	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
 }
 
 // readiness is what /readyz reports: what the worker waits for until it

@@ -1,0 +1,95 @@
+package worker_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// failingS3 puts a proxy in front of the bundle's S3 store that answers
+// 500 InternalError to every GET of a key containing match while down is
+// set; everything else reaches the store.
+func failingS3(t *testing.T, b *bundle, match string) (endpoint string, down *atomic.Bool) {
+	t.Helper()
+	target, err := url.Parse(b.s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down = &atomic.Bool{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, match) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, down
+}
+
+// An S3 outage while a compute input is read delays the job (it is
+// redelivered and nothing is submitted) instead of failing it; once S3 is
+// back the job runs to its end.
+func TestComputeInputS3OutageIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	endpoint, down := failingS3(t, b, "/inputs/")
+	down.Store(true)
+	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint })
+	b.publish(t, "compute", "hpc-s3-down", computeSpec(t, b, "hpc-s3-down", "#!/bin/sh\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n"))
+
+	rec := b.awaitRecord(t, "hpc-s3-down", 60*time.Second, func(r *state.Record) bool {
+		return r.Attempts >= 2 || r.Status.Terminal()
+	})
+	if rec.Status.Terminal() {
+		t.Fatalf("an S3 outage on an input ended the job: %s %+v", rec.Status, rec.Error)
+	}
+	if n := b.compute.SubmitCount("hpc-s3-down"); n != 0 {
+		t.Fatalf("submitted %d times while an input could not be read", n)
+	}
+	down.Store(false)
+	ev := b.await(t, "hpc-s3-down", 90*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("after S3 came back: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.compute.SubmitCount("hpc-s3-down"); n != 1 {
+		t.Errorf("submits = %d, want 1", n)
+	}
+}
+
+// An input that cannot be read for good (a missing object) fails the job
+// with input_fetch_failed at submit, dead-lettered, never submitted.
+func TestComputeMissingInputFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	spec := computeSpec(t, b, "hpc-no-input", "#!/bin/sh\ntrue\n")
+	inputs := spec["compute"].(map[string]any)["inputs"].([]map[string]any)
+	inputs[1]["from"] = "s3://" + b.s3.Bucket + "/inputs/missing.nml"
+	b.publish(t, "compute", "hpc-no-input", spec)
+	ev := b.await(t, "hpc-no-input", 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != runner.CodeInputFetchFailed || ev.Data.Error.Stage != "submit" {
+		t.Fatalf("event = %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if !strings.Contains(ev.Data.Error.Message, "compute.inputs[1]") {
+		t.Errorf("message does not name the input: %s", ev.Data.Error.Message)
+	}
+	if n := b.compute.SubmitCount("hpc-no-input"); n != 0 {
+		t.Errorf("submits = %d, want 0", n)
+	}
+	if len(b.deadLetters(t)) != 1 {
+		t.Errorf("dead letters = %d, want 1", len(b.deadLetters(t)))
+	}
+}
