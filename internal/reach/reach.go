@@ -1,9 +1,9 @@
 // Package reach tells how well this worker reaches JetStream. Every loop
-// that talks to JetStream (the consumer's pulls, heartbeats, state writes,
-// event publishes, the start-up setup) reports each attempt to its Loop: a
-// loop that starts failing says so once, at warn, with the reason; once
-// more, at info, when it recovers; and a metric shows it meanwhile. The
-// loops space their own retries with internal/backoff.
+// that talks to JetStream (the consumer's pulls, heartbeats and sweeps,
+// state writes, event publishes, the start-up setup) reports each attempt
+// to its Loop: a loop that starts failing says so once, at warn, with the
+// reason; once more, at info, when it recovers; and a metric shows it
+// meanwhile. The loops space their own retries with internal/backoff.
 //
 // The Watch they share also decides when the worker is on the wrong side of
 // a partition: when no JetStream leader has answered for longer than
