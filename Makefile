@@ -9,9 +9,13 @@ GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+# -buildvcs=auto stamps the VCS commit into the binaries (--version, the
+# sluice_build_info metric) even where GOFLAGS says -buildvcs=false; a
+# build outside a git clone (or in a git worktree, which go does not read)
+# says "commit unknown".
 build: ## build worker, enqueue, simulator and demo into ./bin
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/ ./cmd/...
 
 test: ## run every test with the race detector (what CI runs)
 	$(GO) test $(GOFLAGS_TEST) $(PKGS)
@@ -47,7 +51,7 @@ partition: ## the partition suite's long variant: 20 s isolations, the default 1
 	SLUICE_PARTITION_LONG=1 $(GO) test -race -count=1 -timeout 15m -run 'TestPartition' -v ./internal/worker/ >$$out 2>&1 || status=$$?; \
 	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
 
-clean: ## remove build output and the demo's data
+clean: ## remove ./bin and ./data (the dev worker's default SLUICE_DATA_DIR); make demo removes its own files
 	rm -rf $(BIN) data
 
 # Local images and the compose stack (images/, docker-compose.yml, config/).

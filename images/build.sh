@@ -90,7 +90,9 @@ for name in "${want[@]}"; do
 	case $name in worker | enqueue | simulator) pkgs+=("./cmd/$name") ;; esac
 done
 echo "== ${pkgs[*]} ($GOOS/$GOARCH)"
-"$GO" build -trimpath -ldflags "-s -w" -o "$bin/" "${pkgs[@]}"
+# -buildvcs=auto stamps the commit (worker/enqueue --version, the
+# sluice_build_info metric) even where GOFLAGS says -buildvcs=false.
+"$GO" build -buildvcs=auto -trimpath -ldflags "-s -w" -o "$bin/" "${pkgs[@]}"
 
 for name in "${want[@]}"; do
 	dir=$(context "$name")

@@ -2,7 +2,7 @@
 # Drives docker-compose.yml for the Makefile's compose-* targets, with
 # either `docker compose` (v2) or the older `docker-compose`.
 #
-# Usage: images/compose.sh up | demo | smoke | down
+# Usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
 #
 #   up     start NATS, versitygw, the simulator and $WORKERS workers
 #          (default 1), then wait until every container is healthy
@@ -13,9 +13,17 @@
 #          volumes; exit non-zero unless every job succeeded
 #   down   stop and remove the stack's containers; its volumes stay
 #          (DOWN_FLAGS=-v removes them too)
+#   enqueue ARGS...
+#          the CLI on the stack's network: compose run --rm enqueue ARGS
+#          (-T when stdin is not a terminal)
+#   anything else is handed to compose on the stack's project with every
+#          profile, e.g. `images/compose.sh logs -f worker`, so one command
+#          works with docker compose v2 and docker-compose v1 alike
 #
-# Environment: COMPOSE (the compose command), COMPOSE_PROJECT (default
-# sluice), WORKERS, DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke),
+# Environment: COMPOSE (the compose command), COMPOSE_PROJECT_NAME (the
+# project, as compose itself reads it; COMPOSE_PROJECT is the older
+# spelling; default sluice), WORKERS, DOWN_FLAGS, SMOKE_PROJECT (default
+# sluice-smoke),
 # SMOKE_JOBS (an NDJSON file of specs), SMOKE_TIMEOUT (default 5m), and the
 # variables docker-compose.yml reads (image names, host ports, S3
 # credentials).
@@ -25,11 +33,18 @@ cd "$(dirname "$0")/.."
 if [ -z "${COMPOSE:-}" ]; then
 	if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
 fi
-project=${COMPOSE_PROJECT:-sluice}
+project=${COMPOSE_PROJECT_NAME:-${COMPOSE_PROJECT:-sluice}}
 
 # compose ARGS: the compose command on $project with every profile, so that
 # down and ps see the simulator and the CLI too.
 compose() { $COMPOSE -p "$project" --profile sim --profile tools "$@"; }
+
+# enqueue ARGS: the CLI in a throw-away container on the stack's network.
+enqueue() {
+	local tty=()
+	[ -t 0 ] || tty=(-T)
+	compose run --rm "${tty[@]}" enqueue "$@"
+}
 
 # wait_healthy: until every running container of the project is healthy
 # (2 minutes at most).
@@ -73,21 +88,42 @@ smoke)
 	compose up -d --scale worker=2 simulator worker
 	wait_healthy
 	rc=0
-	compose run --rm -T enqueue submit -f - --wait --timeout "${SMOKE_TIMEOUT:-5m}" <"${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" || rc=$?
+	enqueue submit -f - --wait --timeout "${SMOKE_TIMEOUT:-5m}" <"${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" || rc=$?
 	if [ $rc != 0 ]; then
 		echo "compose smoke: FAILED (enqueue exit $rc); the workers' last log lines:" >&2
 		compose logs --no-color --tail=50 worker >&2 || true
-	else
-		echo "compose smoke: every job succeeded"
+		exit $rc
 	fi
-	exit $rc
+	echo "compose smoke: every job succeeded"
+	# The documented ways to reach the stack work with this compose: the
+	# enqueue subcommand, and the compose command itself on the project
+	# named by COMPOSE_PROJECT_NAME. A worker is named by its service and
+	# replica, not by its container id.
+	id=$(head -n 1 "${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" | sed -n 's/.*"id" *: *"\([^"]*\)".*/\1/p')
+	status=$(enqueue status "$id" --json </dev/null) || { echo "compose smoke: FAILED: images/compose.sh enqueue status $id" >&2; exit 1; }
+	COMPOSE_PROJECT_NAME=$project $COMPOSE --profile tools run --rm -T enqueue status "$id" </dev/null >/dev/null ||
+		{ echo "compose smoke: FAILED: COMPOSE_PROJECT_NAME=$project $COMPOSE run --rm enqueue status $id" >&2; exit 1; }
+	case $status in
+	*'"worker":"'"$project"[-_]worker[-_][0-9]*) echo "compose smoke: $id ran on $(printf '%s' "$status" | sed -n 's/.*"worker":"\([^"]*\)".*/\1/p')" ;;
+	*)
+		echo "compose smoke: FAILED: job $id's worker is not named by service and replica: $status" >&2
+		exit 1
+		;;
+	esac
 	;;
 down)
 	# shellcheck disable=SC2086 # DOWN_FLAGS is a list of flags
 	compose down --remove-orphans ${DOWN_FLAGS:-}
 	;;
-*)
-	echo "usage: images/compose.sh up | demo | smoke | down" >&2
+enqueue)
+	shift
+	enqueue "$@"
+	;;
+"")
+	echo "usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS..." >&2
 	exit 2
+	;;
+*)
+	compose "$@"
 	;;
 esac

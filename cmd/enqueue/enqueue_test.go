@@ -733,6 +733,15 @@ func TestUsage(t *testing.T) {
 		{"bad id", []string{"cancel", "not an id"}, 2, []string{`"not an id" is not a job id`}},
 		{"watch kind", []string{"watch", "--kind", "audio"}, 2, []string{"--kind: want video, speech or compute"}},
 		{"stray argument", []string{"watch", "extra"}, 2, []string{`unexpected argument "extra"`}},
+		{"version", []string{"--version"}, 0, []string{"enqueue ", "(commit "}},
+		{"nodes zero", []string{"compute", "--template", "BASIC/BASE", "--queue", "q", "--nodes", "0", "--ppn", "-2",
+			"--wall-time", "01:00:00", "--script", "/s.sh"}, 2, []string{"--nodes: must be positive, got 0", "--ppn: must be positive, got -2"}},
+		{"bad template and more", []string{"compute", "--template", "BASIC", "--input", "nodir", "--timeout", "1s"}, 2, []string{
+			`--template: want TYPE/NAME, got "BASIC"`, "--input: want FROM=DIR", "--queue (compute.job.queue): required",
+			"--wall-time (compute.job.wall_time)", "--timeout needs --wait",
+		}},
+		{"misspelt flag", []string{"video", "--modle", "m"}, 2, []string{"flag provided but not defined: -modle; did you mean --model?"}},
+		{"misspelt command", []string{"stauts", "x"}, 2, []string{`unknown command "stauts"; did you mean status?`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -740,6 +749,59 @@ func TestUsage(t *testing.T) {
 			enqueue(t, "", "", tt.args...).want(t, tt.code, tt.fragments...)
 		})
 	}
+}
+
+// Help refers to the user's docs, never to the project's internal files.
+func TestHelpNamesNoInternalFiles(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"video", "speech", "compute", "submit", "status", "cancel", "watch"} {
+		r := enqueue(t, "", "", cmd, "--help")
+		r.want(t, 0)
+		if strings.Contains(r.stdout, "CONTRACT") {
+			t.Errorf("%s --help names CONTRACT.md:\n%s", cmd, r.stdout)
+		}
+	}
+}
+
+// A flag-built job that is invalid gives, with --json, the documented
+// report on stdout: invalid_specs with every problem and its flag.
+func TestBuiltJobJSONReport(t *testing.T) {
+	t.Parallel()
+	r := enqueue(t, "", "", "video", "--model", "m", "--prompt", "p", "--resolution", "4K", "--duration", "5", "--id", "clip-9", "--json")
+	r.want(t, 2, "--resolution (video.parameters.resolution)")
+	var rep struct {
+		Published    *int `json:"published"`
+		Invalid      int  `json:"invalid"`
+		InvalidSpecs []struct {
+			ID       string `json:"id"`
+			Problems []struct{ Path, Rule, Flag string }
+		} `json:"invalid_specs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, r)
+	}
+	if rep.Published == nil || *rep.Published != 0 || rep.Invalid != 1 || len(rep.InvalidSpecs) != 1 || rep.InvalidSpecs[0].ID != "clip-9" {
+		t.Fatalf("report: %+v", rep)
+	}
+	var paths []string
+	for _, p := range rep.InvalidSpecs[0].Problems {
+		paths = append(paths, p.Flag+" "+p.Path)
+	}
+	if got := strings.Join(paths, ","); got != "--resolution video.parameters.resolution,--ratio video.parameters.ratio" {
+		t.Errorf("problems: %s", got)
+	}
+}
+
+// submit --skip-invalid --wait cannot exit 0 when lines were dropped.
+func TestSkipInvalidWaitExitCode(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	startFakeWorker(t, n)
+	lines := videoSpec("skip-ok", "succeed") + "\n" + strings.Replace(videoSpec("skip-bad", ""), `"duration":5`, `"duration":99`, 1) + "\n"
+	enqueue(t, n.URL, lines, "submit", "-f", "-", "--skip-invalid", "--wait", "--timeout", "60s").want(t, 7,
+		"skipping 1 invalid spec(s)", "skip-ok  succeeded", "1 invalid spec(s) were skipped")
+	// Without --wait the publish itself succeeded: exit 0, as before.
+	enqueue(t, n.URL, lines, "submit", "-f", "-", "--skip-invalid").want(t, 0, "1 invalid skipped")
 }
 
 func TestDryRun(t *testing.T) {

@@ -79,6 +79,11 @@ type ComputeConfig struct {
 	// hpcUrls, e.g. the address of a closed listener, to exercise
 	// failover. Defaults to "".
 	DeadURL string
+	// StateFile, when set, is where the simulator keeps its jobs (and the
+	// submit counts and the next job id), rewritten after each change and
+	// read back by NewCompute, so that a restarted simulator resumes them
+	// (with Root, which holds their files). Defaults to "", memory only.
+	StateFile string
 }
 
 func (c ComputeConfig) withDefaults() ComputeConfig {
@@ -167,6 +172,8 @@ type Compute struct {
 	rootErr error
 	ownRoot bool
 
+	loadErr error
+
 	mu       sync.Mutex
 	clusters []*simCluster
 	jobs     map[string]*simJob
@@ -194,6 +201,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		{id: "1001", name: "cluster-a", schedID: 2001, schedType: "SLURM", schedName: "slurm-a", managerAddr: "10.0.0.11", queues: defaultQueues()},
 		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
 	}
+	c.loadErr = c.load()
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	c.handle(mux, "GET /ac/openapi/v2/center", EndpointComputeCenter, c.center)
@@ -244,6 +252,11 @@ func (c *Compute) Tokens() []string {
 	defer c.mu.Unlock()
 	return append([]string(nil), c.issued...)
 }
+
+// StateErr returns the error that reading cfg.StateFile met in NewCompute
+// (nil when there was none or it was read); the simulator then started
+// without the saved jobs.
+func (c *Compute) StateErr() error { return c.loadErr }
 
 // Root returns the directory holding the simulated file system.
 func (c *Compute) Root() string { return c.root }

@@ -222,6 +222,7 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 	job.stderr = job.resolve(cmpStr(get["GAP_STD_ERR_FILE"], job.name+".e"+job.id))
 	c.jobs[job.id] = job
 	c.submits[job.name]++
+	c.save()
 	c.mu.Unlock()
 	c.counters.Add("submits:"+job.name, 1)
 	c.counters.Add("jobs:"+simQueued, 1)
@@ -276,14 +277,17 @@ func (j *simJob) readHeaders() error {
 func (c *Compute) settle(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	changed := false
 	for id, j := range c.jobs {
 		if j.phase == simQueued && !now.Before(j.startAt()) {
 			j.phase = simRunning
+			changed = true
 			c.counters.Add("jobs:"+simRunning, 1)
 		}
 		if j.phase != simRunning || now.Before(j.endAt()) {
 			continue
 		}
+		changed = true
 		if j.vanish {
 			delete(c.jobs, id)
 			c.counters.Add("jobs:"+simVanished, 1)
@@ -295,6 +299,9 @@ func (c *Compute) settle(now time.Time) {
 			j.phase = simFailed
 		}
 		c.counters.Add("jobs:"+j.phase, 1)
+	}
+	if changed {
+		c.save()
 	}
 }
 

@@ -53,6 +53,11 @@ type MediaConfig struct {
 	ResultBaseURL string
 	// Now reads the clock that moves tasks along. Defaults to time.Now.
 	Now func() time.Time
+	// StateFile, when set, is where the simulator keeps its tasks (and
+	// the submit counts), rewritten after each submit and cancel and read
+	// back by NewMedia, so that a restarted simulator still answers for
+	// them. Defaults to "", memory only.
+	StateFile string
 }
 
 func (c MediaConfig) withDefaults() MediaConfig {
@@ -102,6 +107,8 @@ type Media struct {
 	prefix   string // random per instance, keeps ids unique across restarts
 	seq      atomic.Int64
 
+	loadErr error
+
 	mu      sync.Mutex
 	tasks   map[string]*simTask
 	submits map[string]int64
@@ -117,6 +124,7 @@ func NewMedia(cfg MediaConfig) *Media {
 		tasks:   make(map[string]*simTask),
 		submits: make(map[string]int64),
 	}
+	m.loadErr = m.load()
 	mux := http.NewServeMux()
 	m.handle(mux, "POST /api/llm/v1/videos/generations", EndpointVideoSubmit, m.submitVideo)
 	m.handle(mux, "POST /api/llm/v1/audios/generations", EndpointSpeechSubmit, m.submitSpeech)
@@ -130,6 +138,11 @@ func NewMedia(cfg MediaConfig) *Media {
 	m.mux = mux
 	return m
 }
+
+// StateErr returns the error that reading cfg.StateFile met in NewMedia
+// (nil when there was none or it was read); the simulator then started
+// without the saved tasks.
+func (m *Media) StateErr() error { return m.loadErr }
 
 // ServeHTTP serves the media API and the result files.
 func (m *Media) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }

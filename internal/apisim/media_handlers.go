@@ -61,10 +61,12 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// countSubmit records an accepted paid submission; call with m.mu held.
+// countSubmit records an accepted paid submission (and saves the state,
+// the new task included); call with m.mu held.
 func (m *Media) countSubmit(promptOrText string) {
 	m.submits[promptOrText]++
 	m.counters.Add("submits:"+promptOrText, 1)
+	m.save()
 }
 
 // speechUsage is the usage of a synthesis of text lasting seconds.
@@ -244,6 +246,7 @@ func (m *Media) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.cancelled = now
+	m.save()
 	// The answer of a cancel carries every optional field, nulls included.
 	view := m.taskView(r, t, m.observe(t, now), m.nextID("req"), true)
 	m.mu.Unlock()

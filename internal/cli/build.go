@@ -53,44 +53,95 @@ func (n flagNames) flagFor(path string) string {
 	return flagName
 }
 
-// specProblems turns a validation error of a flag-built spec into a usage
-// error naming the flags.
-func specProblems(kind jobspec.Kind, err error, names flagNames) error {
+// flagProblem is a flag value refused before the spec is validated (a
+// --template that is not TYPE/NAME, --nodes 0): it is reported with the
+// spec's own problems, and replaces those of its field, which the flag
+// left empty.
+type flagProblem struct {
+	flag, path, rule string
+}
+
+// builtProblems lists every problem of a flag-built spec: the flags'
+// own first, then the spec's validation problems (err, when it is a
+// *jobspec.Error) that no flag problem covers, each naming its flag.
+func builtProblems(err error, names flagNames, bad []flagProblem) []problemReport {
+	out := make([]problemReport, 0, len(bad))
+	covered := map[string]bool{}
+	for _, b := range bad {
+		out = append(out, problemReport{Path: b.path, Rule: b.rule, Flag: b.flag, flagOnly: true})
+		if b.path != "" {
+			covered[b.path] = true
+		}
+	}
 	var je *jobspec.Error
 	if !errors.As(err, &je) {
-		return err
+		return out
 	}
-	lines := make([]string, 0, len(je.Problems))
+next:
 	for _, p := range je.Problems {
+		for c := range covered {
+			if p.Path == c || strings.HasPrefix(p.Path, c+".") || strings.HasPrefix(p.Path, c+"[") {
+				continue next
+			}
+		}
 		f := names.flagFor(p.Path)
 		if f == "" {
 			f = commonFlagNames.flagFor(p.Path)
 		}
-		switch {
-		case f != "":
-			lines = append(lines, fmt.Sprintf("  %s (%s): %s", f, p.Path, p.Rule))
-		default:
-			lines = append(lines, "  "+p.String())
-		}
+		out = append(out, problemReport{Path: p.Path, Rule: p.Rule, Flag: f})
 	}
-	return usageErrorf("invalid %s job:\n%s", kind, strings.Join(lines, "\n"))
+	return out
+}
+
+// problemLine is one problem as text: "--flag (path): rule".
+func problemLine(p problemReport) string {
+	switch {
+	case p.Flag != "" && (p.Path == "" || p.flagOnly):
+		return fmt.Sprintf("%s: %s", p.Flag, p.Rule)
+	case p.Flag != "" && p.Path != "":
+		return fmt.Sprintf("%s (%s): %s", p.Flag, p.Path, p.Rule)
+	case p.Path != "":
+		return p.Path + ": " + p.Rule
+	}
+	return p.Rule
 }
 
 // runBuilt is the common tail of the video, speech and compute commands:
-// validate the built spec, then publish (and wait) like submit.
-func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames, pf *publishFlags) error {
+// validate the built spec, then publish (and wait) like submit. An invalid
+// spec is reported with every problem at once, naming the flags, on stderr
+// and, with --json, as the report's invalid_specs on stdout; nothing is
+// published and the exit code is 2.
+func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames, pf *publishFlags, bad ...flagProblem) error {
 	if err := pf.check(); err != nil {
-		return err
+		var ee *exitError
+		if !errors.As(err, &ee) {
+			return err
+		}
+		bad = append(bad, flagProblem{rule: ee.err.Error()})
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
 	sub, err := jobclient.NewSubmission(data, a.newID)
-	if err != nil {
-		return specProblems(spec.Kind, err, names)
+	var je *jobspec.Error
+	if err != nil && !errors.As(err, &je) {
+		return err
 	}
-	return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+	if err == nil && len(bad) == 0 {
+		return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+	}
+	problems := builtProblems(err, names, bad)
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = "  " + problemLine(p)
+	}
+	fmt.Fprintf(a.env.Stderr, "enqueue: invalid %s job; nothing was published:\n%s\n", spec.Kind, strings.Join(lines, "\n"))
+	if pf.conn.json {
+		rep := &submitReport{Jobs: []jobReport{}, Invalid: 1, InvalidSpecs: []invalidReport{{ID: spec.ID, Problems: problems}}}
+		_ = writeJSON(a.env.Stdout, rep)
+	}
+	return exitCode(ExitUsage)
 }
 
 // noArgs rejects positional arguments.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 )
 
 // Exit codes of enqueue. When jobs end differently, failed wins over
@@ -35,6 +37,9 @@ const (
 	// ExitNoSuchJob: status or cancel named a job that is neither recorded
 	// nor waiting in SLUICE_JOBS.
 	ExitNoSuchJob = 6
+	// ExitSkipped: submit --skip-invalid --wait skipped invalid specs;
+	// every published job succeeded (a failure, timeout or cancel wins).
+	ExitSkipped = 7
 	// ExitInterrupted: interrupted (Ctrl-C) while publishing or waiting.
 	ExitInterrupted = 130
 )
@@ -137,6 +142,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 		a.topUsage(env.Stdout)
 		return ExitOK
+	case "-version", "--version", "version":
+		fmt.Fprintf(env.Stdout, "enqueue %s\n", buildinfo.Read())
+		return ExitOK
 	}
 	return a.run(ctx, name, args[1:])
 }
@@ -147,7 +155,15 @@ func (a *app) run(ctx context.Context, name string, args []string) int {
 			return a.finish(ctx, c.run(ctx, a, args))
 		}
 	}
-	fmt.Fprintf(a.env.Stderr, "enqueue: unknown command %q (see enqueue --help)\n", name)
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	hint := ""
+	if best := closest(name, names); best != "" {
+		hint = fmt.Sprintf("; did you mean %s?", best)
+	}
+	fmt.Fprintf(a.env.Stderr, "enqueue: unknown command %q%s (see enqueue --help)\n", name, hint)
 	return ExitUsage
 }
 

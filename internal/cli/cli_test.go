@@ -137,3 +137,32 @@ func TestProgressOnTerminal(t *testing.T) {
 		t.Errorf("stdout: %s", &stdout)
 	}
 }
+
+// An invalid spec's problems are shown one per line, by status and by
+// --wait, not as one long line.
+func TestErrorProblemsOnePerLine(t *testing.T) {
+	t.Parallel()
+	j := &jobclient.Job{ID: "clip-1", Kind: "video", Status: "failed"}
+	j.Error = &state.Error{Code: "invalid_spec", Stage: state.StageValidate,
+		Message: "video.model: required; video.parameters.duration: must be an integer in [4, 15]; video.parameters.ratio: required"}
+	var status, wait bytes.Buffer
+	printStatus(&status, j)
+	printJobLine(&wait, j)
+	for name, out := range map[string]string{"status": status.String(), "wait": wait.String()} {
+		for _, want := range []string{"invalid_spec (validate):\n", "video.model: required\n", "video.parameters.duration: must be an integer in [4, 15]\n", "video.parameters.ratio: required\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s output lacks %q:\n%s", name, want, out)
+			}
+		}
+		if strings.Contains(out, "; ") {
+			t.Errorf("%s output joins problems on one line:\n%s", name, out)
+		}
+	}
+	// Another error stays on its line.
+	j.Error = &state.Error{Code: "upstream_rejected", Stage: state.StageSubmit, Message: "bad thing; really"}
+	status.Reset()
+	printStatus(&status, j)
+	if !strings.Contains(status.String(), "upstream_rejected (submit): bad thing; really\n") {
+		t.Errorf("status:\n%s", status.String())
+	}
+}

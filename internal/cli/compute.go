@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -69,12 +71,28 @@ job, poll it to its end and collect its stdout, stderr and --output files.` + "\
 	if len(extra) > 0 {
 		c.Job.Extra = extra
 	}
+	// Flag values refused here are reported together with the spec's
+	// problems (runBuilt), so one run names every mistake.
+	var bad []flagProblem
 	if template != "" {
 		typ, nm, ok := strings.Cut(template, "/")
 		if !ok || typ == "" || nm == "" || strings.Contains(nm, "/") {
-			return usageErrorf("--template: want TYPE/NAME, got %q", template)
+			bad = append(bad, flagProblem{"--template", "compute.template", fmt.Sprintf("want TYPE/NAME, got %q", template)})
+		} else {
+			c.Template = jobspec.Template{Type: typ, Name: nm}
 		}
-		c.Template = jobspec.Template{Type: typ, Name: nm}
+	}
+	// 0 would read as "not given" in the spec ("required"): say what is
+	// wrong with the value that was given.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, n := range []struct {
+		name, path string
+		v          int
+	}{{"nodes", "compute.job.nodes", nodes}, {"ppn", "compute.job.ppn", ppn}} {
+		if given[n.name] && n.v <= 0 {
+			bad = append(bad, flagProblem{"--" + n.name, n.path, fmt.Sprintf("must be positive, got %d", n.v)})
+		}
 	}
 	names := flagNames{
 		"compute":                 "--template",
@@ -101,11 +119,12 @@ job, poll it to its end and collect its stdout, stderr and --output files.` + "\
 		// its query, a directory rarely does.
 		i := strings.LastIndex(in, "=")
 		if i <= 0 || i == len(in)-1 {
-			return usageErrorf("--input: want FROM=DIR, for example s3://bucket/key=/home/me/run")
+			bad = append(bad, flagProblem{"--input", "", fmt.Sprintf("want FROM=DIR, for example s3://bucket/key=/home/me/run, got %q", in)})
+			continue
 		}
 		c.Inputs = append(c.Inputs, jobspec.ComputeInput{From: in[:i], To: in[i+1:], Cover: cover})
 	}
 	spec := &jobspec.Spec{Kind: jobspec.KindCompute, Compute: c}
 	sf.apply(spec)
-	return a.runBuilt(ctx, spec, names, &pf)
+	return a.runBuilt(ctx, spec, names, &pf, bad...)
 }

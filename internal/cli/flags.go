@@ -35,7 +35,7 @@ func (a *app) parse(fs *flag.FlagSet, help func(io.Writer), args []string) ([]st
 			return nil, exitCode(ExitOK)
 		}
 		if err != nil {
-			return nil, usageErrorf("%s: %v (see enqueue %s --help)", fs.Name(), err, fs.Name())
+			return nil, usageErrorf("%s: %v%s (see enqueue %s --help)", fs.Name(), err, flagSuggestion(fs, err), fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -134,4 +134,71 @@ func positiveDuration(name string, d time.Duration) error {
 		return usageErrorf("--%s must not be negative, got %s", name, d)
 	}
 	return nil
+}
+
+// flagSuggestion returns "; did you mean --x?" when err is about an
+// unknown flag whose name is close to one of fs's, else "".
+func flagSuggestion(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if best := closest(name, names); best != "" {
+		if len(best) == 1 {
+			return "; did you mean -" + best + "?"
+		}
+		return "; did you mean --" + best + "?"
+	}
+	return ""
+}
+
+// closest returns the candidate nearest to s: the one with the fewest
+// single-letter edits, if at most a third of s's length (at least 1) apart,
+// or the only candidate s is a prefix of; "" when none is close.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", max(len(s)/3, 1)+1
+	prefixed := ""
+	nPrefixed := 0
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestDist {
+			best, bestDist = c, d
+		}
+		if len(s) >= 2 && strings.HasPrefix(c, s) {
+			prefixed = c
+			nPrefixed++
+		}
+	}
+	if best == "" && nPrefixed == 1 {
+		return prefixed
+	}
+	return best
+}
+
+// editDistance counts the single-letter insertions, deletions,
+// substitutions and swaps of two neighbours that turn a into b (optimal
+// string alignment distance, in bytes).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

@@ -15,6 +15,8 @@ const exitCodesHelp = `Exit codes:
   4    --timeout passed before every job ended, none failed
   5    NATS unreachable, a publish not acknowledged, or another runtime error
   6    status: no such job
+  7    submit --skip-invalid --wait: invalid specs were skipped, every
+       published job succeeded
   130  interrupted (Ctrl-C) while publishing or waiting
 `
 
@@ -30,7 +32,8 @@ func (a *app) topUsage(w io.Writer) {
 		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
-Run "enqueue <command> --help" for a command's flags and examples.
+Run "enqueue <command> --help" for a command's flags and examples, and
+"enqueue --version" for the module version and VCS commit.
 
 Examples:
   enqueue video --model M --prompt "a paper boat" --resolution 768P --duration 5 --ratio 16:9 --wait

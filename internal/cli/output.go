@@ -37,6 +37,19 @@ func errorText(e *state.Error) string {
 	return fmt.Sprintf("%s (%s): %s", e.Code, e.Stage, e.Message)
 }
 
+// errorLines is errorText for people: an invalid spec's problems, which
+// the message joins with "; ", come one per line after the first, so a
+// spec with ten problems is not one 1,000-character line.
+func errorLines(e *state.Error) []string {
+	if e == nil {
+		return nil
+	}
+	if e.Code != "invalid_spec" || !strings.Contains(e.Message, "; ") {
+		return []string{errorText(e)}
+	}
+	return append([]string{fmt.Sprintf("%s (%s):", e.Code, e.Stage)}, strings.Split(e.Message, "; ")...)
+}
+
 // upstreamText lists the upstream ids that are set.
 func upstreamText(u *state.Upstream) string {
 	if u == nil {
@@ -65,7 +78,11 @@ func upstreamText(u *state.Upstream) string {
 func printJobLine(w io.Writer, j *jobclient.Job) {
 	switch {
 	case j.Error != nil:
-		fmt.Fprintf(w, "%s  %s  %s\n", j.ID, j.Status, errorText(j.Error))
+		lines := errorLines(j.Error)
+		fmt.Fprintf(w, "%s  %s  %s\n", j.ID, j.Status, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
 	case !j.Terminal():
 		fmt.Fprintf(w, "%s  %s  (not finished)\n", j.ID, j.Status)
 	default:

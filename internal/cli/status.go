@@ -113,7 +113,12 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 		row("cancel", "requested")
 	}
 	row("upstream", upstreamText(j.Upstream))
-	row("error", errorText(j.Error))
+	if lines := errorLines(j.Error); len(lines) > 0 {
+		row("error", lines[0])
+		for _, l := range lines[1:] {
+			row("", "  "+l)
+		}
+	}
 	if len(j.Labels) > 0 {
 		var ls []string
 		for _, k := range slices.Sorted(maps.Keys(j.Labels)) {

@@ -56,11 +56,13 @@ func runSubmit(ctx context.Context, a *app, args []string) error {
 	pf.register(fs, true)
 	h := help{
 		usage: "enqueue submit -f FILE|- [--wait] [--timeout D] [--skip-invalid] [flags]",
-		about: `Publish job specs (CONTRACT.md section 3) from a file or stdin: one JSON
-document (it may span lines), or NDJSON with one spec per line. Every spec
-is validated before anything is published; an invalid one is reported with
-its line number and field, and then nothing is published unless
---skip-invalid is given. Two specs with the same id are an error too.
+		about: `Publish job specs from a file or stdin: one JSON document (it may span
+lines), or NDJSON with one spec per line; docs/job-spec.md in sluice's
+repository describes the fields and rules. Every spec is validated before
+anything is published; an invalid one is reported with its line number and
+field, and then nothing is published unless --skip-invalid is given (with
+--wait, exit 7 then tells that some were skipped). Two specs with the same
+id are an error too.
 
 Each spec is published to sluice.jobs.<kind> with Nats-Msg-Id = its id, so
 running the same file again inside the 1 h duplicate window queues nothing
@@ -139,7 +141,9 @@ type jobReport struct {
 }
 
 type invalidReport struct {
-	Line     int             `json:"line"`
+	// Line is the spec's line in the input; absent for a job built from
+	// flags.
+	Line     int             `json:"line,omitempty"`
 	ID       string          `json:"id,omitempty"`
 	Problems []problemReport `json:"problems"`
 }
@@ -147,6 +151,11 @@ type invalidReport struct {
 type problemReport struct {
 	Path string `json:"path"`
 	Rule string `json:"rule"`
+	// Flag names the flag that sets Path, for a job built from flags.
+	Flag string `json:"flag,omitempty"`
+	// flagOnly: the flag's value itself was refused (printed as
+	// "--flag: rule").
+	flagOnly bool
 }
 
 type waitReport struct {
@@ -237,7 +246,13 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 		}
 		return nil
 	}
-	return a.wait(ctx, client, subs, since, rep, pf)
+	err = a.wait(ctx, client, subs, since, rep, pf)
+	if err == nil && len(invalid) > 0 {
+		// Every published job succeeded, but not every spec was
+		// published: a script must be able to tell.
+		return &exitError{code: ExitSkipped, err: fmt.Errorf("%d invalid spec(s) were skipped (listed above); every published job succeeded", len(invalid))}
+	}
+	return err
 }
 
 // listInvalid prints the invalid specs to stderr.

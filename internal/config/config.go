@@ -4,16 +4,21 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/config/containername"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/redact"
 )
@@ -97,21 +102,102 @@ func Load() (*Config, error) {
 }
 
 // Parse reads the environment without validating, for callers that set
-// some fields themselves before calling Validate.
+// some fields themselves before calling Validate. A value that cannot be
+// parsed is reported with every other such value, each naming its
+// variable. With SLUICE_DEV=true the dev defaults (DevDefaults) replace
+// the production ones for the variables that are not set.
 func Parse() (*Config, error) {
 	var c Config
 	if err := envconfig.Process(Prefix, &c); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s_%s: cannot parse %q as %s", Prefix, pe.KeyName, pe.Value, pe.TypeName)
-		}
-		return nil, err
+		return nil, parseErrors(err)
 	}
 	if c.WorkerName == "" {
-		host, _ := os.Hostname()
-		c.WorkerName = fmt.Sprintf("%s-%d", host, os.Getpid())
+		c.WorkerName = defaultWorkerName()
+	}
+	if c.Dev {
+		c.DevDefaults()
 	}
 	return &c, nil
+}
+
+// defaultWorkerName is the container's name inside Docker when the
+// network's DNS knows it (compose: "<project>-worker-2" or
+// "<project>_worker_2", the service and its replica), else
+// "<hostname>-<pid>". A container's hostname is its id, which says nothing.
+func defaultWorkerName() string {
+	host, _ := os.Hostname()
+	if _, err := os.Stat("/.dockerenv"); err == nil {
+		if name := containername.Lookup(host); name != "" {
+			return name
+		}
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// parseErrors turns envconfig's first parse error into the list of every
+// variable that cannot be parsed: envconfig stops at the first, so each
+// field is parsed again on its own.
+func parseErrors(first error) error {
+	var pe *envconfig.ParseError
+	if !errors.As(first, &pe) {
+		return first
+	}
+	var errs []error
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("ignored") == "true" {
+			continue
+		}
+		one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: f.Name, Type: f.Type, Tag: f.Tag}}))
+		if err := envconfig.Process(Prefix, one.Interface()); errors.As(err, &pe) {
+			errs = append(errs, fmt.Errorf("%s: cannot parse %q: %s", pe.KeyName, pe.Value, wantOf(pe.TypeName)))
+		}
+	}
+	if len(errs) == 0 {
+		return first
+	}
+	return errors.Join(errs...)
+}
+
+// wantOf says what a value of a Config field's type looks like.
+func wantOf(typeName string) string {
+	switch typeName {
+	case "time.Duration":
+		return "want a duration like 5s, 2m or 1h30m"
+	case "bool":
+		return "want true or false"
+	case "int", "int64":
+		return "want a whole number"
+	case "float64":
+		return "want a number"
+	}
+	return "want a " + typeName
+}
+
+// devDefaults are the defaults that differ in dev mode: the embedded
+// simulators finish a task in seconds, so polls come often enough that the
+// tour is not spent waiting for the next one.
+var devDefaults = []struct {
+	name string
+	set  func(*Config)
+}{
+	{"POLL_FIRST", func(c *Config) { c.PollFirst = 200 * time.Millisecond }},
+	{"POLL_INTERVAL", func(c *Config) { c.PollInterval = time.Second }},
+	{"COMPUTE_POLL_INTERVAL", func(c *Config) { c.ComputePoll = 500 * time.Millisecond }},
+}
+
+// DevDefaults applies the dev-mode defaults (SLUICE_POLL_FIRST 200ms,
+// SLUICE_POLL_INTERVAL 1s, SLUICE_COMPUTE_POLL_INTERVAL 500ms) to the
+// variables that are not set in the environment: an explicit value wins.
+// Parse calls it when SLUICE_DEV=true; a caller that turns Dev on itself
+// calls it after.
+func (c *Config) DevDefaults() {
+	for _, d := range devDefaults {
+		if _, set := os.LookupEnv(Prefix + "_" + d.name); !set {
+			d.set(c)
+		}
+	}
 }
 
 // Validate checks every value and reports all problems at once, each naming
@@ -207,4 +293,29 @@ func (c *Config) Summary() map[string]any {
 		"allow_private_urls": c.AllowPrivateURLs, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
 		"nats_move_after": c.NATSMoveAfter.String(),
 	}
+}
+
+// Usage writes every variable with its default, in the order of Config,
+// for the worker's --help.
+func Usage(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT")
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("envconfig")
+		if name == "" || f.Tag.Get("ignored") == "true" {
+			continue
+		}
+		def := cmp.Or(f.Tag.Get("default"), "-")
+		for _, d := range devDefaults {
+			if d.name == name {
+				var c Config
+				d.set(&c)
+				def += " (dev: " + reflect.ValueOf(c).Field(i).Interface().(fmt.Stringer).String() + ")"
+			}
+		}
+		fmt.Fprintf(tw, "  %s_%s\t%s\n", Prefix, name, def)
+	}
+	return tw.Flush()
 }

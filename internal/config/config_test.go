@@ -94,3 +94,41 @@ func TestMoveAfterZeroNeverMoves(t *testing.T) {
 		t.Fatalf("SLUICE_NATS_MOVE_AFTER=0: %v, %v", c, err)
 	}
 }
+
+func TestEveryUnparseableValueIsReportedOnceByName(t *testing.T) {
+	t.Setenv("SLUICE_ACK_WAIT", "5")
+	t.Setenv("SLUICE_MAX_INFLIGHT", "many")
+	t.Setenv("SLUICE_DEV", "yes please")
+	_, err := config.Load()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{`SLUICE_ACK_WAIT: cannot parse "5": want a duration`, `SLUICE_MAX_INFLIGHT: cannot parse "many": want a whole number`, `SLUICE_DEV: cannot parse "yes please": want true or false`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "SLUICE_SLUICE") {
+		t.Errorf("doubled prefix in %q", msg)
+	}
+}
+
+func TestDevModeDefaultsAreFastAndExplicitValuesWin(t *testing.T) {
+	t.Setenv("SLUICE_DEV", "true")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PollFirst != 200*time.Millisecond || c.PollInterval != time.Second || c.ComputePoll != 500*time.Millisecond {
+		t.Errorf("dev defaults: poll first %s, interval %s, compute %s", c.PollFirst, c.PollInterval, c.ComputePoll)
+	}
+	t.Setenv("SLUICE_COMPUTE_POLL_INTERVAL", "10s")
+	c, err = config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ComputePoll != 10*time.Second || c.PollInterval != time.Second {
+		t.Errorf("explicit value lost: compute %s, interval %s", c.ComputePoll, c.PollInterval)
+	}
+}

@@ -36,8 +36,9 @@ import (
 
 // Options tunes a demo run.
 type Options struct {
-	// DataDir holds the embedded default's files and the worker's log.
-	// Defaults to a new temporary directory.
+	// DataDir holds the embedded default's files and the worker's log,
+	// and is kept. Defaults to a new temporary directory, removed when
+	// Run returns.
 	DataDir string
 	// TaskTime is how long a simulated media task takes. Defaults to 2s.
 	TaskTime time.Duration
@@ -88,11 +89,20 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		// (the duplicate window): new ids make this run's jobs new jobs.
 		return drive(ctx, w, ep, cmp.Or(x.S3Region, "us-east-1"), x.S3AccessKeyID, x.S3SecretAccessKey, time.Now().UTC().Format("-150405"))
 	}
-	if o.DataDir == "" {
+	tmp := o.DataDir == ""
+	if tmp {
+		// A directory of its own, removed at the end (after the worker
+		// stopped: the deferred calls run in reverse). SLUICE_DEMO_DIR
+		// (o.DataDir) keeps the files.
 		dir, err := os.MkdirTemp("", "sluice-demo-")
 		if err != nil {
 			return err
 		}
+		defer func() {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				fmt.Fprintf(w, "sluice demo: cannot remove %s: %v\n", dir, rerr)
+			}
+		}()
 		o.DataDir = dir
 	}
 	o.TaskTime = max(o.TaskTime, 0)
@@ -108,7 +118,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	}
 	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0"
 	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
-	cfg.PollFirst, cfg.PollInterval, cfg.ComputePoll = 200*time.Millisecond, time.Second, 500*time.Millisecond
+	cfg.DevDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -118,7 +128,11 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	}
 	defer logFile.Close()
 
-	fmt.Fprintf(w, "sluice demo: starting the embedded default in %s (worker log: worker.log there)\n", o.DataDir)
+	kept := "kept"
+	if tmp {
+		kept = "removed at the end; set SLUICE_DEMO_DIR to keep the files"
+	}
+	fmt.Fprintf(w, "sluice demo: starting the embedded default in %s (worker log: worker.log there; %s)\n", o.DataDir, kept)
 	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan worker.Endpoints, 1)
 	done := make(chan error, 1)

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +12,22 @@ import (
 )
 
 // TestDemo runs the whole demo: it passes only when every scenario ends as
-// expected and every artifact reads back with its sha256.
+// expected and every artifact reads back with its sha256. Without a data
+// directory the demo uses a temporary one and removes it at the end.
 func TestDemo(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	var out bytes.Buffer
-	err := demo.Run(context.Background(), &out, demo.Options{DataDir: t.TempDir(), TaskTime: 500 * time.Millisecond, Timeout: 2 * time.Minute})
+	err := demo.Run(context.Background(), &out, demo.Options{TaskTime: 500 * time.Millisecond, Timeout: 2 * time.Minute})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "sluice-demo-*")); len(left) > 0 {
+		t.Errorf("the demo left %v behind", left)
+	}
+	if !strings.Contains(out.String(), "removed at the end") {
+		t.Error("the demo does not say its files are removed")
 	}
 	for _, want := range []string{"demo-speech-stream", "demo-compute", "demo/compute/demo-compute/result.dat", "all 9 jobs ended as expected"} {
 		if !strings.Contains(out.String(), want) {

@@ -33,8 +33,9 @@ const (
 
 // Config configures the stack.
 type Config struct {
-	// DataDir holds NATS's store (nats/), the S3 objects (s3/) and the
-	// compute simulator's file tree (compute/). Required.
+	// DataDir holds NATS's store (nats/), the S3 objects (s3/), the
+	// compute simulator's file tree (compute/) and the simulators' tasks
+	// and jobs (sim/). Required.
 	DataDir string
 	// NATSPort is the NATS client port on 127.0.0.1; -1 picks a free one.
 	// Defaults to 4222.
@@ -84,12 +85,22 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("devstack: simulator listener: %w", err)
 	}
 	s.SimURL = "http://" + ln.Addr().String()
-	s.Media = apisim.NewMedia(apisim.MediaConfig{APIKey: MediaAPIKey, TaskDuration: cmp.Or(cfg.TaskTime, 3*time.Second), ResultSize: 256 << 10})
+	// The simulators keep their tasks and jobs under sim/, so a restarted
+	// dev worker resumes a job whose task or compute job is in flight.
+	s.Media = apisim.NewMedia(apisim.MediaConfig{
+		APIKey: MediaAPIKey, TaskDuration: cmp.Or(cfg.TaskTime, 3*time.Second), ResultSize: 256 << 10,
+		StateFile: filepath.Join(cfg.DataDir, "sim", "media.json"),
+	})
 	s.Compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: ComputeUser, Password: ComputePassword, OrgID: ComputeOrgID,
 		BaseURL: s.SimURL, Root: filepath.Join(cfg.DataDir, "compute"),
 		QueuedFor: time.Second, RunFor: cmp.Or(cfg.ComputeTime, 4*time.Second),
+		StateFile: filepath.Join(cfg.DataDir, "sim", "compute.json"),
 	})
+	if err := errors.Join(s.Media.StateErr(), s.Compute.StateErr()); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("devstack: simulators: %w", err)
+	}
 	s.sim = &http.Server{Handler: Handler(s.Media, s.Compute), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.sim.Serve(ln) }()
 	return s, nil

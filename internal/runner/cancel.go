@@ -1,9 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,10 +109,45 @@ func ServeCancels(ctx context.Context, nc *nats.Conn, store *state.Store, c *Can
 	return nil
 }
 
-func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) contract.CancelReply {
+// decodeCancel reads a cancel request; its error names what is wrong (an
+// unknown field such as "jobid", a missing job_id, a body that is not a JSON
+// object) and the expected shape.
+func decodeCancel(body []byte) (contract.CancelRequest, error) {
+	const shape = `body must be {"job_id":"..."}`
 	var req contract.CancelRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return contract.CancelReply{Error: `body must be {"job_id":"..."}`}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil && req.JobID == "":
+		return req, errors.New("job_id is required: " + shape)
+	case err == nil:
+		return req, nil
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// The name is the requester's text: cut, so a hostile one cannot
+		// blow up the reply and the log line.
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if len(name) > 66 {
+			name = strings.ToValidUTF8(name[:64], "") + `..."`
+		}
+		return req, fmt.Errorf("unknown field %s: %s", name, shape)
+	case errors.As(err, &typ) && typ.Field != "":
+		return req, fmt.Errorf("%s must be a %s, not %s: %s", typ.Field, typ.Type, typ.Value, shape)
+	case errors.As(err, &syntax), errors.As(err, &typ), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return req, errors.New("not a JSON object: " + shape)
+	}
+	return req, fmt.Errorf("%v: %s", err, shape)
+}
+
+func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []byte) contract.CancelReply {
+	req, err := decodeCancel(body)
+	if err != nil {
+		return contract.CancelReply{Error: err.Error()}
 	}
 	if !jobspec.ValidID(req.JobID) {
 		return contract.CancelReply{JobID: req.JobID, Error: "job_id must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"}

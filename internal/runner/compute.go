@@ -145,6 +145,11 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	return nil
 }
 
+// notFoundPolls is how many not-found answers in a row a job the platform
+// has not shown yet gets before it counts as vanished: right after a
+// submit the platform may lag (apiclient.WaitJobOptions.NotFoundPolls).
+const notFoundPolls = 3
+
 // waitJob polls the job every ComputePoll until it ends.
 func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
 	// The job waits hours, holding its goroutine: let other jobs start.
@@ -155,7 +160,11 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 		since = *j.rec.SubmittedAt
 	}
 	deadline := since.Add(r.cfg.ComputeTimeout)
-	last := apiclient.JobUnknown
+	// last is the phase the platform last showed, "" while it has shown
+	// none (to this attempt or, as far as the record says, to an earlier
+	// one); misses counts the not-found answers in a row until then.
+	var last apiclient.JobPhase
+	misses := 0
 	if j.rec.Status == state.StatusRunning {
 		last = apiclient.JobRunning
 	}
@@ -174,15 +183,22 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 		}
 		wait = r.cfg.ComputePoll
 		d, err := sess.Job(ctx, jobID)
+		notFound := errors.Is(err, apiclient.ErrJobNotFound)
+		if notFound && last == "" {
+			misses++
+		}
 		switch {
-		case apiclient.JobVanished(err, last) || (errors.Is(err, apiclient.ErrJobNotFound) && last != apiclient.JobUnknown):
-			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform after it was seen %s", jobID, last)
+		case notFound && last != "":
+			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", jobID, last)
+		case notFound && misses >= notFoundPolls:
+			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s, accepted at submit, is unknown to the platform (not found %d times in a row)", jobID, misses)
 		case err != nil && r.cfg.Now().After(deadline):
 			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT): %v", jobID, r.cfg.ComputeTimeout, err)
 		case err != nil:
 			j.log.Warn().Err(err).Msg("job query failed")
 			continue
 		}
+		misses = 0
 		phase := apiclient.JobPhaseOf(d)
 		exit := d.ExitCode
 		if err := r.checkpoint(ctx, j, statusOfPhase(phase, j.rec.Status), func(rec *state.Record) {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -52,8 +53,19 @@ type Endpoints struct {
 
 // Run runs a worker until ctx is done, then stops it gracefully within
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
-// consumes (tests and the demo wait for it).
+// consumes (tests and the demo wait for it). A stop asked for while the
+// worker is still starting (a SIGTERM while NATS is unreachable) is a clean
+// stop too: Run returns nil, since nothing was held and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	err := run(ctx, cfg, log, ready)
+	if err != nil && ctx.Err() != nil {
+		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
 	var ep Endpoints
 	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
@@ -86,6 +98,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	// The operations endpoints come first: /readyz says what the worker
 	// waits for until it consumes.
 	m := metrics.New()
+	m.BuildInfo(buildinfo.Read())
 	readyz := &readiness{}
 	readyz.wait("connecting to NATS")
 	ops, err := serveOps(cfg.HTTPAddr, readyz, m, log)
@@ -96,7 +109,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 
 	nc, err := connect(ctx, cfg, log)
 	if err != nil {
-		return stoppedEarly(ctx, log, err)
+		return err
 	}
 	defer nc.Close()
 	watch := reach.New(reach.Config{
@@ -116,7 +129,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
 	kv, err := setUp(ctx, js, opts, watch.Loop("setup"), readyz)
 	if err != nil {
-		return stoppedEarly(ctx, log, err)
+		return err
 	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
 
@@ -284,16 +297,6 @@ func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, l
 			return nil, err
 		}
 	}
-}
-
-// stoppedEarly is the end of a worker told to stop before it consumed: a
-// clean stop, not a failure.
-func stoppedEarly(ctx context.Context, log zerolog.Logger, err error) error {
-	if ctx.Err() == nil {
-		return err
-	}
-	log.Info().Str("waiting_for", err.Error()).Msg("worker stopped before it could consume")
-	return nil
 }
 
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {

@@ -1,0 +1,220 @@
+package apisim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A simulator with a state file (MediaConfig.StateFile,
+// ComputeConfig.StateFile) keeps the records of what it accepted there,
+// rewritten after each change, and reads them back when it starts: a
+// restarted simulator (the dev worker's, SLUICE_DEV) still knows the tasks
+// and jobs a resumed job asks about, and their clocks go on from their
+// recorded times.
+
+// saveJSON writes v to path through a temporary file and a rename, so a
+// crash leaves the old file or the new one, never half of one.
+func saveJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// loadJSON reads path into v; a missing file leaves v as it is.
+func loadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("apisim: state file %s: %w (remove it to start afresh)", path, err)
+	}
+	return nil
+}
+
+// computeState is the compute simulator's state file.
+type computeState struct {
+	NextJob int64            `json:"next_job"`
+	Submits map[string]int64 `json:"submits"`
+	Jobs    []savedJob       `json:"jobs"`
+}
+
+type savedJob struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name"`
+	Queue      string        `json:"queue"`
+	ClusterID  string        `json:"cluster_id"`
+	WorkDir    string        `json:"work_dir"`
+	Script     string        `json:"script"`
+	Stdout     string        `json:"stdout"`
+	Stderr     string        `json:"stderr"`
+	Nodes      int           `json:"nodes"`
+	PPN        int           `json:"ppn"`
+	Wall       string        `json:"wall"`
+	SubmitType string        `json:"submit_type"`
+	Lines      []string      `json:"lines"`
+	SubmitAt   time.Time     `json:"submit_at"`
+	QueuedFor  time.Duration `json:"queued_for"`
+	RunFor     time.Duration `json:"run_for"`
+	Vanish     bool          `json:"vanish"`
+	Phase      string        `json:"phase"`
+	ExitCode   int           `json:"exit_code"`
+}
+
+// save writes the state file, if any; call with c.mu held. A failed
+// write is counted ("state:save_failed"): the simulator goes on in memory.
+func (c *Compute) save() {
+	if c.cfg.StateFile == "" {
+		return
+	}
+	st := computeState{NextJob: c.nextJob, Submits: c.submits, Jobs: make([]savedJob, 0, len(c.jobs))}
+	for _, j := range c.jobs {
+		st.Jobs = append(st.Jobs, savedJob{
+			ID: j.id, Name: j.name, Queue: j.queue, ClusterID: j.cluster.id, WorkDir: j.workDir, Script: j.script,
+			Stdout: j.stdout, Stderr: j.stderr, Nodes: j.nodes, PPN: j.ppn, Wall: j.wall, SubmitType: j.submitType,
+			Lines: j.lines, SubmitAt: j.submitAt, QueuedFor: j.queuedFor, RunFor: j.runFor, Vanish: j.vanish,
+			Phase: j.phase, ExitCode: j.exitCode,
+		})
+	}
+	if err := saveJSON(c.cfg.StateFile, st); err != nil {
+		c.counters.Add("state:save_failed", 1)
+	}
+}
+
+// load reads the state file, if any, into the new simulator.
+func (c *Compute) load() error {
+	if c.cfg.StateFile == "" {
+		return nil
+	}
+	var st computeState
+	if err := loadJSON(c.cfg.StateFile, &st); err != nil {
+		return err
+	}
+	c.nextJob = max(c.nextJob, st.NextJob)
+	for name, n := range st.Submits {
+		c.submits[name] = n
+	}
+	for _, s := range st.Jobs {
+		var cl *simCluster
+		for _, x := range c.clusters {
+			if x.id == s.ClusterID {
+				cl = x
+			}
+		}
+		if cl == nil {
+			return fmt.Errorf("apisim: state file %s: job %s is on unknown cluster %q", c.cfg.StateFile, s.ID, s.ClusterID)
+		}
+		c.jobs[s.ID] = &simJob{
+			id: s.ID, name: s.Name, queue: s.Queue, cluster: cl, workDir: s.WorkDir, script: s.Script,
+			stdout: s.Stdout, stderr: s.Stderr, nodes: s.Nodes, ppn: s.PPN, wall: s.Wall, submitType: s.SubmitType,
+			lines: s.Lines, submitAt: s.SubmitAt, queuedFor: s.QueuedFor, runFor: s.RunFor, vanish: s.Vanish,
+			phase: s.Phase, exitCode: s.ExitCode,
+		}
+	}
+	return nil
+}
+
+// mediaState is the media simulator's state file.
+type mediaState struct {
+	Submits map[string]int64 `json:"submits"`
+	Tasks   []savedTask      `json:"tasks"`
+}
+
+type savedTask struct {
+	ID           string          `json:"id"`
+	Speech       bool            `json:"speech"`
+	Created      time.Time       `json:"created"`
+	PendingFor   time.Duration   `json:"pending_for"`
+	Duration     time.Duration   `json:"duration"`
+	Cancelled    time.Time       `json:"cancelled"`
+	Seen         int             `json:"seen"`
+	ShownRunning bool            `json:"shown_running"`
+	Usage        map[string]any  `json:"usage"`
+	D            savedDirectives `json:"directives"`
+}
+
+type savedDirectives struct {
+	Fail        bool           `json:"fail"`
+	FailCode    string         `json:"fail_code"`
+	Duration    *time.Duration `json:"duration"`
+	Pending     *time.Duration `json:"pending"`
+	Size        int64          `json:"size"`
+	Count       int            `json:"count"`
+	ResultURL   string         `json:"result_url"`
+	ResultCut   bool           `json:"result_cut"`
+	WAV         bool           `json:"wav"`
+	Frames      int            `json:"frames"`
+	SSECut      bool           `json:"sse_cut"`
+	SSEAbort    bool           `json:"sse_abort"`
+	ForceOK     bool           `json:"force_ok"`
+	ForceFail   bool           `json:"force_fail"`
+	ShowRunning bool           `json:"show_running"`
+}
+
+// save writes the state file, if any; call with m.mu held. A failed write
+// is counted ("state:save_failed"): the simulator goes on in memory.
+func (m *Media) save() {
+	if m.cfg.StateFile == "" {
+		return
+	}
+	st := mediaState{Submits: m.submits, Tasks: make([]savedTask, 0, len(m.tasks))}
+	for _, t := range m.tasks {
+		d := t.d
+		st.Tasks = append(st.Tasks, savedTask{
+			ID: t.id, Speech: t.speech, Created: t.created, PendingFor: t.pendingFor, Duration: t.duration,
+			Cancelled: t.cancelled, Seen: t.seen, ShownRunning: t.shownRunning, Usage: t.usage,
+			D: savedDirectives{
+				Fail: d.fail, FailCode: d.failCode, Duration: d.duration, Pending: d.pending, Size: d.size, Count: d.count,
+				ResultURL: d.resultURL, ResultCut: d.resultCut, WAV: d.wav, Frames: d.frames, SSECut: d.sseCut,
+				SSEAbort: d.sseAbort, ForceOK: d.forceOK, ForceFail: d.forceFail, ShowRunning: d.showRunning,
+			},
+		})
+	}
+	if err := saveJSON(m.cfg.StateFile, st); err != nil {
+		m.counters.Add("state:save_failed", 1)
+	}
+}
+
+// load reads the state file, if any, into the new simulator.
+func (m *Media) load() error {
+	if m.cfg.StateFile == "" {
+		return nil
+	}
+	var st mediaState
+	if err := loadJSON(m.cfg.StateFile, &st); err != nil {
+		return err
+	}
+	for k, n := range st.Submits {
+		m.submits[k] = n
+	}
+	for _, s := range st.Tasks {
+		d := s.D
+		m.tasks[s.ID] = &simTask{
+			id: s.ID, speech: s.Speech, created: s.Created, pendingFor: s.PendingFor, duration: s.Duration,
+			cancelled: s.Cancelled, seen: s.Seen, shownRunning: s.ShownRunning, usage: s.Usage,
+			d: directives{
+				fail: d.Fail, failCode: d.FailCode, duration: d.Duration, pending: d.Pending, size: d.Size, count: d.Count,
+				resultURL: d.ResultURL, resultCut: d.ResultCut, wav: d.WAV, frames: d.Frames, sseCut: d.SSECut,
+				sseAbort: d.SSEAbort, forceOK: d.ForceOK, forceFail: d.ForceFail, showRunning: d.ShowRunning,
+			},
+		}
+	}
+	return nil
+}
