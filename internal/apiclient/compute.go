@@ -279,10 +279,11 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 	return states, nil
 }
 
-// secrets lists what must never appear in an error: the credentials and
-// every token known.
+// secrets lists what must never appear in an error: the password and
+// every token known. The user name is not one: it appears in the user's
+// own paths (/home/<user>/run.sh), which a failed job's message must show.
 func (c *Compute) secrets() []string {
-	s := []string{c.cfg.Password, c.cfg.User}
+	s := []string{c.cfg.Password}
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	for _, t := range c.tokens {

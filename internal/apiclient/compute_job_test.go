@@ -503,3 +503,47 @@ func TestComputeJobLenientDetail(t *testing.T) {
 		t.Errorf("detail = %+v", d)
 	}
 }
+
+// TestComputeErrorsRedactOnlySecrets: a refused job's message keeps what the
+// user needs to fix it (the user name in a path) and loses what is secret
+// (the password and the tokens), whatever upstream echoes.
+func TestComputeErrorsRedactOnlySecrets(t *testing.T) {
+	t.Parallel()
+	var tokens atomic.Value // []string, set once the client holds them
+	echo := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/ECHO/job") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			toks, _ := tokens.Load().([]string)
+			msg := "GAP_SCHED_FILE /home/" + computeUser + "/run.sh does not exist; login " + computeUser +
+				" with password " + computePassword + " and token " + strings.Join(toks, ",")
+			_, _ = io.WriteString(w, `{"code":"`+apisim.ComputeCodeInvalid+`","msg":"`+msg+`","data":null}`)
+		})
+	}
+	b := setupCompute(t, computeOpts{wrap: echo})
+	s := b.session(t)
+	toks := b.currentTokens(t)
+	tokens.Store(toks)
+	ctx := context.Background()
+
+	// The simulator's own refusal of a script under the user's home.
+	missing := "/home/" + computeUser + "/run.sh"
+	_, err := s.SubmitJob(ctx, "BASIC", "BASE", computeJobRequest("bad", missing))
+	if err == nil || !strings.Contains(err.Error(), "GAP_SCHED_FILE "+missing+" does not exist") {
+		t.Errorf("err = %v, want the script path %s verbatim", err, missing)
+	}
+
+	// An upstream that echoes every credential.
+	_, err = s.SubmitJob(ctx, "BASIC", "ECHO", computeJobRequest("bad", missing))
+	if err == nil {
+		t.Fatal("echoing submit: no error")
+	}
+	computeNoSecret(t, err, toks...)
+	for _, want := range []string{missing, "login " + computeUser, "password [redacted]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to keep %q", err, want)
+		}
+	}
+}

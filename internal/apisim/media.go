@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/artifacts"
 )
 
 // Endpoint names of the media simulator, for Faults.Set and the
@@ -51,6 +53,10 @@ type MediaConfig struct {
 	// with. Defaults to "", which builds them from the request's Host (and
 	// TLS state).
 	ResultBaseURL string
+	// SkipInputChecks accepts video media inputs without fetching them.
+	// Defaults to false: every input is fetched and checked against the
+	// input media limits at submit, as upstream does.
+	SkipInputChecks bool
 	// Now reads the clock that moves tasks along. Defaults to time.Now.
 	Now func() time.Time
 	// StateFile, when set, is where the simulator keeps its tasks (and
@@ -101,6 +107,7 @@ func (c MediaConfig) withDefaults() MediaConfig {
 // text.
 type Media struct {
 	cfg      MediaConfig
+	fetcher  *artifacts.Fetcher
 	faults   Faults
 	counters Counters
 	mux      *http.ServeMux
@@ -120,6 +127,7 @@ func NewMedia(cfg MediaConfig) *Media {
 	_, _ = rand.Read(b[:])
 	m := &Media{
 		cfg:     cfg.withDefaults(),
+		fetcher: artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: true, Timeout: inputTimeout}),
 		prefix:  hex.EncodeToString(b[:]),
 		tasks:   make(map[string]*simTask),
 		submits: make(map[string]int64),

@@ -33,6 +33,9 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, perr := validateVideo(&b)
+	if perr == nil {
+		perr = m.checkInputs(r.Context(), &b)
+	}
 	if perr != nil {
 		m.writeParamError(w, perr.param, perr.msg)
 		return

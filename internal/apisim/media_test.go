@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 const simKey = "sim-secret-key"
@@ -162,6 +163,7 @@ func TestMediaValidation(t *testing.T) {
 		return `{"model":"m","input":` + input + `,"parameters":` + params + `}`
 	}
 	const okParams = `{"resolution":"768P","duration":5,"ratio":"16:9"}`
+	img := dataURI("image/png", testmedia.Fixture(t, "image-384x256.png"))
 	tests := []struct {
 		name, path, body string
 		hdr              map[string]string
@@ -181,14 +183,14 @@ func TestMediaValidation(t *testing.T) {
 		{"prompt too long", "videos", video(`{"prompt":"`+long+`"}`, okParams), asyncHdr, 400, "input.prompt"},
 		{"prompt not a string", "videos", video(`{"prompt":5}`, okParams), asyncHdr, 400, "input.prompt"},
 		{"two images", "videos", video(`{"prompt":"p","images":["a","b"]}`, okParams), asyncHdr, 400, "input.images"},
-		{"one image no ratio", "videos", video(`{"prompt":"p","images":["a"]}`, `{"resolution":"2K","duration":4}`), asyncHdr, 200, ""},
+		{"one image no ratio", "videos", video(`{"prompt":"p","images":["`+img+`"]}`, `{"resolution":"2K","duration":4}`), asyncHdr, 200, ""},
 		{"bad role", "videos", video(`{"prompt":"p","media":[{"type":"poster","url":"u"}]}`, okParams), asyncHdr, 400, "input.media[0].type"},
 		{"no url", "videos", video(`{"prompt":"p","media":[{"type":"first_frame"}]}`, okParams), asyncHdr, 400, "input.media[0].url"},
 		{"two first frames", "videos", video(`{"prompt":"p","media":[{"type":"first_frame","url":"a"},{"type":"first_frame","url":"b"}]}`, okParams), asyncHdr, 400, "input.media"},
 		{"image plus first frame", "videos", video(`{"prompt":"p","images":["a"],"media":[{"type":"first_frame","url":"b"}]}`, okParams), asyncHdr, 400, "input.media"},
 		{"four reference videos", "videos", video(`{"prompt":"p","media":[{"type":"reference_video","url":"a"},{"type":"reference_video","url":"a"},{"type":"reference_video","url":"a"},{"type":"reference_video","url":"a"}]}`, okParams), asyncHdr, 400, "input.media"},
 		{"mixed roles", "videos", video(`{"prompt":"p","media":[{"type":"last_frame","url":"a"},{"type":"reference_image","url":"b"}]}`, okParams), asyncHdr, 400, "input.media"},
-		{"reference adaptive", "videos", video(`{"prompt":"p","media":[{"type":"reference_image","url":"a"}]}`, `{"resolution":"768P","duration":15,"ratio":"adaptive"}`), asyncHdr, 200, ""},
+		{"reference adaptive", "videos", video(`{"prompt":"p","media":[{"type":"reference_image","url":"`+img+`"}]}`, `{"resolution":"768P","duration":15,"ratio":"adaptive"}`), asyncHdr, 200, ""},
 		{"no parameters", "videos", `{"model":"m","input":{"prompt":"p"}}`, asyncHdr, 400, "parameters"},
 		{"no resolution", "videos", video(`{"prompt":"p"}`, `{"duration":5,"ratio":"16:9"}`), asyncHdr, 400, "parameters.resolution"},
 		{"bad resolution", "videos", video(`{"prompt":"p"}`, `{"resolution":"4K","duration":5,"ratio":"16:9"}`), asyncHdr, 400, "parameters.resolution"},

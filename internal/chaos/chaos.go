@@ -50,6 +50,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/mediasample"
 )
 
 // Config configures a run. Fields are in a stable order; the zero value of
@@ -199,7 +200,8 @@ func uploadInputs(ctx context.Context, c *s3.Client) error {
 		}
 		return nil
 	}
-	if err := put(frameKey, "\x89PNG chaos frame"); err != nil {
+	// A real picture: the worker probes media inputs before submitting.
+	if err := put(frameKey, string(mediasample.PNG(384, 256))); err != nil {
 		return err
 	}
 	for i := range computeVariants {

@@ -107,10 +107,7 @@ func problemLine(p problemReport) string {
 }
 
 // runBuilt is the common tail of the video, speech and compute commands:
-// validate the built spec, then publish (and wait) like submit. An invalid
-// spec is reported with every problem at once, naming the flags, on stderr
-// and, with --json, as the report's invalid_specs on stdout; nothing is
-// published and the exit code is 2.
+// validate the built spec, then publish (and wait) like submit.
 func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames, pf *publishFlags, bad ...flagProblem) error {
 	if err := pf.check(); err != nil {
 		var ee *exitError
@@ -119,17 +116,29 @@ func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames,
 		}
 		bad = append(bad, flagProblem{rule: ee.err.Error()})
 	}
-	data, err := json.Marshal(spec)
+	sub, err := a.submission(spec, names, pf, bad)
 	if err != nil {
 		return err
+	}
+	return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+}
+
+// submission validates a flag-built spec. An invalid spec is reported
+// with every problem at once (the flags' own in bad, then the spec's),
+// naming the flags, on stderr and, with --json, as the report's
+// invalid_specs on stdout; nothing is published and the exit code is 2.
+func (a *app) submission(spec *jobspec.Spec, names flagNames, pf *publishFlags, bad []flagProblem) (jobclient.Submission, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return jobclient.Submission{}, err
 	}
 	sub, err := jobclient.NewSubmission(data, a.newID)
 	var je *jobspec.Error
 	if err != nil && !errors.As(err, &je) {
-		return err
+		return jobclient.Submission{}, err
 	}
 	if err == nil && len(bad) == 0 {
-		return a.publish(ctx, []jobclient.Submission{sub}, nil, pf)
+		return sub, nil
 	}
 	problems := builtProblems(err, names, bad)
 	lines := make([]string, len(problems))
@@ -141,7 +150,7 @@ func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames,
 		rep := &submitReport{Jobs: []jobReport{}, Invalid: 1, InvalidSpecs: []invalidReport{{ID: spec.ID, Problems: problems}}}
 		_ = writeJSON(a.env.Stdout, rep)
 	}
-	return exitCode(ExitUsage)
+	return jobclient.Submission{}, exitCode(ExitUsage)
 }
 
 // noArgs rejects positional arguments.

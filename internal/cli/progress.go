@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -16,17 +17,25 @@ type bar struct {
 }
 
 func (a *app) newBar(jsonOut bool, total int, desc string) *bar {
+	return a.openBar(jsonOut, int64(total), desc, progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(false))
+}
+
+// newByteBar is a progress bar counting bytes, drawn at once, or nil like
+// newBar.
+func (a *app) newByteBar(jsonOut bool, total int64, desc string) *bar {
+	return a.openBar(jsonOut, total, desc, progressbar.OptionShowBytes(true), progressbar.OptionSetRenderBlankState(true))
+}
+
+func (a *app) openBar(jsonOut bool, total int64, desc string, opts ...progressbar.Option) *bar {
 	if jsonOut || total < 1 || !a.env.IsTerminal(a.env.Stderr) {
 		return nil
 	}
-	return &bar{pb: progressbar.NewOptions(total,
+	return &bar{pb: progressbar.NewOptions64(total, append([]progressbar.Option{
 		progressbar.OptionSetWriter(a.env.Stderr),
 		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(false),
-		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionClearOnFinish(),
-	)}
+	}, opts...)...)}
 }
 
 func (b *bar) add(n int) {
@@ -65,4 +74,12 @@ func (a *app) waitProgress(jsonOut bool, total int) (func(jobclient.Job, jobclie
 			fmt.Fprintf(a.env.Stderr, "%s: %s (%d/%d done)\n", j.ID, j.Status, c.Done(), c.Total)
 		}, nil
 	}
+}
+
+// reader returns r counting into the bar as it is read.
+func (b *bar) reader(r io.Reader) io.Reader {
+	if b == nil {
+		return r
+	}
+	return io.TeeReader(r, b.pb)
 }

@@ -24,11 +24,11 @@ func runVideo(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&resolution, "resolution", "", "768P or 2K (required)")
 	fs.IntVar(&duration, "duration", 0, "length in seconds, 4 to 15 (required)")
 	fs.StringVar(&ratio, "ratio", "", "adaptive, 21:9, 16:9, 4:3, 1:1, 3:4 or 9:16 (required for text-to-video, not adaptive)")
-	fs.StringVar(&firstFrame, "first-frame", "", "first frame image `URL` (https://, s3://bucket/key or a data: URI)")
-	fs.StringVar(&lastFrame, "last-frame", "", "last frame image `URL`")
-	fs.Var(&refImages, "ref-image", "reference image `URL` (repeatable, at most 9)")
-	fs.Var(&refVideos, "ref-video", "reference video `URL` (repeatable, at most 3)")
-	fs.Var(&refAudios, "ref-audio", "reference audio `URL` (repeatable, at most 3)")
+	fs.StringVar(&firstFrame, "first-frame", "", "first frame image `URL` (https://, s3://bucket/key, a data: URI, or a local file to upload)")
+	fs.StringVar(&lastFrame, "last-frame", "", "last frame image `URL` or local file")
+	fs.Var(&refImages, "ref-image", "reference image `URL` or local file (repeatable, at most 9)")
+	fs.Var(&refVideos, "ref-video", "reference video `URL` or local file (repeatable, at most 3)")
+	fs.Var(&refAudios, "ref-audio", "reference audio `URL` or local file (repeatable, at most 3)")
 	fs.Var(&watermark, "watermark", "add an AIGC watermark (default: upstream's default, none)")
 	sf.register(fs)
 	pf.register(fs, false)
@@ -37,13 +37,23 @@ func runVideo(ctx context.Context, a *app, args []string) error {
 		about: `Publish one video job. Without media flags it is text-to-video (--ratio
 required, not adaptive); --first-frame/--last-frame make it image-to-video;
 --ref-image/--ref-video/--ref-audio make it a multimodal reference job. The
-two groups cannot be mixed.` + "\n" + publishAbout,
+two groups cannot be mixed.
+
+A media flag may name a local file: enqueue checks it against the media
+API's input limits at once (a bad file is an error naming its flag, and
+nothing is published), uploads it to the worker's bucket under
+<SLUICE_S3_PREFIX>/inputs/sha256/<sha256><ext> (SLUICE_S3_BUCKET,
+SLUICE_S3_ENDPOINT, SLUICE_S3_REGION, SLUICE_S3_PATH_STYLE and the AWS
+credentials, as the worker reads them) unless those bytes are there
+already, and publishes the s3:// URL.` + "\n" + publishAbout,
 		examples: `  enqueue video --model M --prompt "a paper boat drifting down a rain gutter" \
       --resolution 768P --duration 5 --ratio 16:9 --id clip-0001 --label campaign=spring --wait
   enqueue video --model M --prompt "the boat sails off" --resolution 2K --duration 8 \
       --first-frame s3://media/boat.png --prefix spring/clips
   enqueue video --model M --prompt "dance" --resolution 768P --duration 10 \
-      --ref-image https://example.test/a.png --ref-video https://example.test/b.mp4 --json`,
+      --ref-image https://example.test/a.png --ref-video https://example.test/b.mp4 --json
+  enqueue video --model M --prompt "the boat sails off" --resolution 768P --duration 5 \
+      --first-frame ./boat.png --last-frame ./harbour.jpg --wait`,
 		exits: true,
 	}
 	rest, err := a.parse(fs, h.printer(fs), args)
@@ -86,5 +96,11 @@ two groups cannot be mixed.` + "\n" + publishAbout,
 	addMedia(apiclient.RoleReferenceImage, "--ref-image", refImages...)
 	addMedia(apiclient.RoleReferenceVideo, "--ref-video", refVideos...)
 	addMedia(apiclient.RoleReferenceAudio, "--ref-audio", refAudios...)
+	if err := pf.check(); err != nil {
+		return err
+	}
+	if err := a.uploadLocalMedia(ctx, spec, names, &pf); err != nil {
+		return err
+	}
 	return a.runBuilt(ctx, spec, names, &pf)
 }

@@ -57,6 +57,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+	Preflight        string        `envconfig:"PREFLIGHT" default:"strict"`
 
 	// Extensions.
 	WorkerName        string        `envconfig:"WORKER_NAME"`
@@ -69,6 +70,7 @@ type Config struct {
 	ComputeConc       int           `envconfig:"COMPUTE_MAX_CONCURRENCY" default:"8"`
 	ComputeRate       float64       `envconfig:"COMPUTE_RATE_LIMIT" default:"20"`
 	CopyConcurrency   int           `envconfig:"COPY_CONCURRENCY" default:"4"`
+	PreflightConc     int           `envconfig:"PREFLIGHT_CONCURRENCY" default:"8"`
 	PartSize          int64         `envconfig:"S3_PART_SIZE" default:"8388608"`
 	NATSReplicas      int           `envconfig:"NATS_REPLICAS" default:"1"`
 	NATSMoveAfter     time.Duration `envconfig:"NATS_MOVE_AFTER" default:"10s"`
@@ -77,6 +79,7 @@ type Config struct {
 	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL" default:"1h"`
 	S3CreateBucket    bool          `envconfig:"S3_CREATE_BUCKET" default:"true"`
 	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
+	DevS3Addr         string        `envconfig:"DEV_S3_ADDR" default:"127.0.0.1:7070"`
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
 	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`
@@ -265,6 +268,14 @@ func (c *Config) Validate() error {
 	if c.AckWait < time.Second {
 		bad("ACK_WAIT", "must be at least 1s")
 	}
+	if c.PreflightConc < 0 {
+		bad("PREFLIGHT_CONCURRENCY", "must be positive")
+	}
+	switch c.Preflight {
+	case "", "strict", "off": // "" is strict
+	default:
+		bad("PREFLIGHT", "must be strict or off, not %q", c.Preflight)
+	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
@@ -290,7 +301,7 @@ func (c *Config) Summary() map[string]any {
 		"media_api_key_set": c.MediaAPIKey != "", "compute_base_url": c.ComputeBaseURL,
 		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
-		"allow_private_urls": c.AllowPrivateURLs, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
+		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
 		"nats_move_after": c.NATSMoveAfter.String(),
 	}
 }

@@ -23,6 +23,11 @@ func TestDefaultsNeedOnlyABucket(t *testing.T) {
 	if c.WorkerName == "" {
 		t.Error("no worker name")
 	}
+	// The embedded store's documented address, clear of the embedded NATS
+	// and the worker's HTTP port.
+	if c.DevS3Addr != "127.0.0.1:7070" || strings.HasSuffix(c.DevS3Addr, ":4222") || strings.HasSuffix(c.DevS3Addr, c.HTTPAddr) {
+		t.Errorf("SLUICE_DEV_S3_ADDR default = %q", c.DevS3Addr)
+	}
 }
 
 func TestEveryInvalidValueIsNamed(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // job is a spec a test publishes, and the name upstream counts its paid
@@ -128,9 +130,30 @@ func (s *stack) events(t *testing.T) []events.Event {
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("event %d is not JSON: %v", seq, err)
 		}
+		if _, seen := checkedEvents.LoadOrStore(checkedEvent{s, seq}, true); !seen {
+			eventChecker(t).Check(t, m.Subject, m.Header, m.Data)
+		}
 		out = append(out, ev)
 	}
 	return out
+}
+
+// Every event is checked once as a subscriber would: with the CloudEvents
+// SDK and the published schema (testenv.EventChecker).
+var (
+	checkedEvents    sync.Map // checkedEvent -> true
+	eventCheckerOnce sync.Once
+	eventCheckerVal  *testenv.EventChecker
+)
+
+type checkedEvent struct {
+	s   *stack
+	seq uint64
+}
+
+func eventChecker(t *testing.T) *testenv.EventChecker {
+	eventCheckerOnce.Do(func() { eventCheckerVal = testenv.NewEventChecker(t) })
+	return eventCheckerVal
 }
 
 // terminal returns every terminal event by job id.

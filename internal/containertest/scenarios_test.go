@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // within bounds every wait for jobs to end: generous, because other test
@@ -19,15 +20,17 @@ const computeScript = "#!/bin/sh\necho simulating\n#SIM output result.dat 300K\n
 func TestEveryKindEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, simOptions{})
-	s.put(t, "inputs/frame.png", "\x89PNG first frame")
+	s.put(t, "inputs/frame.png", string(testmedia.Fixture(t, "image-384x256.png")))
+	s.put(t, "inputs/boat.heic", string(testmedia.Fixture(t, "image-384x256.heic")))
+	s.put(t, "inputs/rain.mp3", string(testmedia.Fixture(t, "audio-3s-cbr-no-xing.mp3")))
 	s.startWorker(t, "worker-1")
 	jobs := []job{
 		// Two results, one of them large enough for a multipart upload.
 		videoJob("text-to-video", "a paper boat [sim:count=2] [sim:size=12000000]"),
 		videoJob("image-to-video", "the boat sails off", map[string]string{"type": "first_frame", "url": "s3://" + bucket + "/inputs/frame.png"}),
 		videoJob("reference-to-video", "the same boat at night",
-			map[string]string{"type": "reference_image", "url": "https://example.test/boat.png"},
-			map[string]string{"type": "reference_audio", "url": "https://example.test/rain.mp3"}),
+			map[string]string{"type": "reference_image", "url": "s3://" + bucket + "/inputs/boat.heic"},
+			map[string]string{"type": "reference_audio", "url": "s3://" + bucket + "/inputs/rain.mp3"}),
 		speechJob("speech-sync", "hello, synchronously", "sync"),
 		speechJob("speech-async", "hello, as a task", "async"),
 		speechJob("speech-stream", "hello, streamed", "stream"),

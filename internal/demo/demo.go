@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/logging"
+	"github.com/sluice-dev/sluice/internal/mediasample"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/worker"
@@ -116,7 +117,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0"
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
 	cfg.DevDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -209,7 +210,10 @@ func (j job) renamed(id string) (job, error) {
 // prepare uploads the demo's input files and returns the jobs.
 func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) {
 	inputs := map[string]string{
-		"demo/inputs/frame.png":   "\x89PNG demo frame",
+		// Real media: the worker probes every input before submitting.
+		"demo/inputs/frame.png":   string(mediasample.PNG(384, 256)),
+		"demo/inputs/boat.png":    string(mediasample.PNG(512, 288)),
+		"demo/inputs/rain.wav":    string(mediasample.WAV(3 * time.Second)),
 		"demo/compute/run.sh":     "#!/bin/sh\necho simulating the river basin\n#SIM output result.dat 256K\ncp params.nml params-used.nml\n",
 		"demo/compute/params.nml": "&basin\n  cells = 4096\n/\n",
 	}
@@ -225,7 +229,7 @@ func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) 
 		{id: "demo-image-to-video", kind: "video", want: state.StatusSucceeded, spec: `{"id":"demo-image-to-video","kind":"video","output":{"prefix":"demo"},
 			"video":{"model":"video-model","input":{"prompt":"the boat sails off","media":[{"type":"first_frame","url":"s3://` + bucket + `/demo/inputs/frame.png"}]},"parameters":{"resolution":"768P","duration":5}}}`},
 		{id: "demo-reference-to-video", kind: "video", want: state.StatusSucceeded, spec: `{"id":"demo-reference-to-video","kind":"video","output":{"prefix":"demo"},
-			"video":{"model":"video-model","input":{"prompt":"the same boat at night","media":[{"type":"reference_image","url":"https://example.test/boat.png"},{"type":"reference_audio","url":"https://example.test/rain.mp3"}]},"parameters":{"resolution":"2K","duration":8}}}`},
+			"video":{"model":"video-model","input":{"prompt":"the same boat at night","media":[{"type":"reference_image","url":"s3://` + bucket + `/demo/inputs/boat.png"},{"type":"reference_audio","url":"s3://` + bucket + `/demo/inputs/rain.wav"}]},"parameters":{"resolution":"2K","duration":8}}}`},
 		{id: "demo-speech-sync", kind: "speech", want: state.StatusSucceeded, spec: `{"id":"demo-speech-sync","kind":"speech","output":{"prefix":"demo"},"speech":{"model":"speech-model","mode":"sync","input":{"text":"Hello from sluice.","voice":"alloy"}}}`},
 		{id: "demo-speech-async", kind: "speech", want: state.StatusSucceeded, spec: `{"id":"demo-speech-async","kind":"speech","output":{"prefix":"demo"},"speech":{"model":"speech-model","input":{"text":"A longer passage, read as a task.","voice":"alloy","language_type":"English"}}}`},
 		{id: "demo-speech-stream", kind: "speech", want: state.StatusSucceeded, spec: `{"id":"demo-speech-stream","kind":"speech","output":{"prefix":"demo"},"speech":{"model":"speech-model","mode":"stream","input":{"text":"Streamed, frame by frame.","voice":"alloy"}}}`},

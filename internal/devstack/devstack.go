@@ -40,6 +40,9 @@ type Config struct {
 	// NATSPort is the NATS client port on 127.0.0.1; -1 picks a free one.
 	// Defaults to 4222.
 	NATSPort int
+	// S3Addr is the S3 store's loopback host:port; port 0 picks a free
+	// one. Defaults to s3dev.DefaultAddr (127.0.0.1:7070).
+	S3Addr string
 	// Bucket is the artifact bucket to create. Defaults to "sluice".
 	Bucket string
 	// TaskTime is how long a simulated media task takes. Defaults to 3s.
@@ -76,7 +79,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.S3, err = s3dev.Start(ctx, s3dev.Config{Dir: filepath.Join(cfg.DataDir, "s3"), Buckets: []string{s.Bucket}})
+	s.S3, err = s3dev.Start(ctx, s3dev.Config{
+		Dir: filepath.Join(cfg.DataDir, "s3"), Addr: cmp.Or(cfg.S3Addr, s3dev.DefaultAddr), Buckets: []string{s.Bucket},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("devstack: s3 store: %w", err)
 	}

@@ -3,8 +3,6 @@ package events_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,30 +11,12 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
-func schema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	path, _ := filepath.Abs("../../docs/schema/event.schema.json")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(path, doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+// schema is the strict variant of the published event schema: sluice
+// publishes nothing it does not document.
+func schema(t *testing.T) *jsonschema.Schema { return testenv.EventSchema(t, true) }
 
 func TestFromRecordMatchesTheContract(t *testing.T) {
 	t.Parallel()

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // The JSON Schema documents live in docs/schema, two levels up.
@@ -103,10 +105,13 @@ func TestSchemaAndDecodeAgreeOnEdges(t *testing.T) {
 	}
 }
 
-// TestEventSchema validates the sample events and rejects broken ones.
+// TestEventSchema validates the sample events, rejects broken ones and
+// accepts added fields (subscribers validate with it; events grow by
+// adding fields), which only the project's strict variant refuses.
 func TestEventSchema(t *testing.T) {
 	t.Parallel()
-	sch := compileSchema(t, "event.schema.json")
+	sch := testenv.EventSchema(t, false)
+	strict := testenv.EventSchema(t, true)
 	paths, err := filepath.Glob(filepath.Join(schemaDir, "examples", "event-*.json"))
 	if err != nil || len(paths) < 2 {
 		t.Fatalf("event examples: %v %v", paths, err)
@@ -118,6 +123,9 @@ func TestEventSchema(t *testing.T) {
 		}
 		if err := schemaAccepts(sch, data); err != nil {
 			t.Errorf("%s: %v", filepath.Base(p), err)
+		}
+		if err := schemaAccepts(strict, data); err != nil {
+			t.Errorf("%s: strict: %v", filepath.Base(p), err)
 		}
 	}
 
@@ -145,13 +153,31 @@ func TestEventSchema(t *testing.T) {
 		{"bad sha256", mutate(string(succeeded), set("data.artifacts[0].sha256", "XYZ"))},
 		{"artifact url not s3", mutate(string(succeeded), set("data.artifacts[0].url", "https://x/y"))},
 		{"compute field on video", mutate(string(succeeded), set("data.upstream.cluster_id", "c"))},
-		{"unknown data field", mutate(string(succeeded), set("data.spec", map[string]any{}))},
 		{"usage a string", mutate(string(succeeded), set("data.usage", "1"))},
 		{"time without zone", mutate(string(succeeded), set("time", "2026-11-22T10:00:05"))},
 	}
 	for _, tt := range broken {
 		if err := schemaAccepts(sch, []byte(tt.doc)); err == nil {
 			t.Errorf("%s: schema accepts", tt.name)
+		}
+	}
+
+	added := []struct {
+		name string
+		doc  string
+	}{
+		{"event field", mutate(string(succeeded), set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))},
+		{"data field", mutate(string(succeeded), set("data.priority", 3))},
+		{"upstream field", mutate(string(succeeded), set("data.upstream.region", "eu"))},
+		{"artifact field", mutate(string(succeeded), set("data.artifacts[0].etag", "abc"))},
+		{"error field", mutate(string(failed), set("data.error.retryable", false))},
+	}
+	for _, tt := range added {
+		if err := schemaAccepts(sch, []byte(tt.doc)); err != nil {
+			t.Errorf("added %s: published schema rejects it: %v", tt.name, err)
+		}
+		if err := schemaAccepts(strict, []byte(tt.doc)); err == nil {
+			t.Errorf("added %s: strict schema accepts it", tt.name)
 		}
 	}
 }

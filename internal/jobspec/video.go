@@ -303,3 +303,29 @@ func requireText(ps *problems, path, s string) {
 		ps.add(path, "must not be blank")
 	}
 }
+
+// MediaInput is one media address of a video request, with where it sits
+// in the spec and the kind of media its role takes.
+type MediaInput struct {
+	// Field is the address's path in the spec, e.g. "video.input.media[2].url".
+	Field string
+	// Role is the media role; images count as first_frame.
+	Role string
+	// Kind is "image", "video" or "audio".
+	Kind string
+	// URL is the address as the spec gives it.
+	URL string
+}
+
+// Inputs lists every media address of v in document order: images first,
+// then media.
+func (v *Video) Inputs() []MediaInput {
+	var out []MediaInput
+	for i, u := range v.Input.Images {
+		out = append(out, MediaInput{Field: index("video.input.images", i), Role: apiclient.RoleFirstFrame, Kind: "image", URL: u})
+	}
+	for i, m := range v.Input.Media {
+		out = append(out, MediaInput{Field: field(index("video.input.media", i), "url"), Role: m.Type, Kind: mediaClass(m.Type), URL: m.URL})
+	}
+	return out
+}

@@ -27,6 +27,8 @@ const (
 	CodeInputFetchFailed     = "input_fetch_failed"
 	CodeClusterNotFound      = "cluster_not_found"
 	CodeUpstreamUnauthorized = "upstream_unauthorized"
+	CodeInvalidMedia         = "invalid_media"
+	CodeInputUnreachable     = "input_unreachable"
 )
 
 // failure ends a job failed. deadLetter also copies its message to

@@ -63,6 +63,12 @@ type Config struct {
 	ComputePoll time.Duration
 	// PresignTTL is the lifetime of presigned input URLs. Defaults to 1h.
 	PresignTTL time.Duration
+	// Preflight is PreflightStrict or PreflightOff (SLUICE_PREFLIGHT).
+	// Defaults to PreflightStrict.
+	Preflight string
+	// PreflightConcurrency bounds the media inputs probed at once across
+	// every job. Defaults to 8.
+	PreflightConcurrency int
 	// CopyConcurrency bounds large artifact copies running at once, as the
 	// Store's MaxUploads does its large uploads; up to four times as many
 	// copies run at once in all, the small ones among them (see
@@ -89,6 +95,8 @@ type Runner struct {
 	copy chan struct{}
 	// checkpoints and publishes report to cfg.Reach.
 	checkpoints, publishes *reach.Loop
+	// probes bounds the media inputs probed at once (preflight.go).
+	probes chan struct{}
 
 	// waiting are the jobs detached while their task runs (wait.go);
 	// stopWatched are the stop channels a goroutine watches for them.
@@ -112,6 +120,11 @@ func New(cfg Config) (*Runner, error) {
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
+	cfg.Preflight = cmp.Or(cfg.Preflight, PreflightStrict)
+	if cfg.Preflight != PreflightStrict && cfg.Preflight != PreflightOff {
+		return nil, fmt.Errorf("runner: Preflight is %q, want %q or %q", cfg.Preflight, PreflightStrict, PreflightOff)
+	}
+	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, 8)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,6 +138,7 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
 		copy:        make(chan struct{}, cfg.CopyConcurrency),
+		probes:      make(chan struct{}, cfg.PreflightConcurrency),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
@@ -162,6 +176,9 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	}
 	switch j.kind {
 	case "video", "speech":
+		if err := r.preflight(ctx, j); err != nil {
+			return r.end(ctx, j, err)
+		}
 		wait, err := r.runMedia(ctx, j)
 		if wait {
 			return r.waitTask(ctx, j)
@@ -233,7 +250,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 
 	switch {
 	case rec.Status.Terminal():
-		j.log.Info().Str("status", string(rec.Status)).Msg("job already finished; republishing its terminal event")
+		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).
+			Msg("job already finished; its terminal event is published unless the stream holds it")
 		return j, r.republish(ctx, j), true
 	case held:
 		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
@@ -378,19 +396,25 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 }
 
 // republish publishes the terminal event stored in the record (a duplicate
-// inside the window is dropped by the server) and settles the message.
+// inside the window is dropped by the server), records that the stream
+// holds it, and settles the message. An event the record shows stored is
+// not published again: the stream would drop it, but every core
+// subscriber would see it a second time.
 func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	rec := j.rec
 	if len(rec.TerminalEvent) == 0 {
 		ev, _ := json.Marshal(events.FromRecord(rec, rec.Status, r.cfg.Now()))
 		rec.TerminalEvent = ev
 	}
-	id := contract.EventID(j.id, string(rec.Status))
-	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
-		r.publishes.Fail(err)
-		return r.settle(j, transient(err))
+	if !rec.TerminalEventStored {
+		id := contract.EventID(j.id, string(rec.Status))
+		if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+			r.publishes.Fail(err)
+			return r.settle(j, transient(err))
+		}
+		r.publishes.OK()
+		r.markEventStored(ctx, j)
 	}
-	r.publishes.OK()
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
 	if rec.DeadLetter {
 		reason := "job failed"
@@ -400,6 +424,24 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		return consumer.Outcome{Action: consumer.DeadLetter, Reason: reason, JobID: j.id}
 	}
 	return consumer.Outcome{Action: consumer.Ack}
+}
+
+// markEventStored records that SLUICE_EVENTS acknowledged j's terminal
+// event. A failure only costs a second publish if the job is delivered
+// again (the stream drops it as a duplicate), so it is logged, not retried.
+func (r *Runner) markEventStored(ctx context.Context, j *job) {
+	rec, err := r.update(ctx, j, func(rec *state.Record) error {
+		if rec.TerminalEventStored || !rec.Status.Terminal() {
+			return state.Unchanged
+		}
+		rec.TerminalEventStored = true
+		return nil
+	})
+	if err != nil {
+		j.log.Warn().Err(err).Msg("cannot record that the stream holds the terminal event; a redelivery publishes it again")
+		return
+	}
+	j.rec = rec
 }
 
 // cancelled reports whether a cancel was requested for j, by notice or in

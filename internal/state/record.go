@@ -65,10 +65,19 @@ type Record struct {
 	// TerminalEvent is the exact terminal event published, kept so that a
 	// redelivered finished job republishes the same bytes.
 	TerminalEvent json.RawMessage `json:"terminal_event,omitempty"`
+	// TerminalEventStored is set once SLUICE_EVENTS acknowledged
+	// TerminalEvent: from then on the event is not published again (a core
+	// subscriber would see it twice). Until then a redelivered finished
+	// job publishes it, so an event lost between its publish and this
+	// record is still published once.
+	TerminalEventStored bool `json:"terminal_event_stored,omitempty"`
 
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
+	// PreflightAt is when every media input passed the preflight checks;
+	// a redelivered job does not probe them again.
+	PreflightAt *time.Time `json:"preflight_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 
 	// revision is the bucket revision this record was read or written at
@@ -87,6 +96,7 @@ func (r *Record) clone() *Record {
 	c.Cancel = clonePtr(r.Cancel)
 	c.Error = clonePtr(r.Error)
 	c.SubmittedAt = clonePtr(r.SubmittedAt)
+	c.PreflightAt = clonePtr(r.PreflightAt)
 	c.FinishedAt = clonePtr(r.FinishedAt)
 	c.Upstream.ExitCode = clonePtr(r.Upstream.ExitCode)
 	return &c

@@ -43,7 +43,13 @@ type bundle struct {
 	cfg     config.Config
 	logs    *testenv.SyncBuffer
 	// ep is where the last worker started listens.
-	ep worker.Endpoints
+	ep      worker.Endpoints
+	checker *testenv.EventChecker
+
+	// checkedMu guards checked: the stream sequences of the events checked
+	// with the CloudEvents SDK and the schemas.
+	checkedMu sync.Mutex
+	checked   map[uint64]bool
 }
 
 type setupOpts struct {
@@ -54,6 +60,9 @@ type setupOpts struct {
 	// its own; the worker gets NATS_REPLICAS=3.
 	cluster     *testenv.Cluster
 	clientNodes []int
+	// simSkipInputs makes the media simulator accept media inputs without
+	// fetching them.
+	simSkipInputs bool
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -64,13 +73,13 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{s3: testenv.StartS3(t), logs: &testenv.SyncBuffer{}}
+	b := &bundle{s3: testenv.StartS3(t), logs: &testenv.SyncBuffer{}, checker: testenv.NewEventChecker(t)}
 	if o.cluster != nil {
 		b.nats = o.cluster.Client(t, o.clientNodes...)
 	} else {
 		b.nats = testenv.StartNATS(t)
 	}
-	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10})
+	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
@@ -211,12 +220,25 @@ func (b *bundle) events(t *testing.T) []events.Event {
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("event %d is not JSON: %v", seq, err)
 		}
-		if got := m.Header.Get(contract.HeaderMsgID); got != ev.ID {
-			t.Errorf("event %s has Nats-Msg-Id %q", ev.ID, got)
-		}
+		b.checkOnce(t, m)
 		out = append(out, ev)
 	}
 	return out
+}
+
+// checkOnce checks an event message of SLUICE_EVENTS as a subscriber would
+// (testenv.EventChecker), once per stream sequence.
+func (b *bundle) checkOnce(t *testing.T, m *jetstream.RawStreamMsg) {
+	t.Helper()
+	b.checkedMu.Lock()
+	defer b.checkedMu.Unlock()
+	if b.checked == nil {
+		b.checked = map[uint64]bool{}
+	}
+	if !b.checked[m.Sequence] {
+		b.checked[m.Sequence] = true
+		b.checker.Check(t, m.Subject, m.Header, m.Data)
+	}
 }
 
 // await waits for id's terminal event and checks that it is the only one.

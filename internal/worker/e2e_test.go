@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
@@ -22,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 func videoSpec(id, prompt string) map[string]any {
@@ -126,18 +129,19 @@ func TestImageToVideoPresignsS3Inputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	_, err := b.s3.Client.PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/boat.png"), Body: strings.NewReader("png-bytes"),
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/boat.png"), Body: bytes.NewReader(testmedia.Fixture(t, "image-384x256.png")),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := testmedia.Serve(t)
 	b.start(t)
 	spec := videoSpec("i2v-1", "a boat from a frame")
 	spec["video"].(map[string]any)["input"] = map[string]any{
 		"prompt": "a boat from a frame",
 		"media": []map[string]string{
 			{"type": "first_frame", "url": "s3://" + b.s3.Bucket + "/inputs/boat.png"},
-			{"type": "last_frame", "url": "https://example.test/last.png"},
+			{"type": "last_frame", "url": files.URL + "/media/image-384x256.webp"},
 		},
 	}
 	b.publish(t, "video", "i2v-1", spec)
@@ -471,19 +475,126 @@ func TestGracefulShutdownHandsJobsOver(t *testing.T) {
 	}
 }
 
-func TestRedeliveredFinishedJobRepublishes(t *testing.T) {
+// coreEvents counts what a core subscriber on sluice.events.> receives,
+// per event id.
+type coreEvents struct {
+	nc  *nats.Conn
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func subscribeEvents(t *testing.T, b *bundle) *coreEvents {
+	t.Helper()
+	c := &coreEvents{ids: map[string]int{}}
+	nc, err := nats.Connect(b.nats.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	if _, err := nc.Subscribe("sluice.events.>", func(m *nats.Msg) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ids[m.Header.Get(contract.HeaderMsgID)]++
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// count returns how often id arrived, after a round trip to the server:
+// every event the server routed before it has been delivered.
+func (c *coreEvents) count(t *testing.T, id string) int {
+	t.Helper()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
+}
+
+// settled waits until every message in SLUICE_JOBS is settled: the worker
+// publishes a job's terminal event before it acknowledges the message.
+func (b *bundle) settled(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for b.pendingJobs(t) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d job messages not settled within %s", b.pendingJobs(t), within)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// A finished job's spec published again (a new Nats-Msg-Id, the same job
+// id) neither runs the job again nor publishes its terminal event again: the
+// record shows the stream holds it, and a core subscriber sees it once.
+func TestRepublishedFinishedJobPublishesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
+	core := subscribeEvents(t, b)
 	b.start(t)
 	b.publish(t, "video", "again-1", videoSpec("again-1", "once"))
 	first := b.await(t, "again-1", 20*time.Second)
-	// The same id again after the dedupe window would come as a new
-	// message: simulate it by publishing without a Nats-Msg-Id.
+	b.settled(t, 10*time.Second)
+	if rec := b.record(t, "again-1"); !rec.TerminalEventStored {
+		t.Fatalf("record does not show the event stored: %+v", rec)
+	}
+	b.publish(t, "video", "again-1-second", videoSpec("again-1", "once"))
 	b.publish(t, "video", "", videoSpec("again-1", "once"))
-	time.Sleep(time.Second)
-	ev := b.await(t, "again-1", 10*time.Second)
+	b.settled(t, 10*time.Second)
+	ev := b.await(t, "again-1", time.Second)
 	if ev.Time != first.Time || b.media.SubmitCount("once") != 1 {
 		t.Errorf("finished job ran again: first %s now %s, submits %d", first.Time, ev.Time, b.media.SubmitCount("once"))
 	}
-	_ = testenv.Context
+	for _, id := range []string{"again-1.submitted", "again-1.running", "again-1.succeeded"} {
+		if n := core.count(t, id); n != 1 {
+			t.Errorf("core subscriber received %s %d times, want once", id, n)
+		}
+	}
+}
+
+// A worker that wrote a job's terminal record but stopped before the
+// stream acknowledged its event has not published it: the next delivery
+// publishes it, once, and records that the stream holds it.
+func TestTerminalEventLostBeforeRecordIsPublishedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	core := subscribeEvents(t, b)
+	ctx := testenv.Context(t, 10*time.Second)
+	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := state.NewStore(b.kv(t), "crashed-worker", nil).Update(ctx, "lost-1", func(r *state.Record) error {
+		r.Kind, r.Status, r.Attempts, r.FinishedAt = "video", state.StatusFailed, 1, &now
+		r.Error = &state.Error{Code: "upstream_failed", Message: "the task failed", Stage: state.StagePoll}
+		ev, err := json.Marshal(events.FromRecord(r, r.Status, now))
+		r.TerminalEvent = ev
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	b.publish(t, "video", "lost-1", videoSpec("lost-1", "never sent"))
+	ev := b.await(t, "lost-1", 20*time.Second)
+	b.settled(t, 10*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != "upstream_failed" {
+		t.Fatalf("event %+v, want the recorded failure", ev.Data)
+	}
+	if rec := b.record(t, "lost-1"); !rec.TerminalEventStored {
+		t.Errorf("record does not show the event stored: %+v", rec)
+	}
+	b.publish(t, "video", "lost-1-again", videoSpec("lost-1", "never sent"))
+	b.settled(t, 10*time.Second)
+	if n := core.count(t, "lost-1.failed"); n != 1 {
+		t.Errorf("core subscriber received the terminal event %d times, want once", n)
+	}
+	if n := b.media.SubmitCount("never sent"); n != 0 {
+		t.Errorf("a finished job was submitted %d times", n)
+	}
 }

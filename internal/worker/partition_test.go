@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -202,17 +201,6 @@ func TestPartitionCutOffWorkerPullsWithBackoff(t *testing.T) {
 	}
 	t.Logf("figure: first job finished %s after the heal", time.Since(healed).Round(time.Millisecond))
 	awaitLog(t, b, 30*time.Second, `"message":"JetStream reachable again"`, `"loop":"pull video"`)
-}
-
-// freeAddr returns a loopback address free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func TestPartitionWorkerStartedWhileCutOffServesAfterHeal(t *testing.T) {

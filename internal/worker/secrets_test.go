@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // knownSecrets are the values no output may carry: the credentials the
@@ -80,7 +81,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	b := setup(t, setupOpts{})
 	h := newHostileMedia(t)
 	_, err := b.s3.Client.PutObject(context.Background(), &s3.PutObjectInput{
-		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/frame.png"), Body: strings.NewReader("frame bytes"),
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String("inputs/frame.png"), Body: bytes.NewReader(testmedia.Fixture(t, "image-384x256.png")),
 	})
 	if err != nil {
 		t.Fatal(err)

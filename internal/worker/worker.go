@@ -70,11 +70,11 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
 		stack, err := devstack.Start(ctx, devstack.Config{
-			DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, Bucket: cfg.S3Bucket,
+			DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, S3Addr: cfg.DevS3Addr, Bucket: cfg.S3Bucket,
 			TaskTime: cfg.DevSimTaskTime, ComputeTime: cfg.DevSimComputeTime,
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("embedded default (SLUICE_DEV_NATS_PORT=%d, SLUICE_DEV_S3_ADDR=%s): %w", cfg.DevNATSPort, cfg.DevS3Addr, err)
 		}
 		defer stack.Close()
 		cfg.NATSURL = stack.NATS.ClientURL()
@@ -90,7 +90,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		}
 		cfg.AllowPrivateURLs = true
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
-		log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
+		log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("s3_bucket", cfg.S3Bucket).
+			Str("s3_access_key_id", s3Key).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
 			Str("simulators", stack.SimURL).Msg("embedded default started")
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
@@ -162,7 +163,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		Pool: pool, State: st, Events: events.NewPublisher(js), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
-		CopyConcurrency: cfg.CopyConcurrency, Metrics: m, Logger: &log, Reach: watch,
+		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
+		Metrics: m, Logger: &log, Reach: watch,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
