@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos partition clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -50,6 +50,11 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
+
+partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
+	@out=$$(mktemp); status=0; \
+	SLUICE_PARTITION_LONG=1 $(GO) test -race -count=1 -timeout 15m -run 'TestPartition' -v ./internal/worker/ >$$out 2>&1 || status=$$?; \
+	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
 
 clean: ## remove ./bin and ./data (the dev worker's default SLUICE_DATA_DIR); make demo removes its own files
 	rm -rf $(BIN) data

@@ -81,6 +81,7 @@ type Config struct {
 	PreflightConc     int           `envconfig:"PREFLIGHT_CONCURRENCY" default:"8"`
 	PartSize          int64         `envconfig:"S3_PART_SIZE" default:"8388608"`
 	NATSReplicas      int           `envconfig:"NATS_REPLICAS" default:"1"`
+	NATSMoveAfter     time.Duration `envconfig:"NATS_MOVE_AFTER" default:"10s"`
 	EventsMaxAge      time.Duration `envconfig:"EVENTS_MAX_AGE" default:"168h"`
 	StateTTL          time.Duration `envconfig:"STATE_TTL" default:"720h"`
 	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL" default:"1h"`
@@ -272,6 +273,9 @@ func (c *Config) Validate() error {
 			bad(name, "must be a positive duration like 5s or 2m")
 		}
 	}
+	if c.NATSMoveAfter < 0 {
+		bad("NATS_MOVE_AFTER", "must be a duration like 10s, or 0 to never move")
+	}
 	if c.AckWait < time.Second {
 		bad("ACK_WAIT", "must be at least 1s")
 	}
@@ -314,6 +318,7 @@ func (c *Config) Summary() map[string]any {
 		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
+		"nats_move_after": c.NATSMoveAfter.String(),
 	}
 }
 

@@ -16,7 +16,8 @@ func TestDefaultsNeedOnlyABucket(t *testing.T) {
 	}
 	if c.MaxInflight != 256 || c.PollInterval != 5*time.Second || c.ComputePoll != 30*time.Second ||
 		c.MaxArtifactBytes != 5368709120 || c.HTTPAddr != ":9090" || c.S3Prefix != "sluice" ||
-		strings.Join(c.Kinds, ",") != "video,speech,compute" || c.ShutdownTimeout != 30*time.Second {
+		strings.Join(c.Kinds, ",") != "video,speech,compute" || c.ShutdownTimeout != 30*time.Second ||
+		c.NATSMoveAfter != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	if c.WorkerName == "" {
@@ -46,6 +47,7 @@ func TestEveryInvalidValueIsNamed(t *testing.T) {
 		"SLUICE_NATS_TLS_CA":           "/nonexistent/ca.pem",
 		"SLUICE_NATS_TLS_CERT":         "/nonexistent/cert.pem",
 		"SLUICE_NATS_TLS_KEY":          "/nonexistent/key.pem",
+		"SLUICE_NATS_MOVE_AFTER":       "-5s",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("SLUICE_S3_BUCKET", "media")
@@ -90,6 +92,15 @@ func TestSummaryHasNoSecrets(t *testing.T) {
 		if s, ok := v.(string); ok && strings.Contains(s, "SECRET") {
 			t.Errorf("summary %s = %q", k, s)
 		}
+	}
+}
+
+func TestMoveAfterZeroNeverMoves(t *testing.T) {
+	t.Setenv("SLUICE_S3_BUCKET", "media")
+	t.Setenv("SLUICE_NATS_MOVE_AFTER", "0")
+	c, err := config.Load()
+	if err != nil || c.NATSMoveAfter != 0 {
+		t.Fatalf("SLUICE_NATS_MOVE_AFTER=0: %v, %v", c, err)
 	}
 }
 

@@ -19,8 +19,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/gopool"
+	"github.com/sluice-dev/sluice/internal/reach"
 )
 
 // Action is what to do with a message once its Handler returns.
@@ -190,6 +192,12 @@ type Config struct {
 	// Pool runs the Handlers; share it with a Handler's own goroutines
 	// (see gopool). Defaults to a pool of its own.
 	Pool *gopool.Pool
+	// Reach hears how every pull, probe and heartbeat went, and moves the
+	// connection when the server it reaches has lost the cluster. Optional.
+	Reach *reach.Watch
+	// Backoff spaces pulls after a failed one (no responders, a timeout, a
+	// leadership change, a 503...). Defaults to 500ms doubling up to 5s.
+	Backoff backoff.Exponential
 }
 
 func (c Config) withDefaults() Config {
@@ -199,6 +207,8 @@ func (c Config) withDefaults() Config {
 	c.FetchWait = cmp.Or(c.FetchWait, 2*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
 	c.SweepInterval = cmp.Or(c.SweepInterval, 10*time.Second)
+	c.Backoff.Min = cmp.Or(c.Backoff.Min, 500*time.Millisecond)
+	c.Backoff.Max = cmp.Or(c.Backoff.Max, 5*time.Second)
 	if c.Logger == nil {
 		l := zerolog.Nop()
 		c.Logger = &l
@@ -253,20 +263,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	handlerCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
 
-	cons := make(map[string]jetstream.Consumer, len(c.cfg.Kinds))
-	for _, kind := range c.cfg.Kinds {
-		cn, err := c.cfg.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName(kind))
-		if err != nil {
-			return fmt.Errorf("bind consumer %s: %w", contract.ConsumerName(kind), err)
-		}
-		cons[kind] = cn
-	}
-
 	var fetchers, dispatchers sync.WaitGroup
-	for kind, cn := range cons {
+	for _, kind := range c.cfg.Kinds {
 		slots := make(chan struct{}, c.cfg.MaxInflight)
 		queue := make(chan jetstream.Msg, c.cfg.MaxInflight)
-		fetchers.Go(func() { c.fetchLoop(ctx, kind, cn, slots, queue) })
+		fetchers.Go(func() { c.fetchLoop(ctx, kind, slots, queue) })
 		dispatchers.Go(func() { c.dispatch(handlerCtx, kind, slots, queue) })
 	}
 	var sweeper sync.WaitGroup
@@ -288,9 +289,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-deadline:
-		c.log.Warn().Int("held", c.heldCount()).Msg("shutdown timeout: handing back jobs still running")
-		for _, m := range c.heldMessages() {
-			_ = m.Nak()
+	}
+	select {
+	case <-done:
+	default:
+		// Past the deadline with jobs still running: hand them back.
+		if held := c.heldMessages(); len(held) > 0 {
+			c.log.Warn().Int("held", len(held)).Msg("shutdown timeout: handing back jobs still running")
+			for _, m := range held {
+				_ = m.Nak()
+			}
 		}
 		hardStop()
 		select {
@@ -302,13 +310,48 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
-// fetchLoop pulls at most as many messages as kind has free slots, so no
-// message waits in a client buffer while its AckWait runs.
-// A pulled message is held (its lease kept alive) and queued for dispatch
-// at once; queue is closed when the loop ends.
-func (c *Consumer) fetchLoop(ctx context.Context, kind string, cn jetstream.Consumer, slots chan struct{}, queue chan<- jetstream.Msg) {
+// fetchLoop binds kind's consumer, then pulls at most as many messages as
+// kind has free slots, so no message waits in a client buffer while its
+// AckWait runs. A pulled message is held (its lease kept alive) and queued
+// for dispatch at once; queue is closed when the loop ends.
+//
+// Every failure, whether Fetch returns it or it ends the batch (no
+// responders, no answer, a leadership change, a 503), spaces the next pull
+// with Backoff and is reported to Reach. An empty pull proves little (a
+// leader cut off from its group still answers "no messages"), so while
+// pulls come back empty the loop asks the consumer's leader, every
+// Reach.ProbeEvery, whether it still hears a quorum of its group.
+func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct{}, queue chan<- jetstream.Msg) {
 	defer close(queue)
-	backoff := 100 * time.Millisecond
+	loop := c.cfg.Reach.Loop("pull " + kind)
+	attempt := 0
+	// failed reports err and waits before the next attempt; false: stop.
+	failed := func(err error) bool {
+		loop.Fail(err)
+		c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
+		d := c.cfg.Backoff.Delay(attempt)
+		attempt++
+		return backoff.Sleep(ctx, d) == nil
+	}
+	answered := func() {
+		loop.OK()
+		attempt = 0
+	}
+
+	name := contract.ConsumerName(kind)
+	var cn jetstream.Consumer
+	for cn == nil {
+		bctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+		var err error
+		cn, err = c.cfg.JS.Consumer(bctx, contract.JobsStream, name)
+		cancel()
+		if err != nil && (ctx.Err() != nil || !failed(fmt.Errorf("bind consumer %s: %w", name, err))) {
+			return
+		}
+	}
+	answered()
+	lastAnswer := time.Now()
+
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -325,38 +368,59 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, cn jetstream.Cons
 			}
 			break
 		}
-		batch, err := cn.Fetch(free, jetstream.FetchMaxWait(c.cfg.FetchWait))
-		if err != nil {
-			for range free {
-				<-slots
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			c.log.Warn().Err(err).Str("kind", kind).Dur("retry_in", backoff).Msg("fetch failed")
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			c.hold(msg, kind)
-			c.wg.Add(1)
-			queue <- msg // never blocks: a slot was taken for it
-		}
+		got, err := c.pull(kind, cn, free, queue)
 		for range free - got {
 			<-slots
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			c.log.Debug().Err(err).Str("kind", kind).Msg("fetch ended")
+		answer := got > 0
+		if every := c.cfg.Reach.ProbeEvery(); err == nil && !answer && every > 0 && time.Since(lastAnswer) >= every {
+			err = c.probe(cn)
+			answer = err == nil
+		}
+		switch {
+		case err != nil:
+			if ctx.Err() != nil || !failed(err) {
+				return
+			}
+		case answer:
+			answered()
+			lastAnswer = time.Now()
 		}
 	}
+}
+
+// pull sends one pull request for up to free messages, holds and queues
+// what arrives, and returns how many did and the error that ended the
+// batch. The pull is not cancelled with the worker's context: a stopping
+// worker waits for its pending pulls to end (see pullsDone). A pull that
+// gets no answer at all ends with context.DeadlineExceeded shortly after
+// FetchWait.
+func (c *Consumer) pull(kind string, cn jetstream.Consumer, free int, queue chan<- jetstream.Msg) (got int, err error) {
+	fctx, cancel := context.WithTimeout(context.Background(), c.cfg.FetchWait+min(c.cfg.FetchWait/9, time.Second))
+	defer cancel()
+	batch, err := cn.Fetch(free, jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, err
+	}
+	for msg := range batch.Messages() {
+		got++
+		c.hold(msg, kind)
+		c.wg.Add(1)
+		queue <- msg // never blocks: a slot was taken for it
+	}
+	return got, batch.Error()
+}
+
+// probe asks the consumer's leader whether it still hears a quorum of its
+// group (see reach.Quorum).
+func (c *Consumer) probe(cn jetstream.Consumer) error {
+	pctx, cancel := context.WithTimeout(context.Background(), c.cfg.FetchWait)
+	defer cancel()
+	info, err := cn.Info(pctx)
+	if err != nil {
+		return fmt.Errorf("consumer info: %w", err)
+	}
+	return reach.Quorum(info.Cluster, c.cfg.Reach.StaleAfter())
 }
 
 // dispatch starts a Handler for each queued message, at most MaxStarting
@@ -477,18 +541,27 @@ func oneLine(s string) string {
 // heartbeats sends InProgress for every held message four times per
 // AckWait, so a job's lease outlives any wait while its worker lives, and
 // lapses soon after the worker dies.
+// A heartbeat that cannot be sent is reported to Reach; the ticker paces
+// the retries.
 func (c *Consumer) heartbeats(done <-chan struct{}) {
 	t := time.NewTicker(c.cfg.AckWait / 4)
 	defer t.Stop()
+	loop := c.cfg.Reach.Loop("heartbeats")
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
+			var failed error
 			for _, m := range c.heldMessages() {
 				if err := m.InProgress(); err != nil {
-					c.log.Debug().Err(err).Msg("heartbeat failed")
+					failed = err
 				}
+			}
+			if failed != nil {
+				loop.Fail(failed)
+			} else {
+				loop.Sent()
 			}
 		}
 	}

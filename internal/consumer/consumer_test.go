@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -279,5 +283,75 @@ func TestStartPhaseBoundsRunningHandlers(t *testing.T) {
 	waitFor(t, "all acked", func() bool { i := b.info(t); return i.NumPending == 0 && i.NumAckPending == 0 })
 	if running.Load() != 6 {
 		t.Errorf("%d handlers ran, want 6", running.Load())
+	}
+}
+
+// A stop that passes its deadline while waiting for its own pulls, with no
+// job held, has nothing to hand back and must not warn that it does.
+func TestShutdownWarnsOnlyWhenJobsAreHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	var logs testenv.SyncBuffer
+	log := zerolog.New(&logs)
+	for range 4 {
+		stop := b.run(t, consumer.Config{Logger: &log, FetchWait: 500 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond},
+			handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
+				return consumer.Outcome{Action: consumer.Ack}
+			}))
+		time.Sleep(100 * time.Millisecond) // a pull is pending
+		stop()
+	}
+	if strings.Contains(logs.String(), "shutdown timeout") {
+		t.Errorf("a stop with nothing held warned:\n%s", logs.String())
+	}
+}
+
+// A pull that ends in "no responders" (here: the consumer is gone, as when
+// its leader is out of reach) is followed by a backoff, not by the next
+// pull at once, and the loop says once that it waits.
+func TestFailedPullsBackOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	proxy := testenv.StartProxy(t, strings.TrimPrefix(b.n.URL, "nats://"), testenv.PullPattern)
+	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.SyncBuffer
+	log := zerolog.New(&logs)
+	c, err := consumer.New(consumer.Config{
+		JS: js, Kinds: []string{"video"}, Logger: &log, FetchWait: 200 * time.Millisecond,
+		Backoff: backoff.Exponential{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond},
+		Reach:   reach.New(reach.Config{Logger: &log}),
+	}, handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
+		return consumer.Outcome{Action: consumer.Ack}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a first pull", func() bool { return proxy.Count() > 0 })
+
+	if err := b.n.JS.DeleteConsumer(testenv.Context(t, 5*time.Second), contract.JobsStream, contract.ConsumerName("video")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the wait to be logged", func() bool { return strings.Contains(logs.String(), "waiting for JetStream") })
+	before, start := proxy.Count(), time.Now()
+	time.Sleep(2 * time.Second)
+	pulls, elapsed := proxy.Count()-before, time.Since(start)
+	// Every failed pull is followed by at least Backoff.Min.
+	if bound := int64(elapsed/(100*time.Millisecond)) + 2; pulls > bound {
+		t.Errorf("%d pulls in %s after the consumer went away; at most %d expected", pulls, elapsed, bound)
+	}
+	if n := strings.Count(logs.String(), "waiting for JetStream"); n != 1 {
+		t.Errorf("said %d times that it waits, want once:\n%s", n, logs.String())
 	}
 }

@@ -24,17 +24,24 @@ import (
 
 // sweepLoop sweeps SLUICE_JOBS at once and then every SweepInterval (with
 // up to 10% jitter, so a fleet does not sweep in step) until ctx ends.
+// A failed sweep is reported to Reach (the "sweep" loop says once that it
+// waits for JetStream); the interval paces the next attempt.
 func (c *Consumer) sweepLoop(ctx, handlerCtx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	loop := c.cfg.Reach.Loop("sweep")
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := c.sweep(ctx, handlerCtx); err != nil && ctx.Err() == nil {
-			c.log.Warn().Err(err).Msg("sweep of " + contract.JobsStream + " failed; trying again later")
+		switch err := c.sweep(ctx, handlerCtx); {
+		case err == nil:
+			loop.OK()
+		case ctx.Err() == nil:
+			loop.Fail(err)
+			c.log.Debug().Err(err).Msg("sweep of " + contract.JobsStream + " failed; trying again later")
 		}
 		t.Reset(c.cfg.SweepInterval + rand.N(c.cfg.SweepInterval/10+1))
 	}

@@ -26,6 +26,9 @@ type Metrics struct {
 	pollWatched   prometheus.Gauge
 	artifactBytes *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
+	jsWaiting     *prometheus.GaugeVec
+	jsFailures    *prometheus.CounterVec
+	natsMoves     prometheus.Counter
 	failures      *prometheus.CounterVec
 	waiting       *prometheus.GaugeVec
 
@@ -79,6 +82,15 @@ func New() *Metrics {
 			Name: "sluice_job_duration_seconds", Help: "Time from a job's last delivery to its terminal event, by kind and status.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}, []string{"kind", "status"}),
+		jsWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_jetstream_waiting", Help: "1 while a loop of the worker waits for JetStream (pull <kind>, heartbeats, sweep, setup, state writes, event publishes), else 0.",
+		}, []string{"loop"}),
+		jsFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, disconnected, error).",
+		}, []string{"loop", "reason"}),
+		natsMoves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_nats_moves_total", Help: "Moves to another NATS server because no JetStream leader answered through the current one for SLUICE_NATS_MOVE_AFTER.",
+		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_job_failures_total", Help: "Jobs that ended failed, by kind, error code and stage.",
 		}, []string{"kind", "code", "stage"}),
@@ -88,7 +100,7 @@ func New() *Metrics {
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
-		m.artifactBytes, m.duration, m.failures, m.waiting,
+		m.artifactBytes, m.duration, m.failures, m.waiting, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -178,6 +190,32 @@ func (m *Metrics) PollWatched(n int) {
 func (m *Metrics) ArtifactBytes(kind string, n int64) {
 	if m != nil {
 		m.artifactBytes.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// JetStreamWaiting shows whether loop waits for JetStream.
+func (m *Metrics) JetStreamWaiting(loop string, waiting bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if waiting {
+		v = 1
+	}
+	m.jsWaiting.WithLabelValues(loop).Set(v)
+}
+
+// JetStreamFailed counts a failed JetStream attempt of loop.
+func (m *Metrics) JetStreamFailed(loop, reason string) {
+	if m != nil {
+		m.jsFailures.WithLabelValues(loop, reason).Inc()
+	}
+}
+
+// NATSMoved counts a move to another NATS server.
+func (m *Metrics) NATSMoved() {
+	if m != nil {
+		m.natsMoves.Inc()
 	}
 }
 

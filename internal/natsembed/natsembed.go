@@ -1,12 +1,13 @@
 // Package natsembed runs a real NATS server with JetStream inside the
-// current process: the embedded default's broker and the fast path of the
-// test suites.
+// current process: the embedded default's broker, the fast path of the
+// test suites and, with Cluster set, one node of a JetStream cluster.
 package natsembed
 
 import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,6 +33,28 @@ type Config struct {
 	// Users, when set, are the only users allowed to connect, each with
 	// its permissions. Defaults to none (no authentication).
 	Users []*server.User
+	// Name is the server's name. Defaults to sluice-embedded; every node of
+	// a cluster needs its own.
+	Name string
+	// Cluster, when set, makes the server a node of a JetStream cluster.
+	Cluster *Cluster
+}
+
+// Cluster is a node's part in a JetStream cluster.
+type Cluster struct {
+	// Name is the cluster's name, the same on every node. Required.
+	Name string
+	// Port is the route listen port on Host; -1 picks a free one.
+	Port int
+	// Routes are the nats-route://host:port URLs of the other nodes.
+	Routes []string
+	// Advertise is the route address told to other nodes ("" tells the
+	// listen address). A test that puts proxies between nodes advertises
+	// an address that leads nowhere, so no node dials another past them.
+	Advertise string
+	// NoClientAdvertise keeps the cluster's client URLs from clients: a
+	// client then knows only the servers it was given.
+	NoClientAdvertise bool
 }
 
 // Server is a running embedded NATS server.
@@ -45,7 +68,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("natsembed: StoreDir is required")
 	}
 	opts := &server.Options{
-		ServerName: "sluice-embedded",
+		ServerName: cmp.Or(cfg.Name, "sluice-embedded"),
 		Host:       cmp.Or(cfg.Host, "127.0.0.1"),
 		Port:       cmp.Or(cfg.Port, 4222),
 		JetStream:  true,
@@ -60,6 +83,19 @@ func Start(cfg Config) (*Server, error) {
 		opts.TLSVerify = cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	opts.Users = cfg.Users
+	if c := cfg.Cluster; c != nil {
+		if c.Name == "" {
+			return nil, fmt.Errorf("natsembed: Cluster.Name is required")
+		}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: opts.Host, Port: c.Port, Advertise: c.Advertise, NoAdvertise: c.NoClientAdvertise}
+		for _, r := range c.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("natsembed: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: %w", err)
@@ -74,6 +110,18 @@ func Start(cfg Config) (*Server, error) {
 
 // ClientURL is the nats:// URL clients connect to.
 func (s *Server) ClientURL() string { return s.srv.ClientURL() }
+
+// ClusterAddr is the host:port the server listens on for routes ("" when
+// it is not a cluster node).
+func (s *Server) ClusterAddr() string {
+	if a := s.srv.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// Name is the server's name.
+func (s *Server) Name() string { return s.srv.Name() }
 
 // Shutdown stops the server and waits for it to finish.
 func (s *Server) Shutdown() {

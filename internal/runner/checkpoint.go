@@ -46,8 +46,10 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 	return r.cfg.State.UpdateFrom(ctx, j.rec, fn)
 }
 
-// retryCheckpoint is checkpoint retried for up to a minute: it records what
-// a paid call returned, which must not be lost to a passing NATS hiccup.
+// retryCheckpoint is checkpoint retried with backoff for up to a minute: it
+// records what a paid call returned, which must not be lost to a passing
+// NATS hiccup or a leader election. The job logs its first failure; the
+// worker's "state writes" loop says once that it waits for JetStream.
 func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -55,9 +57,13 @@ func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Statu
 	for attempt := 0; ; attempt++ {
 		err := r.checkpoint(ctx, j, status, fn)
 		if err == nil || errors.Is(err, errAlreadyFinished) {
+			r.checkpoints.OK()
 			return err
 		}
-		j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
+		r.checkpoints.Fail(err)
+		if attempt == 0 {
+			j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
+		}
 		if backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
 			return err
 		}

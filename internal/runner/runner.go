@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -81,6 +82,9 @@ type Config struct {
 	Pool *gopool.Pool
 	// Metrics is optional.
 	Metrics *metrics.Metrics
+	// Reach hears how checkpoints retried until written and terminal
+	// event publishes went. Optional.
+	Reach *reach.Watch
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
 	// Now defaults to time.Now.
@@ -92,6 +96,8 @@ type Runner struct {
 	cfg  Config
 	log  zerolog.Logger
 	copy chan struct{}
+	// checkpoints and publishes report to cfg.Reach.
+	checkpoints, publishes *reach.Loop
 	// probes bounds the media inputs probed at once (preflight.go).
 	probes chan struct{}
 
@@ -134,8 +140,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy:    make(chan struct{}, cfg.CopyConcurrency),
-		probes:  make(chan struct{}, cfg.PreflightConcurrency),
+		copy:        make(chan struct{}, cfg.CopyConcurrency),
+		probes:      make(chan struct{}, cfg.PreflightConcurrency),
+		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil
 }
@@ -232,9 +239,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return nil
 	})
 	if err != nil {
+		r.checkpoints.Fail(err)
 		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
 		return j, r.settle(j, transient(err)), true
 	}
+	r.checkpoints.OK()
 	if !rec.Status.Terminal() && r.cfg.Specs != nil {
 		// Kept before anything is paid for, so that every job that may
 		// have run upstream can be retried by its id alone.
@@ -411,8 +420,10 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	if !rec.TerminalEventStored {
 		id := contract.EventID(j.id, string(rec.Status))
 		if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+			r.publishes.Fail(err)
 			return r.settle(j, transient(err))
 		}
+		r.publishes.OK()
 		r.markEventStored(ctx, j)
 	}
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,7 +42,7 @@ type bundle struct {
 	compute *apisim.Compute
 	simURL  string
 	cfg     config.Config
-	logs    *syncBuffer
+	logs    *testenv.SyncBuffer
 	// ep is where the last worker started listens.
 	ep      worker.Endpoints
 	checker *testenv.EventChecker
@@ -59,26 +58,14 @@ type bundle struct {
 	enqueueURL string
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type setupOpts struct {
 	taskTime    time.Duration
 	computeTime time.Duration
+	// cluster, when set, is the NATS the bundle uses (its client reaches
+	// the nodes clientNodes, every node when empty) instead of a server of
+	// its own; the worker gets NATS_REPLICAS=3.
+	cluster     *testenv.Cluster
+	clientNodes []int
 	// simSkipInputs makes the media simulator accept media inputs without
 	// fetching them.
 	simSkipInputs bool
@@ -95,7 +82,12 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.computeTime == 0 {
 		o.computeTime = 500 * time.Millisecond
 	}
-	b := &bundle{nats: testenv.StartNATSWith(t, o.nats), s3: testenv.StartS3(t), logs: &syncBuffer{}, checker: testenv.NewEventChecker(t)}
+	b := &bundle{s3: testenv.StartS3(t), logs: &testenv.SyncBuffer{}, checker: testenv.NewEventChecker(t)}
+	if o.cluster != nil {
+		b.nats = o.cluster.Client(t, o.clientNodes...)
+	} else {
+		b.nats = testenv.StartNATSWith(t, o.nats)
+	}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
@@ -118,7 +110,10 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		ComputeTimeout: time.Minute, MediaConcurrency: 8, MediaRate: 500, ComputeConc: 8, ComputeRate: 500,
 		CopyConcurrency: 4, PartSize: 5 << 20, NATSReplicas: 1, EventsMaxAge: time.Hour, StateTTL: time.Hour,
 		PresignTTL: time.Hour, S3CreateBucket: true, DevSimTaskTime: time.Second, DevSimComputeTime: time.Second,
-		SweepInterval: 200 * time.Millisecond,
+		NATSMoveAfter: 10 * time.Second, SweepInterval: 200 * time.Millisecond,
+	}
+	if o.cluster != nil {
+		b.cfg.NATSReplicas = 3
 	}
 	if f := o.nats.TLS; f != nil {
 		b.cfg.NATSTLSCA, b.cfg.NATSTLSCert, b.cfg.NATSTLSKey = f.CA, f.ClientCert, f.ClientKey
@@ -145,22 +140,29 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	log := logging.New(b.logs, "json", "debug")
-	go func() {
-		done <- worker.Run(ctx, cfg, log, func(ep worker.Endpoints) { b.ep = ep; close(ready) })
-	}()
+	ready, done, stop := b.launch(t, cfg)
 	select {
 	case <-ready:
 	case err := <-done:
-		cancel()
+		done <- err
 		t.Fatalf("worker did not start: %v", err)
 	case <-time.After(20 * time.Second):
-		cancel()
 		t.Fatal("worker did not start in 20s")
 	}
+	return stop
+}
+
+// launch runs a worker with cfg until stop is called (or the test ends):
+// ready is closed once it consumes, and done receives what Run returned
+// (a receiver that does not stop the test puts it back for stop).
+func (b *bundle) launch(t *testing.T, cfg config.Config) (ready <-chan struct{}, done chan error, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	consuming := make(chan struct{})
+	done = make(chan error, 1)
+	log := logging.New(b.logs, "json", "debug")
+	go func() {
+		done <- worker.Run(ctx, cfg, log, func(ep worker.Endpoints) { b.ep = ep; close(consuming) })
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -176,7 +178,7 @@ func (b *bundle) start(t *testing.T, mutate ...func(*config.Config)) (stop func(
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return consuming, done, stop
 }
 
 // publish sends one spec (any JSON value or raw string) to kind's subject

@@ -5,12 +5,15 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -95,32 +99,47 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
 
+	// The operations endpoints come first: /readyz says what the worker
+	// waits for until it consumes.
+	m := metrics.New()
+	m.BuildInfo(buildinfo.Read())
+	readyz := &readiness{}
+	readyz.wait("connecting to NATS")
+	var consoleSlot *lateHandler
+	if cfg.Console {
+		consoleSlot = &lateHandler{}
+	}
+	ops, err := serveOps(cfg.HTTPAddr, readyz, m, consoleSlot, log)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
+
 	nc, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	watch := reach.New(reach.Config{
+		Conn: nc, MoveAfter: cfg.NATSMoveAfter, Logger: &log,
+		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved,
+	})
+	defer watch.Stop()
+	publishes := watch.Loop("event publishes")
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		log.Warn().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
+		log.Debug().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
+		publishes.Fail(err)
 	}))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
+	readyz.wait("waiting for JetStream")
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
-	if err := contract.Ensure(ctx, js, opts); err != nil {
+	kv, specsKV, err := setUp(ctx, js, opts, watch.Loop("setup"), readyz)
+	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, contract.StateBucket)
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
-	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
-	specsKV, err := js.KeyValue(ctx, contract.SpecsBucket)
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
-	}
-	m := metrics.New()
-	m.BuildInfo(buildinfo.Read())
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
@@ -152,7 +171,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Metrics: m, Logger: &log,
+		Metrics: m, Logger: &log, Reach: watch,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
@@ -183,7 +202,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	jobs, err := consumer.New(consumer.Config{
 		Pool: pool,
 		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
-		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log,
+		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
 			Held:    m.Held,
 			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
@@ -202,22 +221,19 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
 		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
 	}
-	var cons *console.Console
 	if cfg.Console {
 		jc, err := jobclient.New(nc, nil)
 		if err != nil {
 			return err
 		}
 		// jc shares nc, which Run closes: jc is never closed on its own.
-		if cons, err = console.New(console.Config{Client: jc, Token: cfg.ConsoleToken, Presigner: store, Logger: &log}); err != nil {
+		cons, err := console.New(console.Config{Client: jc, Token: cfg.ConsoleToken, Presigner: store, Logger: &log})
+		if err != nil {
 			return err
 		}
+		consoleSlot.set(cons)
 	}
-	ops, err := serveOps(cfg.HTTPAddr, nc, js, m, cons, log)
-	if err != nil {
-		return err
-	}
-	defer ops.Close()
+	readyz.set(nc, js)
 
 	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
 	if ready != nil {
@@ -233,8 +249,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	return err
 }
 
-// connect dials NATS, retrying until ctx ends so that a worker may start
-// before its broker.
+// connect dials NATS, retrying with backoff until ctx ends so that a
+// worker may start before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
 	sec := cfg.NATSSecurity()
 	secure, err := sec.Options()
@@ -274,27 +290,117 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	}
 }
 
+// setUp creates or updates the contract's streams, consumers and bucket
+// and opens the bucket. While JetStream does not answer (no responders, a
+// timeout, a 503, no peers: the cluster is unreachable or electing) it
+// retries with backoff until ctx ends, /readyz saying why; another error
+// is returned.
+func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, loop *reach.Loop, ready *readiness) (state, specs jetstream.KeyValue, err error) {
+	// An attempt whose request went unanswered ends after 5s, and the
+	// pause between attempts is 5s at most, so a worker consumes within
+	// about 10s of the cluster answering again. Objects an attempt created
+	// stay, so a slow cluster needs no attempt to do everything in 5s.
+	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = contract.Ensure(actx, js, opts)
+		if err == nil {
+			if state, err = js.KeyValue(actx, contract.StateBucket); err != nil {
+				err = fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
+			}
+		}
+		if err == nil {
+			if specs, err = js.KeyValue(actx, contract.SpecsBucket); err != nil {
+				err = fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
+			}
+		}
+		cancel()
+		if err == nil {
+			loop.OK()
+			return state, specs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		if reason, unreachable := reach.Reason(err); !unreachable && reason != "disconnected" {
+			return nil, nil, err
+		}
+		loop.Fail(err)
+		ready.wait("waiting for JetStream: " + err.Error())
+		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
+			return nil, nil, err
+		}
+	}
+}
+
 func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
 	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
 }
 
+// readiness is what /readyz reports: what the worker waits for until it
+// consumes, then the state of NATS and the contract's streams.
+type readiness struct {
+	mu      sync.Mutex
+	waiting string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+}
+
+func (r *readiness) wait(what string) {
+	r.mu.Lock()
+	r.waiting = what
+	r.mu.Unlock()
+}
+
+// set marks the worker as consuming through nc and js.
+func (r *readiness) set(nc *nats.Conn, js jetstream.JetStream) {
+	r.mu.Lock()
+	r.waiting, r.nc, r.js = "", nc, js
+	r.mu.Unlock()
+}
+
+// check returns why the worker is not ready, or nil.
+func (r *readiness) check(ctx context.Context) error {
+	r.mu.Lock()
+	waiting, nc, js := r.waiting, r.nc, r.js
+	r.mu.Unlock()
+	switch {
+	case waiting != "" || nc == nil:
+		return errors.New(cmp.Or(waiting, "starting"))
+	case !nc.IsConnected():
+		return errors.New("NATS not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return contract.Present(ctx, js)
+}
+
+// lateHandler serves a handler set once the worker has reached NATS (the
+// console needs it), and 503 until then; the ops server starts first.
+type lateHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := l.h.Load()
+	if h == nil {
+		http.Error(w, "the console starts once the worker reaches NATS", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
 // serveOps serves /healthz, /readyz, /metrics and, when cons is not nil,
 // the web console under /console/ on addr.
-func serveOps(addr string, nc *nats.Conn, js jetstream.JetStream, m *metrics.Metrics, cons *console.Console, log zerolog.Logger) (*http.Server, error) {
+func serveOps(addr string, ready *readiness, m *metrics.Metrics, cons *lateHandler, log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !nc.IsConnected() {
-			http.Error(w, "NATS not connected", http.StatusServiceUnavailable)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := contract.Present(ctx, js); err != nil {
+		if err := ready.check(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
