@@ -350,3 +350,19 @@ func (b *bundle) assertNoSecrets(t *testing.T) {
 		t.Errorf("secret leaked: %s", l)
 	}
 }
+
+// useNATS points the bundle's helpers at the NATS server on url (a dev
+// worker's embedded one).
+func (b *bundle) useNATS(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.nats = &testenv.NATS{URL: url, Conn: nc, JS: js}
+}

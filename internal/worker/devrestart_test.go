@@ -8,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sluice-dev/sluice/internal/logging"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
-	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/internal/worker"
 )
 
@@ -89,16 +85,7 @@ func TestDevWorkerRestartResumesComputeJob(t *testing.T) {
 	}
 	// connect points the bundle's helpers at the dev worker's NATS.
 	connect := func(ep worker.Endpoints) {
-		nc, err := nats.Connect(ep.NATSURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.nats = &testenv.NATS{URL: ep.NATSURL, Conn: nc, JS: js}
+		b.useNATS(t, ep.NATSURL)
 	}
 
 	ep, stop := run()

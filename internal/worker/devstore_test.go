@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sluice-dev/sluice/internal/devstack"
 	"github.com/sluice-dev/sluice/internal/logging"
-	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/internal/worker"
 )
 
@@ -77,16 +73,7 @@ func TestDevStoreServesPlacedFiles(t *testing.T) {
 	}
 
 	// Talk to the embedded NATS as the bundle's helpers do.
-	nc, err := nats.Connect(ep.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.nats = &testenv.NATS{URL: ep.NATSURL, Conn: nc, JS: js}
+	b.useNATS(t, ep.NATSURL)
 	dir := "/public/home/" + devstack.ComputeUser + "/placed"
 	b.publish(t, "compute", "placed-1", map[string]any{
 		"id": "placed-1", "kind": "compute",
