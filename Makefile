@@ -82,8 +82,9 @@ compose-smoke: images ## CI smoke test: a throw-away stack, 20 mixed jobs, all m
 	COMPOSE="$(COMPOSE)" images/compose.sh smoke
 
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
-# measuring P1-P5 side by side with their floors. make bench takes under 10
-# minutes on 2 cores; bench-quick is CI's smoke check of the same code paths
+# measuring P1-P5 side by side with their floors (under 10 minutes on 2
+# cores), then the River + Postgres peer when Postgres is installed (make
+# bench-peer, about 7 minutes more); bench-quick is CI's smoke check of the same code paths
 # with smaller counts: it prints the figures and fails only when one cannot
 # be measured, never on a number. BENCH_FLAGS go to the harness (e.g.
 # -only P1,P5 -dir /tmp/bench -profile /tmp/prof).
@@ -91,7 +92,7 @@ BENCH_FLAGS ?=
 
 .PHONY: bench bench-quick bench-peer riverpeer versitygw
 
-bench: versitygw ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (< 10 min; BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5 (< 10 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
@@ -124,7 +125,7 @@ riverpeer: ## build the River + Postgres peer (bench/riverpeer, its own Go modul
 	@mkdir -p $(BIN)
 	cd bench/riverpeer && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/riverpeer .
 
-bench-peer: versitygw riverpeer ## sluice against River + Postgres: alternating passes, medians, CPU per job (about 5 min; needs postgresql)
+bench-peer: versitygw riverpeer ## sluice against River + Postgres: alternating passes, medians, CPU per job (about 7 min; needs postgresql)
 	@if ! $(PG_FOUND); then echo "bench-peer: $(PG_MISSING)"; exit 1; fi
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(BIN)/bench peer -worker $(BIN)/worker -postgres $(PG_BIN) -label "$$(git describe --always --dirty 2>/dev/null || echo 'commit unknown')" $(PEER_FLAGS)

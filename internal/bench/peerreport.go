@@ -61,8 +61,8 @@ func (rep *PeerReport) WriteMarkdown(w io.Writer) {
 	if rep.Label != "" {
 		label = ", " + rep.Label
 	}
-	fmt.Fprintf(w, "Run %s%s: %d pairs of passes, %d quick jobs each, then %d one at a time; took %s.\n\n",
-		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), label, n, rep.Jobs, rep.Latency, rep.Took)
+	fmt.Fprintf(w, "Run %s%s: %d pairs of passes, %s quick jobs each, then %d one at a time; took %s.\n\n",
+		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), label, n, thousands(rep.Jobs), rep.Latency, rep.Took)
 	fmt.Fprintf(w, "Machine: %s, %d CPUs, %d MiB memory, %s, %s; %s. Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
 		rep.Machine.CPU, rep.Machine.CPUs, rep.Machine.MemoryMiB, rep.Machine.Go, rep.Machine.OS, rep.Postgres, rep.LoadBefore, rep.LoadAfter)
 	fmt.Fprintf(w, "| figure (median of %d pairs) | sluice | River + Postgres | sluice / River |\n", n)
