@@ -62,9 +62,16 @@ type peerPass struct {
 	latencies []time.Duration
 	// writes is SLUICE_STATE writes (sluice) or snoozes (River) per job.
 	writes float64
+	// others is the CPU time the rest of the machine (other tenants, other
+	// programs) used during the batch: all busy time less the parts'.
+	others time.Duration
 }
 
 func (p peerPass) rate() float64 { return float64(p.jobs) / p.elapsed.Seconds() }
+
+// otherCores is how many CPUs the rest of the machine kept busy, on
+// average, during the batch.
+func (p peerPass) otherCores() float64 { return p.others.Seconds() / p.elapsed.Seconds() }
 
 func (p peerPass) per(d time.Duration) time.Duration { return d / time.Duration(p.jobs) }
 
@@ -170,9 +177,9 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("pair %d, %s: %w", i+1, map[bool]string{true: "River", false: "sluice"}[river], err)
 			}
-			pr.logf("peer %s pass %d: %d jobs in %s = %.0f jobs/s; CPU/job worker %s, store %s, S3 %s, rest %s; latency median %s",
+			pr.logf("peer %s pass %d: %d jobs in %s = %.0f jobs/s; CPU/job worker %s, store %s, S3 %s, rest %s; latency median %s; others' CPU %.2f cores",
 				p.who, i, p.jobs, p.elapsed.Round(time.Millisecond), p.rate(), ms(p.per(p.worker)), ms(p.per(p.store)),
-				ms(p.per(p.s3)), ms(p.per(p.rest)), ms(quantile(p.latencies, 0.5)))
+				ms(p.per(p.s3)), ms(p.per(p.rest)), ms(quantile(p.latencies, 0.5)), p.otherCores())
 			pr.emptyBucket()
 		}
 		rep.Pairs = append(rep.Pairs, pair)
@@ -182,18 +189,20 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 	return rep, nil
 }
 
-// cpuSnap is the CPU time so far of the parts a pass measures.
-type cpuSnap struct{ worker, store, s3, harness time.Duration }
+// cpuSnap is the CPU time so far of the parts a pass measures, and of the
+// whole machine.
+type cpuSnap struct{ worker, store, s3, harness, machine time.Duration }
 
 // snap reads the worker's, the queue store's (storeCPU), versitygw's and
 // this process's CPU time.
 func (pr *peerRun) snap(worker *process, storeCPU func() (time.Duration, error)) (cpuSnap, error) {
 	var s cpuSnap
-	var err [4]error
+	var err [5]error
 	s.worker, err[0] = statCPU(worker.pid(), false)
 	s.store, err[1] = storeCPU()
 	s.s3, err[2] = statCPU(pr.vgw.pid(), false)
 	s.harness, err[3] = statCPU(os.Getpid(), false)
+	s.machine, err[4] = machineBusy()
 	for _, e := range err {
 		if e != nil {
 			return s, e
@@ -206,6 +215,33 @@ func (pr *peerRun) snap(worker *process, storeCPU func() (time.Duration, error))
 // process's CPU time) to the harness's.
 func (p *peerPass) fill(a, b cpuSnap, extra time.Duration) {
 	p.worker, p.store, p.s3, p.rest = b.worker-a.worker, b.store-a.store, b.s3-a.s3, b.harness-a.harness+extra
+	p.others = max(0, b.machine-a.machine-(p.worker+p.store+p.s3+p.rest))
+}
+
+// machineBusy is the CPU time all CPUs spent on anything but idling and
+// waiting for I/O since boot (/proc/stat), steal included: time the host
+// gave to other machines is time this one could not use.
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy uint64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return time.Duration(busy) * time.Second / clockTicks, nil
 }
 
 // sluicePass runs one sluice pass: a NATS server in a process of its own

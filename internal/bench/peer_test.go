@@ -145,7 +145,7 @@ func TestPeerReport(t *testing.T) {
 		"| CPU per job, all processes | 4.50 ms | 5.50 ms | **0.82×** |",
 		"| CPU per job, the store (nats-server vs Postgres) | 1.00 ms | 1.50 ms | **0.67×** |",
 		"| enqueue → completion, median of 1 one at a time | 11.00 ms | 450.00 ms | 0.02× |",
-		"| 2 | River | 300 | 300 | 1.00× | 3.00 ms | 4.00 ms | 0.75× | 12.0 ms / 400.0 ms |",
+		"| 2 | River | 300 | 300 | 1.00× | 3.00 ms | 4.00 ms | 0.75× | 12.0 ms / 400.0 ms | 0.00 / 0.00 cores |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks\n%s\nin\n%s", want, got)

@@ -85,19 +85,21 @@ func (rep *PeerReport) WriteMarkdown(w io.Writer) {
 	row(fmt.Sprintf("enqueue → completion, median of %d one at a time", rep.Latency), s.latency, r.latency, false)
 	fmt.Fprintf(w, "| store writes per job: `SLUICE_STATE` writes / River snoozes | %.2f | %.2f | |\n", s.writes, r.writes)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| pair | first | sluice jobs/s | River jobs/s | ratio | sluice CPU/job, worker + store | River CPU/job, worker + store | ratio | latency median, sluice / River |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| pair | first | sluice jobs/s | River jobs/s | ratio | sluice CPU/job, worker + store | River CPU/job, worker + store | ratio | latency median, sluice / River | others' CPU, sluice / River pass |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for i, p := range rep.Pairs {
 		first := "sluice"
 		if p.RiverFirst {
 			first = "River"
 		}
-		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %.2f× | %s | %s | %.2f× | %s / %s |\n", i+1, first,
+		fmt.Fprintf(w, "| %d | %s | %.0f | %.0f | %.2f× | %s | %s | %.2f× | %s / %s | %.2f / %.2f cores |\n", i+1, first,
 			p.Sluice.rate(), p.River.rate(), p.Sluice.rate()/p.River.rate(),
 			ms2(p.Sluice.headline()), ms2(p.River.headline()), p.Sluice.headline().Seconds()/p.River.headline().Seconds(),
-			ms(quantile(p.Sluice.latencies, 0.5)), ms(quantile(p.River.latencies, 0.5)))
+			ms(quantile(p.Sluice.latencies, 0.5)), ms(quantile(p.River.latencies, 0.5)), p.Sluice.otherCores(), p.River.otherCores())
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Others' CPU is what the rest of the machine (other programs, the host's steal) kept busy during a pass's batch, "+
+		"in CPUs out of %d: all busy time in /proc/stat less the measured parts'.\n\n", rep.Machine.CPUs)
 }
 
 // thousands formats n with a comma every three digits.
