@@ -111,6 +111,7 @@ type peerRun struct {
 	s3Endpoint string
 	s3Data     string
 	simURL     string
+	media      *apisim.Media
 }
 
 // RunPeer runs sluice and the River + Postgres peer in alternating passes on
@@ -156,12 +157,12 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 		return nil, err
 	}
 	defer pr.pg.stop()
-	_, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 64 << 10})
+	media, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 64 << 10})
 	if err != nil {
 		return nil, err
 	}
 	defer stopSimulator(sim)
-	pr.simURL = simURL
+	pr.simURL, pr.media = simURL, media
 	for i := range o.Pairs {
 		pair := PeerPair{RiverFirst: i%2 == 1}
 		for k := range 2 {
@@ -173,6 +174,9 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 			} else {
 				p, err = pr.sluicePass(ctx, fmt.Sprintf("peer-sluice-%d", i))
 				pair.Sluice = p
+			}
+			if err == nil {
+				err = pr.paidOnce()
 			}
 			if err != nil {
 				return nil, fmt.Errorf("pair %d, %s: %w", i+1, map[bool]string{true: "River", false: "sluice"}[river], err)
@@ -187,6 +191,21 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 	rep.LoadAfter = loadAvg()
 	rep.Took = time.Since(rep.Started).Round(time.Second)
 	return rep, nil
+}
+
+// paidOnce checks with the simulator that no task was submitted twice
+// (every job's prompt holds its id), by either side, so far.
+func (pr *peerRun) paidOnce() error {
+	twice := 0
+	for k, v := range pr.media.Counters().Snapshot() {
+		if strings.HasPrefix(k, "submits:") && v > 1 {
+			twice++
+		}
+	}
+	if twice > 0 {
+		return fmt.Errorf("%d tasks were submitted more than once", twice)
+	}
+	return nil
 }
 
 // cpuSnap is the CPU time so far of the parts a pass measures, and of the
