@@ -343,17 +343,11 @@ func (pr *peerRun) riverPass(ctx context.Context, name string) (peerPass, error)
 	defer func() {
 		_, _, _ = pr.riverpeer(context.WithoutCancel(ctx), dir, name+"-dropdb", "", "db", "-url", pr.pg.url, "-drop", db)
 	}()
-	env := []string{"MEDIA_API_KEY=" + mediaAPIKey, "AWS_ACCESS_KEY_ID=" + s3dev.AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY=" + s3dev.SecretAccessKey, "AWS_REGION=" + s3dev.Region}
-	w, err := startProcess(name, pr.riverBin, []string{"work", "-db", pr.pg.dbURL(db), "-media", pr.simURL,
-		"-s3", pr.s3Endpoint, "-bucket", bucket}, env, dir)
+	w, err := pr.startRiverWorker(ctx, dir, name, db)
 	if err != nil {
 		return p, err
 	}
 	defer w.stop(30 * time.Second)
-	if _, err := w.line(ctx, "READY", 30*time.Second); err != nil {
-		return p, err
-	}
 	c0, err := pr.snap(w, pr.pg.cpu)
 	if err != nil {
 		return p, err
@@ -382,6 +376,24 @@ func (pr *peerRun) riverPass(ctx context.Context, name string) (peerPass, error)
 	}
 	slices.Sort(p.latencies)
 	return p, nil
+}
+
+// startRiverWorker starts "riverpeer work" on database db with the
+// run's simulator and S3 store, plus extra flags, and waits until it
+// works.
+func (pr *peerRun) startRiverWorker(ctx context.Context, dir, name, db string, extra ...string) (*process, error) {
+	env := []string{"MEDIA_API_KEY=" + mediaAPIKey, "AWS_ACCESS_KEY_ID=" + s3dev.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY=" + s3dev.SecretAccessKey, "AWS_REGION=" + s3dev.Region}
+	args := append([]string{"work", "-db", pr.pg.dbURL(db), "-media", pr.simURL, "-s3", pr.s3Endpoint, "-bucket", bucket}, extra...)
+	w, err := startProcess(name, pr.riverBin, args, env, dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.line(ctx, "READY", 30*time.Second); err != nil {
+		w.stop(5 * time.Second)
+		return nil, err
+	}
+	return w, nil
 }
 
 // riverResult is riverpeer drive's RESULT line.
