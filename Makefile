@@ -80,6 +80,23 @@ compose-down: ## stop the compose stack (DOWN_FLAGS=-v also removes its volumes)
 compose-smoke: images ## CI smoke test: a throw-away stack, 20 mixed jobs, all must succeed
 	COMPOSE="$(COMPOSE)" images/compose.sh smoke
 
+# The secured cluster stack (docker-compose.cluster.yml): three NATS servers
+# with JetStream at R3, TLS and least-privilege users; its CA, certificates
+# and passwords are made under dist/cluster on the first cluster-up.
+.PHONY: cluster-up cluster-demo cluster-down cluster-smoke
+
+cluster-up: images ## start the TLS three-server NATS cluster, versitygw, the simulator and WORKERS workers (default 1)
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh up
+
+cluster-demo: ## submit 20 mixed jobs to the cluster stack as the producer user over TLS, wait, list them
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh demo
+
+cluster-down: ## stop the cluster stack (DOWN_FLAGS=-v also removes its volumes; dist/cluster stays)
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh down
+
+cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as producer, all must succeed
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh smoke
+
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
 # measuring P1-P5 side by side with their floors. make bench takes under 10
 # minutes on 2 cores; bench-quick is CI's smoke check of the same code paths
