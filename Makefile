@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos partition clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -50,6 +50,13 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
+
+CHAOS_CLUSTER_JOBS  ?= 720
+CHAOS_CLUSTER_FLAGS ?=
+chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills (10-15 min)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
+	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 $(CHAOS_CLUSTER_FLAGS)
 
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,15 +35,23 @@ const keyPrefix = "sluice/"
 func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	rep := &Report{Jobs: len(r.jobs), FailedBy: map[string]int{}, Seed: r.cfg.Seed}
 	rep.Kills, rep.Restarts = r.fleet.counts()
-	rep.NATSRestarts, rep.S3Outages = int(r.natsRestarts.Load()), int(r.s3Outages.Load())
 	r.mu.Lock()
 	rep.Elapsed = r.elapsed
 	for _, err := range r.faultErrs {
 		rep.problem("harness: %v", err)
 	}
+	rep.Faults = maps.Clone(r.faults)
+	rep.Recoveries = slices.Clone(r.recoveries)
 	r.mu.Unlock()
-	if rep.NATSRestarts != 1 || rep.S3Outages != 1 {
-		rep.problem("harness: %d NATS restarts and %d S3 outages, want 1 of each", rep.NATSRestarts, rep.S3Outages)
+	for _, f := range r.plan() {
+		if n := rep.Faults[f.kind]; n != 1 {
+			rep.problem("harness: fault %s injected %d times, want 1", f.kind, n)
+		}
+	}
+	for _, rec := range rep.Recoveries {
+		if !rec.Recovered {
+			rep.problem("no recovery after %s", rec)
+		}
 	}
 
 	logs, err := readLogs(logDir)
@@ -265,6 +274,7 @@ func (r *run) readObject(ctx context.Context, key string) (sum string, size int6
 // the events, the dead letters and the state records.
 func (r *run) checkSecrets(ctx context.Context, rep *Report, logs map[string][]byte, stateRaw []byte) {
 	secrets := []string{mediaAPIKey, computePassword, s3Secret, "X-Amz-Signature", "X-Amz-Credential"}
+	secrets = append(secrets, r.in.secrets()...)
 	secrets = append(secrets, r.in.compute.Tokens()...)
 	hay := map[string][]byte{"state records": stateRaw, "events": bytes.Join(r.events.raw, []byte("\n"))}
 	maps.Copy(hay, logs)
