@@ -53,7 +53,7 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 
 CHAOS_CLUSTER_JOBS  ?= 720
 CHAOS_CLUSTER_FLAGS ?=
-chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills (10-15 min)
+chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills (about 5 min)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
 	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 $(CHAOS_CLUSTER_FLAGS)
