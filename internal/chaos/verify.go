@@ -128,7 +128,7 @@ func (r *run) checkJob(ctx context.Context, rep *Report, st *state.Store, j plan
 			code = ev.Data.Error.Code
 		}
 		rep.FailedBy[code]++
-		if !expectedFailure(j, ev.Data.Error, rep.Faults[FaultS3Outage] > 0) {
+		if !expectedFailure(j, ev.Data.Error) {
 			rep.problem("%s (%s): failed unexpectedly: %+v", j.ID, j.Variety, ev.Data.Error)
 		}
 	default:
@@ -146,16 +146,13 @@ func (r *run) checkJob(ctx context.Context, rep *Report, st *state.Store, j plan
 // faults: an invalid spec fails validation; an injected 500 answer to a
 // paid submit is ambiguous, and sluice fails the job rather than pay
 // twice; a speech stream whose worker was killed while reading it cannot
-// be resumed without paying again; an S3 input whose probe failed three
-// times in a row while the store was away is input_unreachable
-// (docs/media-inputs.md).
-func expectedFailure(j plannedJob, e *state.Error, s3Outage bool) bool {
+// be resumed without paying again. An S3 outage fails nothing: an s3://
+// input is waited for (docs/media-inputs.md).
+func expectedFailure(j plannedJob, e *state.Error) bool {
 	if e == nil {
 		return false
 	}
 	switch {
-	case j.Variety == VideoFrame && s3Outage && e.Code == runner.CodeInputUnreachable:
-		return e.Stage == state.StageValidate
 	case j.Variety == Invalid:
 		return e.Code == runner.CodeInvalidSpec && e.Stage == state.StageValidate
 	case e.Code == runner.CodeSubmitAmbiguous:
