@@ -79,7 +79,8 @@ type Config struct {
 	// CopyConcurrency bounds large artifact copies running at once, as the
 	// Store's MaxUploads does its large uploads; up to four times as many
 	// copies run at once in all, the small ones among them (see
-	// artifacts.StoreConfig.SmallSize). Defaults to 4.
+	// artifacts.StoreConfig.SmallSize): the runner lets that many start,
+	// and the Store holds each large one at its upload slots. Defaults to 4.
 	CopyConcurrency int
 	// Pool runs the goroutines of waiting jobs (wait.go); share it with the
 	// consumer's. Defaults to a pool of its own.
@@ -145,7 +146,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy:        make(chan struct{}, cfg.CopyConcurrency),
+		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
