@@ -13,6 +13,11 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
+// smallArtifact is the size up to which an artifact is recorded with the
+// job's next write rather than at once (copyArtifact): the size the store
+// copies in one PUT (artifacts.StoreConfig.SmallSize's default).
+const smallArtifact = 1 << 20
+
 // errAlreadyFinished stops a checkpoint on a record another delivery has
 // already finished.
 var errAlreadyFinished = errors.New("job already finished by another delivery")
@@ -38,12 +43,34 @@ func (r *Runner) checkpoint(ctx context.Context, j *job, status state.Status, fn
 }
 
 // update writes j's record with fn, starting from j.rec when there is one
-// (see state.Store.UpdateFrom).
+// (see state.Store.UpdateFrom). What j saw but has not recorded yet (its
+// pending artifacts, a finished task's times and usage) is applied first,
+// so it rides on this write.
 func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) error) (*state.Record, error) {
-	if j.rec == nil {
-		return r.cfg.State.Update(ctx, j.id, fn)
+	apply := fn
+	if len(j.pending) > 0 || j.unrecorded != nil {
+		pending, unrecorded := j.pending, j.unrecorded
+		apply = func(rec *state.Record) error {
+			if unrecorded != nil {
+				unrecorded(rec)
+			}
+			for _, a := range pending {
+				rec.Artifacts = appendArtifact(rec.Artifacts, a)
+			}
+			return fn(rec)
+		}
 	}
-	return r.cfg.State.UpdateFrom(ctx, j.rec, fn)
+	var rec *state.Record
+	var err error
+	if j.rec == nil {
+		rec, err = r.cfg.State.Update(ctx, j.id, apply)
+	} else {
+		rec, err = r.cfg.State.UpdateFrom(ctx, j.rec, apply)
+	}
+	if err == nil {
+		j.pending, j.unrecorded = nil, nil
+	}
+	return rec, err
 }
 
 // retryCheckpoint is checkpoint retried with backoff for up to a minute: it
@@ -88,10 +115,14 @@ func outputPrefix(s *jobspec.Spec) string {
 }
 
 // copyArtifact copies one artifact to <prefix>/.../<job>/<name> unless the
-// record already has it, then records it. The job's last artifact is
-// recorded with the terminal record instead, one write fewer: a worker
-// that dies in between copies it again (onto the same key). Copies retry
-// on their own; a copy that still fails never leads to a second submit.
+// record already has it, then records it. The job's last artifact, and
+// every small one (up to smallArtifact bytes), is recorded with the job's
+// next write instead, the terminal record at the latest: a worker that
+// dies in between copies it again (onto the same key), which for a small
+// object costs less than a write per artifact. A large artifact is
+// recorded at once, so that a restart does not copy it again. Copies
+// retry on their own; a copy that still fails never leads to a second
+// submit.
 func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last bool, open artifacts.OpenFunc) error {
 	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
 	if err != nil {
@@ -118,7 +149,7 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 	}
 	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
 	j.log.Info().Str("key", art.Key).Int64("size", art.Size).Msg("artifact stored")
-	if last {
+	if last || art.Size <= smallArtifact {
 		j.pending = append(j.pending, art)
 		return nil
 	}

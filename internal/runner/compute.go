@@ -200,13 +200,15 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 		}
 		misses = 0
 		phase := apiclient.JobPhaseOf(d)
-		exit := d.ExitCode
-		if err := r.checkpoint(ctx, j, statusOfPhase(phase, j.rec.Status), func(rec *state.Record) {
-			rec.Upstream.Status = d.JobStatus
-			rec.Upstream.State = d.JobState()
-			rec.Upstream.ExitCode = exit
-		}); err != nil {
-			return nil, "", transient(err)
+		exit, status := d.ExitCode, statusOfPhase(phase, j.rec.Status)
+		if r.pollNews(j, status, d) {
+			if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
+				rec.Upstream.Status = d.JobStatus
+				rec.Upstream.State = d.JobState()
+				rec.Upstream.ExitCode = exit
+			}); err != nil {
+				return nil, "", transient(err)
+			}
 		}
 		if phase == apiclient.JobRunning && last != apiclient.JobRunning {
 			r.publishProgress(ctx, j, state.StatusRunning)
@@ -221,6 +223,20 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)", jobID, r.cfg.ComputeTimeout)
 		}
 	}
+}
+
+// pollNews reports whether a poll of j's compute job brought news worth a
+// write: another status, scheduler status, state or exit code, or a
+// record last written a quarter of SLUICE_STATE_TTL ago (a job that runs
+// for days must not outlive its record).
+func (r *Runner) pollNews(j *job, status state.Status, d *apiclient.JobDetail) bool {
+	u := j.rec.Upstream
+	return status != j.rec.Status || d.JobStatus != u.Status || d.JobState() != u.State ||
+		!equalPtr(d.ExitCode, u.ExitCode) || r.cfg.Now().Sub(j.rec.UpdatedAt) > r.cfg.StateTTL/4
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 func statusOfPhase(p apiclient.JobPhase, cur state.Status) state.Status {

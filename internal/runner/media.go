@@ -214,7 +214,7 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 
 // observeTask records what a poll saw: the first "running" becomes a
 // checkpoint and a running event; a terminal task's times and usage are
-// kept for the terminal event.
+// kept for the job's next write, which the terminal event is made from.
 func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) error {
 	st := t.Output.TaskStatus
 	switch {
@@ -224,21 +224,15 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 		}
 		r.publishProgress(ctx, j, state.StatusRunning)
 	case st.Terminal():
-		j.rec.Upstream.Status = string(st)
-		j.rec.Upstream.EndTime = t.Output.EndTime
-		j.rec.Upstream.SubmitTime = cmp.Or(t.Output.SubmitTime, j.rec.Upstream.SubmitTime)
-		j.rec.Usage = t.Usage
-		// A succeeded task goes straight to collecting: one checkpoint
-		// instead of two (collectMedia skips its own).
-		status := j.rec.Status
-		if st == apiclient.TaskSucceeded {
-			status = state.StatusCollecting
-		}
-		if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
-			rec.Upstream = j.rec.Upstream
-			rec.Usage = t.Usage
-		}); err != nil {
-			return transient(err)
+		// Recorded with the job's next write (the first large artifact's
+		// or the terminal record): a job that stops before it asks
+		// upstream again.
+		end, submit, usage := t.Output.EndTime, t.Output.SubmitTime, t.Usage
+		j.unrecorded = func(rec *state.Record) {
+			rec.Upstream.Status = string(st)
+			rec.Upstream.EndTime = end
+			rec.Upstream.SubmitTime = cmp.Or(submit, rec.Upstream.SubmitTime)
+			rec.Usage = usage
 		}
 	}
 	return nil
@@ -285,11 +279,7 @@ func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) err
 	if len(results) == 0 {
 		return fail(CodeUpstreamFailed, state.StageCollect, true, "upstream reported success without result addresses")
 	}
-	if j.rec.Status != state.StatusCollecting {
-		if err := r.checkpoint(ctx, j, state.StatusCollecting, func(*state.Record) {}); err != nil {
-			return transient(err)
-		}
-	}
+	defer r.showCollecting(ctx, j)()
 	ext := ".mp4"
 	if j.kind == "speech" {
 		ext = ".mp3"
@@ -301,6 +291,49 @@ func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) err
 		}
 	}
 	return nil
+}
+
+// collectingAfter is how long a job copies its artifacts before its record
+// shows "collecting" (showCollecting).
+const collectingAfter = time.Second
+
+// showCollecting writes j's record as "collecting" once its copies have
+// run for collectingAfter, and returns the function that ends that wait
+// (and waits for the write if it started). Quick copies so cost no write
+// of their own: what they stored is recorded with the terminal record.
+// Only a reader watching a long copy needs the status, and nothing on
+// resume does: a job "submitted", "running" or "collecting" polls its task
+// again and copies what its record does not list. The write starts from
+// the record as j holds it now and runs while j copies; a write of j's
+// meanwhile makes one of the two re-read the record (compare-and-set), so
+// neither is lost.
+func (r *Runner) showCollecting(ctx context.Context, j *job) (stop func()) {
+	if j.rec.Status == state.StatusCollecting {
+		return func() {}
+	}
+	last, unrecorded, log := j.rec, j.unrecorded, j.log
+	done := make(chan struct{})
+	t := time.AfterFunc(collectingAfter, func() {
+		defer close(done)
+		_, err := r.cfg.State.UpdateFrom(ctx, last, func(rec *state.Record) error {
+			if rec.Status.Terminal() || rec.Status == state.StatusCollecting {
+				return state.Unchanged
+			}
+			if unrecorded != nil {
+				unrecorded(rec)
+			}
+			rec.Status = state.StatusCollecting
+			return nil
+		})
+		if err != nil {
+			log.Warn().Err(err).Msg("cannot record that the job is collecting; its copies go on")
+		}
+	})
+	return func() {
+		if !t.Stop() {
+			<-done
+		}
+	}
 }
 
 // resultExt is the extension of a result address's path, or def.

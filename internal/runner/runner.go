@@ -66,6 +66,10 @@ type Config struct {
 	ComputePoll time.Duration
 	// PresignTTL is the lifetime of presigned input URLs. Defaults to 1h.
 	PresignTTL time.Duration
+	// StateTTL is how long a record outlives its last write
+	// (SLUICE_STATE_TTL): a compute job waiting longer than a quarter of
+	// it without news writes its record again. Defaults to 720h.
+	StateTTL time.Duration
 	// Preflight is PreflightStrict or PreflightOff (SLUICE_PREFLIGHT).
 	// Defaults to PreflightStrict.
 	Preflight string
@@ -75,7 +79,8 @@ type Config struct {
 	// CopyConcurrency bounds large artifact copies running at once, as the
 	// Store's MaxUploads does its large uploads; up to four times as many
 	// copies run at once in all, the small ones among them (see
-	// artifacts.StoreConfig.SmallSize). Defaults to 4.
+	// artifacts.StoreConfig.SmallSize): the runner lets that many start,
+	// and the Store holds each large one at its upload slots. Defaults to 4.
 	CopyConcurrency int
 	// Pool runs the goroutines of waiting jobs (wait.go); share it with the
 	// consumer's. Defaults to a pool of its own.
@@ -122,6 +127,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, 168*time.Hour)
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
+	cfg.StateTTL = cmp.Or(cfg.StateTTL, 720*time.Hour)
 	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
 	cfg.Preflight = cmp.Or(cfg.Preflight, PreflightStrict)
 	if cfg.Preflight != PreflightStrict && cfg.Preflight != PreflightOff {
@@ -140,7 +146,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: cfg, log: *cfg.Logger,
-		copy:        make(chan struct{}, cfg.CopyConcurrency),
+		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
@@ -162,9 +168,13 @@ type job struct {
 	// attempt is the record's Attempts as this delivery set it: a record
 	// with more has been taken over by another delivery (see claimSubmit).
 	attempt int
-	// pending are artifacts stored but not recorded yet: the terminal
-	// record records them (see copyArtifact).
-	pending []state.Artifact
+	// pending are artifacts stored but not recorded yet, and unrecorded
+	// what a poll saw of the finished task: the job's next write of its
+	// record, the terminal one at the latest, records them (see update and
+	// copyArtifact). Nothing needs them before: a job that stops first
+	// asks upstream again and copies its artifacts again.
+	pending    []state.Artifact
+	unrecorded func(*state.Record)
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
@@ -379,9 +389,6 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 			return errSuperseded
 		}
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
-		for _, a := range j.pending {
-			rec.Artifacts = appendArtifact(rec.Artifacts, a)
-		}
 		rec.Status = status
 		rec.FinishedAt = &now
 		if f != nil {

@@ -26,7 +26,34 @@ import (
 // whole process per job. It is the profiling twin of the harness's P1
 // (cmd/bench): run it with -cpuprofile to see the whole job path.
 func BenchmarkVideoJobs(b *testing.B) {
-	nt := startBenchWorker(b, 64<<10, func(c *config.Config) { c.PollFirst = 5 * time.Millisecond })
+	runVideoJobs(b, startBenchWorker(b, 64<<10, func(c *config.Config) { c.PollFirst = 5 * time.Millisecond }))
+}
+
+// BenchmarkVideoJobsLimits is BenchmarkVideoJobs against an upstream that
+// answers every call (submit, batch query, result download) after 10 ms,
+// as a remote API does, with the per-worker limits that bound it: media
+// requests at once (SLUICE_MEDIA_MAX_CONCURRENCY) and artifact copies at
+// once (SLUICE_COPY_CONCURRENCY; four times as many small copies). It
+// shows where each limit caps a worker's jobs/s (BENCHMARKS.md, "Per-worker
+// limits").
+func BenchmarkVideoJobsLimits(b *testing.B) {
+	for _, l := range []struct{ media, copies int }{{8, 4}, {16, 4}, {32, 4}, {16, 1}, {16, 2}, {32, 8}, {64, 16}} {
+		b.Run(fmt.Sprintf("media=%d/copy=%d", l.media, l.copies), func(b *testing.B) {
+			sim := apisim.NewMedia(apisim.MediaConfig{APIKey: "k", ResultSize: 64 << 10})
+			for _, e := range []string{apisim.EndpointVideoSubmit, apisim.EndpointTasks, apisim.EndpointTask, apisim.EndpointResult} {
+				sim.Faults().Set(e, apisim.Fault{Latency: 10 * time.Millisecond})
+			}
+			runVideoJobs(b, startBenchWorkerWith(b, sim, func(c *config.Config) {
+				c.PollFirst, c.MediaConcurrency, c.CopyConcurrency = 5*time.Millisecond, l.media, l.copies
+			}))
+		})
+	}
+}
+
+// runVideoJobs publishes b.N instant video jobs to the worker on nt, waits
+// for every terminal event, and reports jobs/s and the process's CPU time
+// per job.
+func runVideoJobs(b *testing.B, nt *testenv.NATS) {
 	ended := make(chan string, 1<<16)
 	sub, err := nt.Conn.Subscribe(contract.EventsSubjectPrefix+"video.*", func(m *nats.Msg) {
 		if !strings.HasSuffix(m.Subject, ".submitted") && !strings.HasSuffix(m.Subject, ".running") {
@@ -63,8 +90,14 @@ func BenchmarkVideoJobs(b *testing.B) {
 // worker consumes from. Everything stops when the benchmark ends.
 func startBenchWorker(b *testing.B, resultSize int64, mutate func(*config.Config)) *testenv.NATS {
 	b.Helper()
+	return startBenchWorkerWith(b, apisim.NewMedia(apisim.MediaConfig{APIKey: "k", ResultSize: resultSize}), mutate)
+}
+
+// startBenchWorkerWith is startBenchWorker with the media simulator media.
+func startBenchWorkerWith(b *testing.B, media *apisim.Media, mutate func(*config.Config)) *testenv.NATS {
+	b.Helper()
 	nt, s3 := testenv.StartNATS(b), testenv.StartS3(b)
-	sim := httptest.NewServer(apisim.NewMedia(apisim.MediaConfig{APIKey: "k", ResultSize: resultSize}))
+	sim := httptest.NewServer(media)
 	b.Cleanup(sim.Close)
 	cfg, err := config.Parse()
 	if err != nil {
