@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,7 +69,8 @@ type Config struct {
 	PublishRate float64
 	// Workers is how many worker processes run at once. Defaults to 3.
 	Workers int
-	// KillEvery is the time between two SIGKILLs. Defaults to 2s.
+	// KillEvery is the time between two SIGKILLs. Defaults to 2s; a
+	// negative value kills no worker.
 	KillEvery time.Duration
 	// AckWait is the workers' SLUICE_ACK_WAIT: a killed worker's jobs come
 	// back after it. Defaults to 2s.
@@ -82,11 +84,23 @@ type Config struct {
 	Error5xxRate, Error429Rate float64
 	// NATSRestartAt is when, after the start, the NATS server is stopped
 	// and started again; NATSDownFor is how long it stays down. Default to
-	// a third of the publishing time and 1s.
+	// a third of the publishing time and 1s. A negative NATSRestartAt, or
+	// NATSURL, restarts no server.
 	NATSRestartAt, NATSDownFor time.Duration
 	// S3OutageAt is when, after the start, the S3 store goes away for
-	// S3OutageFor. Default to two thirds of the publishing time and 10s.
+	// S3OutageFor. Default to two thirds of the publishing time and 10s; a
+	// negative S3OutageAt takes the store away never.
 	S3OutageAt, S3OutageFor time.Duration
+	// NATSURL, when set, is the NATS the run uses (comma-separated URLs of
+	// a cluster's nodes, say) instead of a server of its own; the caller
+	// runs it and breaks it with Faults.
+	NATSURL string
+	// Replicas is the replica count of the streams and the bucket (the
+	// workers' SLUICE_NATS_REPLICAS). Defaults to 1.
+	Replicas int
+	// Faults are the caller's own faults, run in order of At with the
+	// built-in ones; each one's figures are in the report.
+	Faults []Fault
 	// Deadline bounds the run: a job without a terminal event by then is
 	// stuck. Defaults to the publishing time plus 3 minutes.
 	Deadline time.Duration
@@ -96,6 +110,18 @@ type Config struct {
 	// Progress receives a progress line every few seconds. Defaults to
 	// io.Discard.
 	Progress io.Writer
+}
+
+// Fault is a fault the caller injects during a run.
+type Fault struct {
+	// Name says what the fault is in the report (e.g. "kill KV leader n2").
+	Name string
+	// At is when, after the start, the fault begins.
+	At time.Duration
+	// Run injects the fault and returns once the system is whole again
+	// (a killed node restarted, say), with how long after its start the
+	// system served again (a new leader elected, say) when it knows.
+	Run func(ctx context.Context) (recovered time.Duration, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -114,6 +140,10 @@ func (c Config) withDefaults() Config {
 	c.S3OutageFor = cmp.Or(c.S3OutageFor, 10*time.Second)
 	c.Deadline = cmp.Or(c.Deadline, publishing+3*time.Minute)
 	c.Seed = cmp.Or(c.Seed, uint64(time.Now().UnixNano()))
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	if c.NATSURL != "" {
+		c.NATSRestartAt = -1
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -168,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := contract.Ensure(ctx, js, contract.Options{AckWait: cfg.AckWait}); err != nil {
+	if err := contract.Ensure(ctx, js, contract.Options{AckWait: cfg.AckWait, Replicas: cfg.Replicas}); err != nil {
 		return nil, err
 	}
 	jobs := plan(cfg.Jobs, cfg.Seed, bucket)
@@ -229,6 +259,7 @@ type run struct {
 
 	mu        sync.Mutex // guards the fields below
 	faultErrs []error
+	faults    []FaultFigure
 	elapsed   time.Duration
 }
 
@@ -257,7 +288,11 @@ func (r *run) drive(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		_ = r.events.poll(ctx, r.js)
+		// A request lost in a leader change must not hold the loop
+		// until the deadline.
+		pctx, cancelPoll := context.WithTimeout(ctx, 10*time.Second)
+		_ = r.events.poll(pctx, r.js)
+		cancelPoll()
 		done := r.published.Load() == int64(len(r.jobs)) && r.events.terminalJobs() >= len(r.jobs)
 		select {
 		case <-faultsDone:
@@ -327,6 +362,9 @@ func (r *run) publish(ctx context.Context) {
 
 // kill restarts a worker chosen at random every KillEvery.
 func (r *run) kill(ctx context.Context) {
+	if r.cfg.KillEvery < 0 {
+		return
+	}
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, r.cfg.Seed^0xdead))
 	t := time.NewTicker(r.cfg.KillEvery)
 	defer t.Stop()
@@ -342,38 +380,42 @@ func (r *run) kill(ctx context.Context) {
 	}
 }
 
-// injectFaults restarts NATS and takes S3 away, each once, on schedule.
+// injectFaults restarts NATS and takes S3 away, each once, and runs the
+// caller's faults, in order of their times.
 func (r *run) injectFaults(ctx context.Context) {
-	type fault struct {
-		at  time.Duration
-		run func() error
-	}
-	faults := []fault{
-		{r.cfg.NATSRestartAt, func() error {
+	var faults []Fault
+	if r.cfg.NATSRestartAt >= 0 {
+		faults = append(faults, Fault{Name: "nats restart", At: r.cfg.NATSRestartAt, Run: func(ctx context.Context) (time.Duration, error) {
 			err := r.in.restartNATS(ctx, r.cfg.NATSDownFor)
 			if err == nil {
 				r.natsRestarts.Add(1)
 			}
-			return err
-		}},
-		{r.cfg.S3OutageAt, func() error {
+			return 0, err
+		}})
+	}
+	if r.cfg.S3OutageAt >= 0 {
+		faults = append(faults, Fault{Name: "s3 outage", At: r.cfg.S3OutageAt, Run: func(ctx context.Context) (time.Duration, error) {
 			err := r.in.outageS3(ctx, r.cfg.S3OutageFor)
 			if err == nil {
 				r.s3Outages.Add(1)
 			}
-			return err
-		}},
+			return 0, err
+		}})
 	}
-	if faults[1].at < faults[0].at {
-		faults[0], faults[1] = faults[1], faults[0]
-	}
+	faults = append(faults, r.cfg.Faults...)
+	slices.SortStableFunc(faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	for _, f := range faults {
-		if err := backoff.Sleep(ctx, time.Until(r.start.Add(f.at))); err != nil {
+		if err := backoff.Sleep(ctx, time.Until(r.start.Add(f.At))); err != nil {
 			return
 		}
-		if err := f.run(); err != nil {
-			r.faultError(err)
+		began := time.Now()
+		recovered, err := f.Run(ctx)
+		if err != nil {
+			r.faultError(fmt.Errorf("%s: %w", f.Name, err))
 		}
+		r.mu.Lock()
+		r.faults = append(r.faults, FaultFigure{Name: f.Name, At: began.Sub(r.start), Took: time.Since(began), Recovered: recovered, Failed: err != nil})
+		r.mu.Unlock()
 	}
 }
 

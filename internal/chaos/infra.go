@@ -39,11 +39,12 @@ const (
 type infra struct {
 	dir string
 
-	natsPort int
-	mu       sync.Mutex
-	nats     *natsembed.Server
-	s3Addr   string
-	s3       *s3dev.Server
+	externalNATS string // Config.NATSURL: no server of the run's own
+	natsPort     int
+	mu           sync.Mutex
+	nats         *natsembed.Server
+	s3Addr       string
+	s3           *s3dev.Server
 
 	media   *apisim.Media
 	compute *apisim.Compute
@@ -88,12 +89,14 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 	}()
 	// A free port may be taken by someone else before the server binds it:
 	// try a few.
-	err = onFreePort(func(port int) error {
-		in.natsPort = port
-		return in.startNATS()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start nats: %w", err)
+	if in.externalNATS = cfg.NATSURL; in.externalNATS == "" {
+		err = onFreePort(func(port int) error {
+			in.natsPort = port
+			return in.startNATS()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start nats: %w", err)
+		}
 	}
 	err = onFreePort(func(port int) error {
 		in.s3Addr = fmt.Sprintf("127.0.0.1:%d", port)
@@ -127,7 +130,12 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 	return in, nil
 }
 
-func (in *infra) natsURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", in.natsPort) }
+func (in *infra) natsURL() string {
+	if in.externalNATS != "" {
+		return in.externalNATS
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", in.natsPort)
+}
 
 func (in *infra) startNATS() error {
 	srv, err := natsembed.Start(natsembed.Config{Port: in.natsPort, StoreDir: filepath.Join(in.dir, "nats")})

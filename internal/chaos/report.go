@@ -37,6 +37,8 @@ type Report struct {
 	// Elapsed is the time from the first publish to the last terminal
 	// event (or the deadline).
 	Elapsed time.Duration
+	// Faults are the figures of every fault injected, in order.
+	Faults []FaultFigure
 	// Seed reproduces the job mix and the kill order.
 	Seed uint64
 	// Problems describes every broken promise, at most maxProblems of them
@@ -68,4 +70,27 @@ func (r *Report) String() string {
 		r.Jobs, r.Succeeded, r.Failed, strings.Join(failed, ","), r.Kills, r.Restarts, r.NATSRestarts, r.S3Outages,
 		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.MultiTerminal, r.BadArtifacts, r.Leaks, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
+}
+
+// FaultFigure is what one fault did and how the system came back.
+type FaultFigure struct {
+	Name string
+	// At is when the fault began, after the start; Took is how long it
+	// lasted (until the node, server or store was back).
+	At, Took time.Duration
+	// Recovered is when, after the fault began, the system served again
+	// as the fault measured it (0: not measured).
+	Recovered time.Duration
+	// NextTerminal is when, after the fault began, the first job finished
+	// after the fault ended (0: none did).
+	NextTerminal time.Duration
+	// Failed is set when the fault could not be injected.
+	Failed bool
+}
+
+// String is the fault's figures on one line.
+func (f FaultFigure) String() string {
+	return fmt.Sprintf("fault %q at=%s took=%s recovered=%s next_terminal=%s failed=%t", f.Name,
+		f.At.Round(time.Millisecond), f.Took.Round(time.Millisecond), f.Recovered.Round(time.Millisecond),
+		f.NextTerminal.Round(time.Millisecond), f.Failed)
 }

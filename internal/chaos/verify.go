@@ -13,8 +13,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -40,9 +42,20 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	for _, err := range r.faultErrs {
 		rep.problem("harness: %v", err)
 	}
+	rep.Faults = slices.Clone(r.faults)
 	r.mu.Unlock()
-	if rep.NATSRestarts != 1 || rep.S3Outages != 1 {
-		rep.problem("harness: %d NATS restarts and %d S3 outages, want 1 of each", rep.NATSRestarts, rep.S3Outages)
+	wantRestarts, wantOutages := 0, 0
+	if r.cfg.NATSRestartAt >= 0 {
+		wantRestarts = 1
+	}
+	if r.cfg.S3OutageAt >= 0 {
+		wantOutages = 1
+	}
+	if rep.NATSRestarts != wantRestarts || rep.S3Outages != wantOutages {
+		rep.problem("harness: %d NATS restarts and %d S3 outages, want %d and %d", rep.NATSRestarts, rep.S3Outages, wantRestarts, wantOutages)
+	}
+	if len(rep.Faults) != len(r.cfg.Faults)+wantRestarts+wantOutages {
+		rep.problem("harness: %d faults ran of %d", len(rep.Faults), len(r.cfg.Faults)+wantRestarts+wantOutages)
 	}
 
 	logs, err := readLogs(logDir)
@@ -76,6 +89,7 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 		}
 	}
 	r.checkSecrets(ctx, rep, logs, stateRaw.Bytes())
+	r.nextTerminals(rep)
 	return rep, nil
 }
 
@@ -336,4 +350,25 @@ func (r *run) deadLetterHeaders(ctx context.Context) []byte {
 		fmt.Fprintf(&out, "%v\n", m.Header)
 	}
 	return out.Bytes()
+}
+
+// nextTerminals sets each fault's NextTerminal: from its start to the
+// first terminal event stamped after it ended.
+func (r *run) nextTerminals(rep *Report) {
+	for i := range rep.Faults {
+		f := &rep.Faults[i]
+		ended := r.start.Add(f.At + f.Took)
+		var first time.Time
+		for _, evs := range r.events.terminal {
+			for _, ev := range evs {
+				at, err := time.Parse(time.RFC3339Nano, ev.Time)
+				if err == nil && at.After(ended) && (first.IsZero() || at.Before(first)) {
+					first = at
+				}
+			}
+		}
+		if !first.IsZero() {
+			f.NextTerminal = first.Sub(r.start.Add(f.At))
+		}
+	}
 }

@@ -43,7 +43,7 @@ func workerEnv(in *infra, cfg Config) []string {
 		}
 	}
 	return append(env,
-		"SLUICE_NATS_URL="+in.natsURL(),
+		"SLUICE_NATS_URL="+in.natsURL(), fmt.Sprintf("SLUICE_NATS_REPLICAS=%d", cfg.Replicas),
 		"SLUICE_S3_ENDPOINT=http://"+in.s3Addr, "SLUICE_S3_BUCKET="+bucket, "SLUICE_S3_PATH_STYLE=true",
 		"AWS_ACCESS_KEY_ID="+s3AccessKeyID, "AWS_SECRET_ACCESS_KEY="+s3Secret, "AWS_REGION=us-east-1",
 		"AWS_EC2_METADATA_DISABLED=true",
