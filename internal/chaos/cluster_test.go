@@ -145,7 +145,19 @@ func TestClusterFaults(t *testing.T) {
 	for i := range faults {
 		faults[i].At = 2*time.Second + time.Duration(i)*spacing
 	}
-	dir := t.TempDir()
+	// The run's files (worker logs, the store) stay for a look when the
+	// run fails.
+	dir, err := os.MkdirTemp("", "sluice-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's files are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
 	publishing := time.Duration(float64(jobs) / rate * float64(time.Second))
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Dir: dir, WorkerBin: bin, Jobs: jobs, PublishRate: rate, Workers: 3,
