@@ -183,9 +183,35 @@ func TestClusterFaults(t *testing.T) {
 	}
 	if t.Failed() {
 		logWorkerTails(t, filepath.Join(dir, "logs"))
+		logJobsState(t, c)
 	}
 	for _, f := range rep.Faults {
 		t.Logf("figure: %s", f)
 	}
 	t.Logf("figure: %s", rep)
+}
+
+// logJobsState logs what SLUICE_JOBS and its consumers hold at the end of
+// a failed run: a stuck job is either still a message there (and the
+// consumer's counts say whether it waits for an ack or a delivery) or gone.
+func logJobsState(t *testing.T, c *testenv.Cluster) {
+	cl := c.Client(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	s, err := cl.JS.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		t.Logf("%s: %v", contract.JobsStream, err)
+		return
+	}
+	t.Logf("%s: %d messages, sequences %d-%d, leader %s", contract.JobsStream, s.CachedInfo().State.Msgs,
+		s.CachedInfo().State.FirstSeq, s.CachedInfo().State.LastSeq, s.CachedInfo().Cluster.Leader)
+	for _, kind := range contract.Kinds {
+		cn, err := cl.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName(kind))
+		if err != nil {
+			t.Logf("consumer %s: %v", kind, err)
+			continue
+		}
+		i := cn.CachedInfo()
+		t.Logf("consumer %s: delivered %d, ack floor %d, ack pending %d, redelivered %d, pending %d, waiting %d, leader %s",
+			kind, i.Delivered.Stream, i.AckFloor.Stream, i.NumAckPending, i.NumRedelivered, i.NumPending, i.NumWaiting, i.Cluster.Leader)
+	}
 }
