@@ -27,6 +27,10 @@
 // id (the record's submits counter says so: those are counted as
 // Duplicates, any other as a problem); and no secret appears in a worker
 // log, an event, a dead letter or a state record.
+//
+// With NATSURL the run uses the caller's NATS (a cluster) instead of a
+// server of its own, and Faults adds the caller's faults (leader kills and
+// step-downs, say) to the schedule; the report has each fault's figures.
 package chaos
 
 import (
