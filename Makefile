@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos partition cluster-faults clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition cluster-faults clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -26,8 +26,9 @@ lint: vet ## go vet, and fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
+vet: ## go vet (the main module and the River peer's, bench/riverpeer)
 	$(GO) vet $(PKGS)
+	cd bench/riverpeer && $(GO) vet ./...
 
 fmt: ## gofmt every Go file in place
 	gofmt -w $$(git ls-files '*.go')
@@ -50,6 +51,13 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
+
+CHAOS_CLUSTER_JOBS  ?= 720
+CHAOS_CLUSTER_FLAGS ?=
+chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills (about 5 min)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
+	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 $(CHAOS_CLUSTER_FLAGS)
 
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \
@@ -85,17 +93,35 @@ compose-down: ## stop the compose stack (DOWN_FLAGS=-v also removes its volumes)
 compose-smoke: images ## CI smoke test: a throw-away stack, 20 mixed jobs, all must succeed
 	COMPOSE="$(COMPOSE)" images/compose.sh smoke
 
+# The secured cluster stack (docker-compose.cluster.yml): three NATS servers
+# with JetStream at R3, TLS and least-privilege users; its CA, certificates
+# and passwords are made under dist/cluster on the first cluster-up.
+.PHONY: cluster-up cluster-demo cluster-down cluster-smoke
+
+cluster-up: images ## start the TLS three-server NATS cluster, versitygw, the simulator and WORKERS workers (default 1)
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh up
+
+cluster-demo: ## submit 20 mixed jobs to the cluster stack as the producer user over TLS, wait, list them
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh demo
+
+cluster-down: ## stop the cluster stack (DOWN_FLAGS=-v also removes its volumes; dist/cluster stays)
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh down
+
+cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as producer, all must succeed
+	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh smoke
+
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
-# measuring P1-P5 side by side with their floors. make bench takes under 10
-# minutes on 2 cores; bench-quick is CI's smoke check of the same code paths
+# measuring P1-P5 side by side with their floors (under 10 minutes on 2
+# cores), then the River + Postgres peer when Postgres is installed (make
+# bench-peer, about 7 minutes more); bench-quick is CI's smoke check of the same code paths
 # with smaller counts: it prints the figures and fails only when one cannot
 # be measured, never on a number. BENCH_FLAGS go to the harness (e.g.
 # -only P1,P5 -dir /tmp/bench -profile /tmp/prof).
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-quick versitygw
+.PHONY: bench bench-quick bench-peer riverpeer versitygw
 
-bench: versitygw ## benchmarks against their floors: Go benchmarks + load harness P1-P5 (< 10 min; BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5 (< 10 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
@@ -104,6 +130,7 @@ bench: versitygw ## benchmarks against their floors: Go benchmarks + load harnes
 	$(GO) test -run '^$$' -bench 'VideoJobs' -benchtime 1000x ./internal/worker
 	$(GO) test -run '^$$' -bench 'HeldTasks' -benchtime 10000x ./internal/worker
 	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
+	@if $(PG_FOUND); then $(MAKE) --no-print-directory bench-peer; else echo "$(PG_MISSING): skipping the River + Postgres peer (make bench-peer)"; fi
 
 bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints the figures, never fails on them
 	@mkdir -p $(BIN)
@@ -111,6 +138,26 @@ bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints t
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
 	$(GO) test -run '^$$' -bench 'VideoJobs|HeldTasks' -benchtime 100x ./internal/worker
 	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)
+
+# The River + Postgres peer (BENCHMARKS.md, "sluice and River"): bench/riverpeer
+# is a Go module of its own (River and pgx stay out of go.mod), built into
+# ./bin; Postgres is Debian's (apt-get install postgresql), started by the
+# harness on a loopback port in a temporary directory. PEER_FLAGS go to
+# `bench peer` (e.g. -pairs 3 -dir /tmp/peer). bench-peer prints the whole
+# comparison table; make bench runs it when Postgres is installed.
+PG_BIN     ?= /usr/lib/postgresql
+PEER_FLAGS ?=
+PG_FOUND   := { [ -x $(PG_BIN)/bin/postgres ] || ls $(PG_BIN)/*/bin/postgres; } >/dev/null 2>&1
+PG_MISSING := no Postgres server binaries in $(PG_BIN)/<version>/bin (apt-get install postgresql)
+
+riverpeer: ## build the River + Postgres peer (bench/riverpeer, its own Go module) into ./bin
+	@mkdir -p $(BIN)
+	cd bench/riverpeer && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(BIN))/riverpeer .
+
+bench-peer: versitygw riverpeer ## sluice against River + Postgres: alternating passes, medians, CPU per job (about 7 min; needs postgresql)
+	@if ! $(PG_FOUND); then echo "bench-peer: $(PG_MISSING)"; exit 1; fi
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
+	$(BIN)/bench peer -worker $(BIN)/worker -postgres $(PG_BIN) -label "$$(git describe --always --dirty 2>/dev/null || echo 'commit unknown')" $(PEER_FLAGS)
 
 # P4's store: versitygw at the version pinned as a Go tool in go.mod, built
 # like images/build.sh does (CGO_ENABLED=0, -trimpath, so a prior

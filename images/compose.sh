@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Drives docker-compose.yml for the Makefile's compose-* targets, with
-# either `docker compose` (v2) or the older `docker-compose`.
+# Drives docker-compose.yml for the Makefile's compose-* targets, and
+# docker-compose.cluster.yml (the secured three-server NATS cluster) for
+# its cluster-* targets when SLUICE_STACK=cluster, with either
+# `docker compose` (v2) or the older `docker-compose`.
 #
 # Usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
 #
@@ -20,10 +22,20 @@
 #          profile, e.g. `images/compose.sh logs -f worker`, so one command
 #          works with docker compose v2 and docker-compose v1 alike
 #
+# With SLUICE_STACK=cluster the same commands drive the cluster stack
+# (project sluice-cluster, smoke project sluice-cluster-smoke): before
+# compose runs, the stack's TLS files and NATS passwords are made under
+# SLUICE_CLUSTER_DIR (default dist/cluster) unless they exist (certs/ by
+# go run ./images/certs, secrets.env with random passwords), and the
+# passwords are exported for compose. `demo` then submits the mixed jobs
+# of config/compose/smoke-jobs.ndjson as the NATS user producer over TLS
+# and lists them (cmd/demo, which needs more than a producer may do, is
+# for the single-server stack).
+#
 # Environment: COMPOSE (the compose command), COMPOSE_PROJECT_NAME (the
 # project, as compose itself reads it; COMPOSE_PROJECT is the older
-# spelling; default sluice), WORKERS, DOWN_FLAGS, SMOKE_PROJECT (default
-# sluice-smoke),
+# spelling; default sluice), SLUICE_STACK, SLUICE_CLUSTER_DIR, WORKERS,
+# DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke),
 # SMOKE_JOBS (an NDJSON file of specs), SMOKE_TIMEOUT (default 5m), and the
 # variables docker-compose.yml reads (image names, host ports, S3
 # credentials).
@@ -33,11 +45,45 @@ cd "$(dirname "$0")/.."
 if [ -z "${COMPOSE:-}" ]; then
 	if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
 fi
-project=${COMPOSE_PROJECT_NAME:-${COMPOSE_PROJECT:-sluice}}
+case ${SLUICE_STACK:-single} in
+single)
+	file=docker-compose.yml default_project=sluice profiles=(--profile sim --profile tools --profile console)
+	services=(simulator worker)
+	;;
+cluster)
+	file=docker-compose.cluster.yml default_project=sluice-cluster profiles=(--profile tools)
+	services=(worker)
+	dir=${SLUICE_CLUSTER_DIR:-dist/cluster}
+	mkdir -p "$dir"
+	# Absolute, for compose's bind mounts.
+	SLUICE_CLUSTER_DIR=$(cd "$dir" && pwd)
+	export SLUICE_CLUSTER_DIR
+	if [ ! -f "$SLUICE_CLUSTER_DIR/certs/ca.pem" ]; then
+		${GO:-go} run ./images/certs -dir "$SLUICE_CLUSTER_DIR/certs"
+	fi
+	if [ ! -f "$SLUICE_CLUSTER_DIR/secrets.env" ]; then
+		(
+			umask 077
+			for user in PRODUCER WORKER ADMIN; do
+				echo "SLUICE_NATS_${user}_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+			done >"$SLUICE_CLUSTER_DIR/secrets.env"
+		)
+	fi
+	set -a
+	# shellcheck disable=SC1091 # made just above
+	. "$SLUICE_CLUSTER_DIR/secrets.env"
+	set +a
+	;;
+*)
+	echo "images/compose.sh: SLUICE_STACK must be single or cluster, not ${SLUICE_STACK}" >&2
+	exit 2
+	;;
+esac
+project=${COMPOSE_PROJECT_NAME:-${COMPOSE_PROJECT:-$default_project}}
 
 # compose ARGS: the compose command on $project with every profile, so that
 # down and ps see the simulator, the CLI and the console too.
-compose() { $COMPOSE -p "$project" --profile sim --profile tools --profile console "$@"; }
+compose() { $COMPOSE -f "$file" -p "$project" "${profiles[@]}" "$@"; }
 
 # enqueue ARGS: the CLI in a throw-away container on the stack's network.
 enqueue() {
@@ -69,12 +115,21 @@ wait_healthy() {
 
 case ${1:-} in
 up)
-	compose up -d --scale "worker=${WORKERS:-1}" simulator worker
+	compose up -d --scale "worker=${WORKERS:-1}" "${services[@]}"
 	wait_healthy
 	compose ps
-	echo "NATS on nats://127.0.0.1:${SLUICE_NATS_HOST_PORT:-4222}, S3 on http://127.0.0.1:${SLUICE_S3_HOST_PORT:-7070} (bucket sluice)"
+	if [ "${SLUICE_STACK:-single}" = cluster ]; then
+		echo "NATS on $(compose port nats-1 4222), $(compose port nats-2 4222) and $(compose port nats-3 4222) (TLS, CA $SLUICE_CLUSTER_DIR/certs/ca.pem; users and passwords in $SLUICE_CLUSTER_DIR/secrets.env), S3 on http://$(compose port s3 7070) (bucket sluice)"
+	else
+		echo "NATS on nats://127.0.0.1:${SLUICE_NATS_HOST_PORT:-4222}, S3 on http://127.0.0.1:${SLUICE_S3_HOST_PORT:-7070} (bucket sluice)"
+	fi
 	;;
 demo)
+	if [ "${SLUICE_STACK:-single}" = cluster ]; then
+		enqueue submit -f - --wait --timeout 5m <config/compose/smoke-jobs.ndjson
+		enqueue jobs --label suite=compose-smoke </dev/null
+		exit
+	fi
 	AWS_ACCESS_KEY_ID=${SLUICE_S3_ACCESS_KEY:-sluice} AWS_SECRET_ACCESS_KEY=${SLUICE_S3_SECRET_KEY:-sluice-dev-secret} \
 		${GO:-go} run ./cmd/demo -nats-url "nats://127.0.0.1:${SLUICE_NATS_HOST_PORT:-4222}" \
 		-s3-endpoint "http://127.0.0.1:${SLUICE_S3_HOST_PORT:-7070}" -s3-bucket sluice
@@ -82,10 +137,10 @@ demo)
 smoke)
 	# Its own project, and host ports Docker picks: a stack already running
 	# under the default project is left alone.
-	project=${SMOKE_PROJECT:-sluice-smoke}
-	export SLUICE_NATS_HOST_PORT="" SLUICE_S3_HOST_PORT=""
+	project=${SMOKE_PROJECT:-$default_project-smoke}
+	export SLUICE_NATS_HOST_PORT="" SLUICE_S3_HOST_PORT="" SLUICE_NATS1_HOST_PORT="" SLUICE_NATS2_HOST_PORT="" SLUICE_NATS3_HOST_PORT=""
 	trap 'compose down -v --remove-orphans >/dev/null 2>&1 || true' EXIT
-	compose up -d --scale worker=2 simulator worker
+	compose up -d --scale worker=2 "${services[@]}"
 	wait_healthy
 	rc=0
 	enqueue submit -f - --wait --timeout "${SMOKE_TIMEOUT:-5m}" <"${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" || rc=$?
@@ -101,8 +156,8 @@ smoke)
 	# replica, not by its container id.
 	id=$(head -n 1 "${SMOKE_JOBS:-config/compose/smoke-jobs.ndjson}" | sed -n 's/.*"id" *: *"\([^"]*\)".*/\1/p')
 	status=$(enqueue status "$id" --json </dev/null) || { echo "compose smoke: FAILED: images/compose.sh enqueue status $id" >&2; exit 1; }
-	COMPOSE_PROJECT_NAME=$project $COMPOSE --profile tools run --rm -T enqueue status "$id" </dev/null >/dev/null ||
-		{ echo "compose smoke: FAILED: COMPOSE_PROJECT_NAME=$project $COMPOSE run --rm enqueue status $id" >&2; exit 1; }
+	COMPOSE_PROJECT_NAME=$project $COMPOSE -f "$file" --profile tools run --rm -T enqueue status "$id" </dev/null >/dev/null ||
+		{ echo "compose smoke: FAILED: COMPOSE_PROJECT_NAME=$project $COMPOSE -f $file run --rm enqueue status $id" >&2; exit 1; }
 	case $status in
 	*'"worker":"'"$project"[-_]worker[-_][0-9]*) echo "compose smoke: $id ran on $(printf '%s' "$status" | sed -n 's/.*"worker":"\([^"]*\)".*/\1/p')" ;;
 	*)

@@ -1,7 +1,10 @@
 // Command bench runs sluice's benchmarks against their floors (see
 // BENCHMARKS.md and internal/bench). "bench run" measures every figure and
-// prints a Markdown report; the other subcommands are the helper processes
-// it starts: "floor" (the bare floor pipeline), "s3serve" (the embedded S3
+// prints a Markdown report; "bench peer" runs sluice and its River +
+// Postgres peer (bench/riverpeer) side by side and prints their table. The
+// other subcommands are the helper processes they start: "floor" (the bare
+// floor pipeline), "natsserve" (NATS in a process of its own, for bench
+// peer), "s3serve" (the embedded S3
 // store in a process of its own, for -p4-store embedded), "upload" (a
 // direct transfer-manager upload) and "worker" (cmd/worker with pprof, for
 // -profile runs). P4's default store is versitygw (-versitygw, by default
@@ -13,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +39,10 @@ func main() {
 		err = runBench(ctx)
 	case "floor":
 		err = runFloor(ctx)
+	case "peer":
+		err = runPeer(ctx)
+	case "natsserve":
+		err = runNATS(ctx)
 	case "s3serve":
 		err = runS3(ctx)
 	case "upload":
@@ -44,7 +52,7 @@ func main() {
 		flag.Parse()
 		err = bench.RunProfiledWorker(ctx, *pprofAddr)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want run, floor, s3serve, upload or worker)", cmd)
+		err = fmt.Errorf("unknown subcommand %q (want run, peer, floor, natsserve, s3serve, upload or worker)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -94,16 +102,8 @@ func runBench(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep.WriteMarkdown(os.Stdout)
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			return err
-		}
-		rep.WriteMarkdown(f)
-		if err := f.Close(); err != nil {
-			return err
-		}
+	if err := writeReport(*out, rep.WriteMarkdown); err != nil {
+		return err
 	}
 	failed := false
 	for _, f := range rep.Figures {
@@ -119,6 +119,20 @@ func runBench(ctx context.Context) error {
 	return os.RemoveAll(*dir)
 }
 
+// writeReport writes a report to stdout and, when out is set, to that file.
+func writeReport(out string, write func(io.Writer)) error {
+	write(os.Stdout)
+	if out == "" {
+		return nil
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	write(f)
+	return f.Close()
+}
+
 func runFloor(ctx context.Context) error {
 	var cfg bench.FloorConfig
 	flag.StringVar(&cfg.NATSURL, "nats", "", "NATS URL")
@@ -129,6 +143,54 @@ func runFloor(ctx context.Context) error {
 	flag.IntVar(&cfg.Concurrency, "concurrency", 256, "jobs held at once")
 	flag.Parse()
 	return bench.RunFloor(ctx, cfg, func() { fmt.Println("READY") })
+}
+
+func runPeer(ctx context.Context) error {
+	var o bench.PeerOptions
+	flag.StringVar(&o.WorkerBin, "worker", "bin/worker", "the built cmd/worker binary")
+	flag.StringVar(&o.RiverPeer, "riverpeer", "", "the built bench/riverpeer binary (default: riverpeer next to this binary, as make riverpeer builds it)")
+	flag.StringVar(&o.VersityGW, "versitygw", "", "the versitygw binary (default: versitygw next to this binary)")
+	flag.StringVar(&o.PostgresBin, "postgres", bench.DefaultPostgresBin, "directory of initdb and postgres, or of <version>/bin (Debian's postgresql package)")
+	flag.IntVar(&o.Pairs, "pairs", 6, "pairs of passes, alternating which side goes first")
+	flag.IntVar(&o.Jobs, "jobs", 2000, "quick jobs per pass")
+	flag.IntVar(&o.LatencyJobs, "latency-jobs", 50, "jobs run one at a time per pass for the latency")
+	flag.StringVar(&o.Label, "label", "", "what is measured, printed with the table (e.g. a commit)")
+	dir := flag.String("dir", "", "directory for the run's files and logs (default: a new temporary directory, removed after a successful run)")
+	out := flag.String("out", "", "also write the Markdown table to this file")
+	flag.Parse()
+	var err error
+	if o.WorkerBin, err = filepath.Abs(o.WorkerBin); err != nil {
+		return err
+	}
+	if o.Self, err = os.Executable(); err != nil {
+		return err
+	}
+	keep := *dir != ""
+	if !keep {
+		if *dir, err = os.MkdirTemp("", "sluice-bench-peer-"); err != nil {
+			return err
+		}
+	}
+	o.Dir, o.Progress = *dir, os.Stderr
+	rep, err := bench.RunPeer(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: files and logs kept in %s\n", *dir)
+		return err
+	}
+	if err := writeReport(*out, rep.WriteMarkdown); err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintf(os.Stderr, "bench: files and logs kept in %s\n", *dir)
+		return nil
+	}
+	return os.RemoveAll(*dir)
+}
+
+func runNATS(ctx context.Context) error {
+	dir := flag.String("dir", "", "directory of JetStream's files")
+	flag.Parse()
+	return bench.ServeNATS(ctx, *dir, func(url string) { fmt.Println("READY", url) })
 }
 
 func runS3(ctx context.Context) error {

@@ -3,6 +3,13 @@
 // restarted, the S3 store taken away, the upstream simulators failing and
 // rate limiting; then it checks every job and prints the run's figures as
 // its last line. It exits 1 when a promise was broken.
+//
+// With -containers (make chaos-cluster) the run is on Docker instead: a
+// secured three-node NATS cluster, the S3 gateway and the workers each in
+// a container (images from make images, or SLUICE_NATS_IMAGE,
+// SLUICE_S3_IMAGE and SLUICE_WORKER_IMAGE), and NATS nodes killed, paused,
+// restarted and partitioned away with a worker; it prints the time each
+// fault took to recover from before the figures.
 package main
 
 import (
@@ -22,14 +29,25 @@ func main() {
 	flag.IntVar(&cfg.Jobs, "jobs", 2000, "jobs to publish")
 	flag.Float64Var(&cfg.PublishRate, "rate", 8, "jobs published per second")
 	flag.IntVar(&cfg.Workers, "workers", 3, "worker processes")
-	flag.DurationVar(&cfg.KillEvery, "kill-every", 2*time.Second, "time between two SIGKILLs")
-	flag.DurationVar(&cfg.NATSDownFor, "nats-down", time.Second, "how long the NATS server stays down when it is restarted")
+	flag.DurationVar(&cfg.KillEvery, "kill-every", 0, "time between two worker SIGKILLs (default 2s; with -containers 15s)")
+	flag.DurationVar(&cfg.NATSDownFor, "nats-down", 0, "how long the NATS server (with -containers: a killed node) stays down (default 1s; with -containers 5s)")
 	flag.DurationVar(&cfg.S3OutageFor, "s3-outage", 10*time.Second, "how long the S3 store is unavailable")
 	flag.DurationVar(&cfg.Deadline, "deadline", 0, "bound of the run (default: publishing time + 3m)")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the job mix and the kills (default: the clock)")
 	flag.StringVar(&cfg.WorkerBin, "worker", "", "worker binary (default: build ./cmd/worker)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for the run's files, kept afterwards (default: a temporary one, removed when the run passed)")
+	containers := flag.Bool("containers", false, "run on containers: a TLS three-node NATS cluster, S3 and the workers in Docker (make chaos-cluster)")
+	var ct chaos.Containers
+	flag.StringVar(&ct.Name, "name", "sluice-chaos", "with -containers: prefix of every container and network of the run")
+	flag.StringVar(&ct.NATSConfig, "nats-config", "config/nats", "with -containers: directory of cluster-tls.conf and users.conf")
+	flag.DurationVar(&ct.PauseFor, "pause", 10*time.Second, "with -containers: how long a NATS node stays paused")
+	flag.DurationVar(&ct.PartitionFor, "partition", 20*time.Second, "with -containers: how long a NATS node and a worker stay cut off")
 	flag.Parse()
+	if *containers {
+		ct.NATSImage, ct.S3Image, ct.WorkerImage = os.Getenv("SLUICE_NATS_IMAGE"), os.Getenv("SLUICE_S3_IMAGE"), os.Getenv("SLUICE_WORKER_IMAGE")
+		ct.NodeDownFor = cfg.NATSDownFor
+		cfg.Containers = &ct
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -41,7 +59,7 @@ func main() {
 		}
 		cfg.Dir = dir
 	}
-	if cfg.WorkerBin == "" {
+	if cfg.WorkerBin == "" && cfg.Containers == nil {
 		bin, err := chaos.BuildWorker(ctx, cfg.Dir)
 		if err != nil {
 			fail(err)
@@ -52,6 +70,9 @@ func main() {
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fail(err)
+	}
+	for _, rec := range rep.Recoveries {
+		fmt.Println("fault:", rec)
 	}
 	for _, p := range rep.Problems {
 		fmt.Println("problem:", p)

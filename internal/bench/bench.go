@@ -176,7 +176,7 @@ func (w *worker) goroutines(ctx context.Context) (float64, error) {
 // it pulls.
 func (r *run) startFloor(ctx context.Context, st *stack, name string, concurrency int) (*process, error) {
 	args := []string{"floor",
-		"-nats", st.nats.ClientURL(), "-media", st.simURL, "-media-key", mediaAPIKey,
+		"-nats", st.natsURL, "-media", st.simURL, "-media-key", mediaAPIKey,
 		"-s3", st.s3Endpoint, "-bucket", bucket, "-concurrency", fmt.Sprint(concurrency)}
 	p, err := startProcess(name, r.o.Self, args, nil, st.dir)
 	if err != nil {

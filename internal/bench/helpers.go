@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/natsembed"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 )
 
@@ -30,6 +31,22 @@ func ServeS3(ctx context.Context, dir string, ready func(endpoint string)) error
 	ready(srv.Endpoint())
 	<-ctx.Done()
 	return srv.Close()
+}
+
+// ServeNATS serves an embedded NATS server with JetStream (package
+// natsembed, the nats-server library) on a loopback port with its store in
+// dir until ctx ends; ready receives its client URL. The sluice side of
+// "bench peer" runs it in a process of its own, so that the store's CPU
+// time is read apart from the worker's and the harness's.
+func ServeNATS(ctx context.Context, dir string, ready func(url string)) error {
+	srv, err := natsembed.Start(natsembed.Config{Port: -1, StoreDir: dir})
+	if err != nil {
+		return err
+	}
+	ready(srv.ClientURL())
+	<-ctx.Done()
+	srv.Shutdown()
+	return nil
 }
 
 // DirectUpload configures RunDirectUpload.

@@ -61,15 +61,26 @@ func (r *run) latencyPass(ctx context.Context, name, who string, n int) ([]time.
 		}
 		defer w.stop(30 * time.Second)
 	}
-	tr, err := st.track(name)
+	lat, err := st.oneByOne(ctx, name, n, 5)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("P5 %s: median %s p99 %s", who, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
+	return lat, nil
+}
+
+// oneByOne publishes warmup+n video jobs whose ids start with name, each
+// when the last one's terminal event has arrived, and returns the n
+// latencies after the warm-up (publish call → terminal event), sorted.
+func (s *stack) oneByOne(ctx context.Context, name string, n, warmup int) ([]time.Duration, error) {
+	tr, err := s.track(name)
 	if err != nil {
 		return nil, err
 	}
 	defer tr.close()
-	const warmup = 5
 	var lat []time.Duration
 	for i, id := range jobIDs(name, n+warmup) {
-		at, err := st.publishJobs(ctx, []string{id}, instant)
+		at, err := s.publishJobs(ctx, []string{id}, instant)
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +96,6 @@ func (r *run) latencyPass(ctx context.Context, name, who string, n int) ([]time.
 		}
 	}
 	slices.Sort(lat)
-	r.logf("P5 %s: median %s p99 %s", who, ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)))
 	return lat, nil
 }
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,25 +49,8 @@ func readProcStats(pid int) (procStats, error) {
 			st.RSS = kb << 10
 		}
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return st, err
-	}
-	// The command name may hold spaces and parentheses: fields start after
-	// the last ')'. utime and stime are fields 14 and 15 of the line, 12
-	// and 13 after the name.
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return st, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
-	}
-	ut, err1 := strconv.ParseUint(fields[11], 10, 64)
-	stt, err2 := strconv.ParseUint(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return st, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	st.CPU = time.Duration(ut+stt) * time.Second / clockTicks
-	return st, nil
+	st.CPU, err = statCPU(pid, false)
+	return st, err
 }
 
 // process is a child process of the harness: its stderr goes to a log file,
@@ -86,11 +68,18 @@ type process struct {
 // harness's environment without any SLUICE_ variable), logging to
 // <logDir>/<name>.log.
 func startProcess(name, path string, args, env []string, logDir string) (*process, error) {
+	return startProcessAs(name, path, args, env, logDir, nil)
+}
+
+// startProcessAs is startProcess with the command's working directory and
+// user set by attr (nil: this process's).
+func startProcessAs(name, path string, args, env []string, logDir string, attr *procAttr) (*process, error) {
 	log, err := os.Create(fmt.Sprintf("%s/%s.log", logDir, name))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	attr.apply(cmd)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SLUICE_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -121,6 +110,90 @@ func startProcess(name, path string, args, env []string, logDir string) (*proces
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// procAttr is where and as whom a child process runs.
+type procAttr struct {
+	// Dir is the working directory ("" for this process's).
+	Dir string
+	// Cred is the user and group to run as (nil for this process's).
+	Cred *syscall.Credential
+}
+
+func (a *procAttr) apply(cmd *exec.Cmd) {
+	if a == nil {
+		return
+	}
+	cmd.Dir = a.Dir
+	if a.Cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.Cred}
+	}
+}
+
+// treeCPU is the CPU time (user + system) of process pid, of its children
+// alive now and of the children it has reaped: a Postgres server's
+// postmaster reaps every backend that ends, so this is the whole server's
+// CPU time so far.
+func treeCPU(pid int) (time.Duration, error) {
+	own, err := statCPU(pid, true)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		f := statFields(string(b))
+		if len(f) < 15 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		if c, err := statCPU(child, true); err == nil {
+			own += c
+		}
+	}
+	return own, nil
+}
+
+// statFields returns the fields of a /proc/<pid>/stat line after the
+// command name (which may hold spaces and parentheses): state is [0],
+// ppid [1], utime [11], stime [12], cutime [13], cstime [14].
+func statFields(stat string) []string {
+	return strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+}
+
+// statCPU reads utime + stime of pid, plus cutime + cstime (its reaped
+// children's) when withChildren.
+func statCPU(pid int, withChildren bool) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := statFields(string(b))
+	if len(f) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	idx := []int{11, 12}
+	if withChildren {
+		idx = append(idx, 13, 14)
+	}
+	var ticks uint64
+	for _, i := range idx {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // pid is the process id.
@@ -154,8 +227,12 @@ func (p *process) line(ctx context.Context, prefix string, within time.Duration)
 
 // stop sends SIGTERM, waits up to grace for the process to exit, then
 // kills it.
-func (p *process) stop(grace time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+func (p *process) stop(grace time.Duration) { p.stopWith(syscall.SIGTERM, grace) }
+
+// stopWith sends sig, waits up to grace for the process to exit, then
+// kills it.
+func (p *process) stopWith(sig syscall.Signal, grace time.Duration) {
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(grace):

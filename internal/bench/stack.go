@@ -31,6 +31,7 @@ const (
 type stack struct {
 	dir        string
 	nats       *natsembed.Server
+	natsURL    string
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	s3         *s3dev.Server
@@ -46,6 +47,12 @@ type stackOptions struct {
 	// s3Endpoint before starting a worker. By default the embedded store
 	// runs in this process.
 	ExternalS3 bool
+	// NATSURL is a NATS server in another process ("bench natsserve") to
+	// use instead of an embedded one in this process.
+	NATSURL string
+	// SimURL is a media API simulator already serving (with the bench's
+	// API key) to use instead of a new one; Media is then ignored.
+	SimURL string
 	// Media configures the simulator; APIKey is set by the stack.
 	Media apisim.MediaConfig
 }
@@ -61,10 +68,14 @@ func newStack(ctx context.Context, dir string, o stackOptions) (_ *stack, err er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if s.nats, err = natsembed.Start(natsembed.Config{Port: -1, StoreDir: filepath.Join(dir, "nats")}); err != nil {
-		return nil, err
+	s.natsURL = o.NATSURL
+	if s.natsURL == "" {
+		if s.nats, err = natsembed.Start(natsembed.Config{Port: -1, StoreDir: filepath.Join(dir, "nats")}); err != nil {
+			return nil, err
+		}
+		s.natsURL = s.nats.ClientURL()
 	}
-	if s.nc, err = nats.Connect(s.nats.ClientURL(), nats.Name("sluice-bench")); err != nil {
+	if s.nc, err = nats.Connect(s.natsURL, nats.Name("sluice-bench")); err != nil {
 		return nil, err
 	}
 	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
@@ -79,24 +90,37 @@ func newStack(ctx context.Context, dir string, o stackOptions) (_ *stack, err er
 		}
 		s.s3Endpoint = s.s3.Endpoint()
 	}
-	o.Media.APIKey = mediaAPIKey
-	s.media = apisim.NewMedia(o.Media)
+	if s.simURL = o.SimURL; s.simURL == "" {
+		s.media, s.sim, s.simURL, err = startSimulator(o.Media)
+	}
+	return s, err
+}
+
+// startSimulator serves the media API simulator with cfg (its APIKey set to
+// the bench's) on a loopback port, in this process.
+func startSimulator(cfg apisim.MediaConfig) (*apisim.Media, *http.Server, string, error) {
+	cfg.APIKey = mediaAPIKey
+	media := apisim.NewMedia(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	s.simURL = "http://" + ln.Addr().String()
-	s.sim = &http.Server{Handler: s.media, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.sim.Serve(ln) }()
-	return s, nil
+	srv := &http.Server{Handler: media, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return media, srv, "http://" + ln.Addr().String(), nil
+}
+
+// stopSimulator shuts a simulator's server down.
+func stopSimulator(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = srv.Shutdown(ctx)
+	cancel()
 }
 
 // close stops every part that was started.
 func (s *stack) close() {
 	if s.sim != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.sim.Shutdown(ctx)
-		cancel()
+		stopSimulator(s.sim)
 	}
 	if s.s3 != nil {
 		_ = s.s3.Close()
@@ -113,7 +137,7 @@ func (s *stack) close() {
 // pointed at the stack, before a scenario's own settings.
 func (s *stack) workerEnv() map[string]string {
 	return map[string]string{
-		"SLUICE_NATS_URL":           s.nats.ClientURL(),
+		"SLUICE_NATS_URL":           s.natsURL,
 		"SLUICE_KINDS":              "video",
 		"SLUICE_S3_ENDPOINT":        s.s3Endpoint,
 		"SLUICE_S3_BUCKET":          bucket,

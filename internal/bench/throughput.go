@@ -167,17 +167,9 @@ func (r *run) throughputPass(ctx context.Context, name, who string, n int) (pass
 		return pass{}, err
 	}
 	_, failed := tr.terminalCount()
-	kv, err := st.js.KeyValue(ctx, contract.StateBucket)
+	writes, err := st.stateWrites(ctx)
 	if err != nil {
 		return pass{}, err
-	}
-	status, err := kv.Status(ctx)
-	if err != nil {
-		return pass{}, err
-	}
-	var writes uint64
-	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok {
-		writes = bs.StreamInfo().State.LastSeq
 	}
 	return pass{
 		name: name, jobs: n, elapsed: tr.lastTerminal().Sub(start), failed: failed,
@@ -207,4 +199,20 @@ func cpuTimes(p *process) (proc, harness time.Duration, err error) {
 	}
 	hs, err := readProcStats(os.Getpid())
 	return ps.CPU, hs.CPU, err
+}
+
+// stateWrites counts the writes to SLUICE_STATE since the stack started.
+func (s *stack) stateWrites(ctx context.Context) (uint64, error) {
+	kv, err := s.js.KeyValue(ctx, contract.StateBucket)
+	if err != nil {
+		return 0, err
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if bs, ok := status.(*jetstream.KeyValueBucketStatus); ok {
+		return bs.StreamInfo().State.LastSeq, nil
+	}
+	return 0, fmt.Errorf("%s: no stream status", contract.StateBucket)
 }

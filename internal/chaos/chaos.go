@@ -16,6 +16,14 @@
 //     store directory), at NATSRestartAt;
 //   - the S3 store is unavailable for S3OutageFor from S3OutageAt.
 //
+// With Containers set, the run is on containers instead (see Containers):
+// a secured three-node NATS cluster, the S3 gateway and the workers each in
+// a container of their own, and the faults are a node killed, paused,
+// restarted and partitioned away with a worker, besides the worker kills.
+// After each fault the harness measures the time to recover: until every
+// replica of the jobs stream, the events stream and the state bucket is
+// current again and another job has ended.
+//
 // When every job has ended (or Deadline passes) the workers are stopped and
 // the run is checked: every job has exactly one terminal event, none is
 // lost (no terminal event, no state record) or stuck (no terminal event);
@@ -27,10 +35,6 @@
 // id (the record's submits counter says so: those are counted as
 // Duplicates, any other as a problem); and no secret appears in a worker
 // log, an event, a dead letter or a state record.
-//
-// With NATSURL the run uses the caller's NATS (a cluster) instead of a
-// server of its own, and Faults adds the caller's faults (leader kills and
-// step-downs, say) to the schedule; the report has each fault's figures.
 package chaos
 
 import (
@@ -73,8 +77,7 @@ type Config struct {
 	PublishRate float64
 	// Workers is how many worker processes run at once. Defaults to 3.
 	Workers int
-	// KillEvery is the time between two SIGKILLs. Defaults to 2s; a
-	// negative value kills no worker.
+	// KillEvery is the time between two SIGKILLs. Defaults to 2s.
 	KillEvery time.Duration
 	// AckWait is the workers' SLUICE_ACK_WAIT: a killed worker's jobs come
 	// back after it. Defaults to 2s.
@@ -88,23 +91,11 @@ type Config struct {
 	Error5xxRate, Error429Rate float64
 	// NATSRestartAt is when, after the start, the NATS server is stopped
 	// and started again; NATSDownFor is how long it stays down. Default to
-	// a third of the publishing time and 1s. A negative NATSRestartAt, or
-	// NATSURL, restarts no server.
+	// a third of the publishing time and 1s.
 	NATSRestartAt, NATSDownFor time.Duration
 	// S3OutageAt is when, after the start, the S3 store goes away for
-	// S3OutageFor. Default to two thirds of the publishing time and 10s; a
-	// negative S3OutageAt takes the store away never.
+	// S3OutageFor. Default to two thirds of the publishing time and 10s.
 	S3OutageAt, S3OutageFor time.Duration
-	// NATSURL, when set, is the NATS the run uses (comma-separated URLs of
-	// a cluster's nodes, say) instead of a server of its own; the caller
-	// runs it and breaks it with Faults.
-	NATSURL string
-	// Replicas is the replica count of the streams and the bucket (the
-	// workers' SLUICE_NATS_REPLICAS). Defaults to 1.
-	Replicas int
-	// Faults are the caller's own faults, run in order of At with the
-	// built-in ones; each one's figures are in the report.
-	Faults []Fault
 	// Deadline bounds the run: a job without a terminal event by then is
 	// stuck. Defaults to the publishing time plus 3 minutes.
 	Deadline time.Duration
@@ -114,24 +105,42 @@ type Config struct {
 	// Progress receives a progress line every few seconds. Defaults to
 	// io.Discard.
 	Progress io.Writer
+	// Containers, when set, runs the scenario on containers (WorkerBin
+	// is then not used).
+	Containers *Containers
+	// NATSURL, when set, is the NATS the run uses (comma-separated URLs of
+	// a cluster's nodes, say) instead of a server of its own; the caller
+	// runs it and breaks it with Faults. The S3 store is still the run's.
+	NATSURL string
+	// Replicas is the replica count of the streams and buckets on the
+	// caller's NATS (the workers' SLUICE_NATS_REPLICAS). Defaults to 1.
+	Replicas int
+	// Faults are the caller's own faults, injected with NATSURL instead of
+	// the NATS restart, in order of At, each with its recovery measured.
+	// Names must differ.
+	Faults []Fault
 }
 
 // Fault is a fault the caller injects during a run.
 type Fault struct {
-	// Name says what the fault is in the report (e.g. "kill KV leader n2").
+	// Name names the fault in the report (e.g. "kill KV leader").
 	Name string
 	// At is when, after the start, the fault begins.
 	At time.Duration
-	// Run injects the fault and returns once the system is whole again
-	// (a killed node restarted, say), with how long after its start the
-	// system served again (a new leader elected, say) when it knows.
-	Run func(ctx context.Context) (recovered time.Duration, err error)
+	// Run injects the fault and returns once the system is whole again (a
+	// killed node restarted, say).
+	Run func(ctx context.Context) error
 }
 
 func (c Config) withDefaults() Config {
 	c.Jobs = cmp.Or(c.Jobs, 200)
 	c.PublishRate = cmp.Or(c.PublishRate, 8)
 	c.Workers = cmp.Or(c.Workers, 3)
+	if c.Containers != nil {
+		// A container takes a second or two to start: kill less often.
+		c.KillEvery = cmp.Or(c.KillEvery, 15*time.Second)
+		c.Containers.withDefaults()
+	}
 	c.KillEvery = cmp.Or(c.KillEvery, 2*time.Second)
 	c.AckWait = cmp.Or(c.AckWait, 2*time.Second)
 	c.MaxDeliver = cmp.Or(c.MaxDeliver, 1000)
@@ -144,10 +153,6 @@ func (c Config) withDefaults() Config {
 	c.S3OutageFor = cmp.Or(c.S3OutageFor, 10*time.Second)
 	c.Deadline = cmp.Or(c.Deadline, publishing+3*time.Minute)
 	c.Seed = cmp.Or(c.Seed, uint64(time.Now().UnixNano()))
-	c.Replicas = cmp.Or(c.Replicas, 1)
-	if c.NATSURL != "" {
-		c.NATSRestartAt = -1
-	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -163,7 +168,7 @@ func (c Config) validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("chaos: Dir is required"))
 	}
-	if c.WorkerBin == "" {
+	if c.WorkerBin == "" && c.Containers == nil {
 		errs = append(errs, errors.New("chaos: WorkerBin is required"))
 	}
 	if c.Jobs < 0 || c.Workers < 1 || c.PublishRate <= 0 {
@@ -193,7 +198,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer in.close()
 
-	nc, err := nats.Connect(in.natsURL(), nats.Name("sluice-chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	// Frequent pings: a connection to a paused node is given up within
+	// seconds, so that jobs keep being published through the fault.
+	opts := append(in.natsOptions(), nats.Name("sluice-chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(2))
+	nc, err := nats.Connect(in.natsURL(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -202,7 +211,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := contract.Ensure(ctx, js, contract.Options{AckWait: cfg.AckWait, Replicas: cfg.Replicas}); err != nil {
+	// A cluster just started may still be electing its leaders.
+	ensure := func() error {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return contract.Ensure(ectx, js, contract.Options{AckWait: cfg.AckWait, Replicas: in.replicas()})
+	}
+	if err := retryStart(ctx, ensure); err != nil {
 		return nil, err
 	}
 	jobs := plan(cfg.Jobs, cfg.Seed, bucket)
@@ -210,8 +225,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	r := &run{cfg: cfg, in: in, js: js, jobs: jobs, events: newEventLog(), start: time.Now()}
-	r.fleet = newFleet(cfg.WorkerBin, workerEnv(in, cfg), logDir, cfg.Workers)
+	r := &run{cfg: cfg, in: in, js: js, jobs: jobs, events: newEventLog(), start: time.Now(), faults: map[string]int{}}
+	if in.cl != nil {
+		cf, err := newContainerFleet(in.cl, runEnv(in, cfg), logDir, cfg.Workers)
+		if err != nil {
+			return nil, err
+		}
+		r.fleet = cf
+	} else {
+		r.fleet = newFleet(cfg.WorkerBin, workerEnv(in, cfg), logDir, cfg.Workers)
+	}
 	for i := range cfg.Workers {
 		if err := r.fleet.start(i); err != nil {
 			r.fleet.stop(0)
@@ -252,19 +275,18 @@ type run struct {
 	in     *infra
 	js     jetstream.JetStream
 	jobs   []plannedJob
-	fleet  *fleet
+	fleet  workerFleet
 	events *eventLog
 	start  time.Time
 
-	resubmits    map[string]int // job id -> submit-window resubmissions logged
-	published    atomic.Int64
-	natsRestarts atomic.Int64
-	s3Outages    atomic.Int64
+	resubmits map[string]int // job id -> submit-window resubmissions logged
+	published atomic.Int64
 
-	mu        sync.Mutex // guards the fields below
-	faultErrs []error
-	faults    []FaultFigure
-	elapsed   time.Duration
+	mu         sync.Mutex // guards the fields below
+	faultErrs  []error
+	faults     map[string]int // fault type -> times injected
+	recoveries []Recovery
+	elapsed    time.Duration
 }
 
 // drive publishes, kills, injects the NATS restart and the S3 outage, and
@@ -292,9 +314,9 @@ func (r *run) drive(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		// A request lost in a leader change must not hold the loop
-		// until the deadline.
-		pctx, cancelPoll := context.WithTimeout(ctx, 10*time.Second)
+		// Bounded: a request that went to a server just killed is never
+		// answered.
+		pctx, cancelPoll := context.WithTimeout(ctx, 5*time.Second)
 		_ = r.events.poll(pctx, r.js)
 		cancelPoll()
 		done := r.published.Load() == int64(len(r.jobs)) && r.events.terminalJobs() >= len(r.jobs)
@@ -310,9 +332,12 @@ func (r *run) drive(ctx context.Context) {
 		if time.Since(lastProgress) >= 5*time.Second {
 			lastProgress = time.Now()
 			kills, _ := r.fleet.counts()
-			fmt.Fprintf(r.cfg.Progress, "chaos: t=%s published=%d/%d terminal=%d kills=%d nats_restarts=%d s3_outages=%d\n",
+			r.mu.Lock()
+			faults := formatCounts(r.faults)
+			r.mu.Unlock()
+			fmt.Fprintf(r.cfg.Progress, "chaos: t=%s published=%d/%d terminal=%d kills=%d faults=%s\n",
 				time.Since(r.start).Round(time.Second), r.published.Load(), len(r.jobs), r.events.terminalJobs(),
-				kills, r.natsRestarts.Load(), r.s3Outages.Load())
+				kills, faults)
 		}
 	}
 }
@@ -384,43 +409,128 @@ func (r *run) kill(ctx context.Context) {
 	}
 }
 
-// injectFaults restarts NATS and takes S3 away, each once, and runs the
-// caller's faults, in order of their times.
+// fault is one fault of the plan: run injects it and returns once the
+// system is whole again (a node back, a store back, a network joined).
+type fault struct {
+	kind string
+	at   time.Duration
+	run  func(ctx context.Context) error
+}
+
+// plan returns the run's faults in the order they are injected.
+func (r *run) plan() []fault {
+	if r.in.cl == nil {
+		var faults []fault
+		if r.in.externalNATS == "" {
+			faults = append(faults, fault{FaultNATSRestart, r.cfg.NATSRestartAt, func(ctx context.Context) error { return r.in.restartNATS(ctx, r.cfg.NATSDownFor) }})
+		}
+		if r.cfg.S3OutageAt >= 0 {
+			faults = append(faults, fault{FaultS3Outage, r.cfg.S3OutageAt, func(ctx context.Context) error { return r.in.outageS3(ctx, r.cfg.S3OutageFor) }})
+		}
+		for _, f := range r.cfg.Faults {
+			faults = append(faults, fault{f.Name, f.At, f.Run})
+		}
+		slices.SortStableFunc(faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
+		return faults
+	}
+	// Each on the leader of what it hurts most, spread over the publishing
+	// time so that jobs keep arriving through all of them.
+	cl, p := r.in.cl, r.cfg.publishTime()
+	onLeader := func(stream string, do func(context.Context, string) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			node, err := leader(ctx, r.js, stream)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(r.cfg.Progress, "chaos: t=%s %s leads %s\n", time.Since(r.start).Round(time.Second), node, stream)
+			return do(ctx, node)
+		}
+	}
+	partitioned := r.fleet.(*containerFleet).partitioned()
+	return []fault{
+		{FaultNodeKill, p / 6, onLeader(contract.JobsStream, cl.killNode)},
+		{FaultNodePause, 2 * p / 6, onLeader("KV_"+contract.StateBucket, cl.pauseNode)},
+		{FaultNodeRestart, 3 * p / 6, onLeader(contract.EventsStream, cl.restartNode)},
+		{FaultPartition, 4 * p / 6, func(ctx context.Context) error { return cl.partition(ctx, partitioned) }},
+	}
+}
+
+// injectFaults injects the plan's faults one after the other, each at its
+// time or once the one before has recovered, whichever is later, and
+// measures the time each takes to recover.
 func (r *run) injectFaults(ctx context.Context) {
-	var faults []Fault
-	if r.cfg.NATSRestartAt >= 0 {
-		faults = append(faults, Fault{Name: "nats restart", At: r.cfg.NATSRestartAt, Run: func(ctx context.Context) (time.Duration, error) {
-			err := r.in.restartNATS(ctx, r.cfg.NATSDownFor)
-			if err == nil {
-				r.natsRestarts.Add(1)
-			}
-			return 0, err
-		}})
-	}
-	if r.cfg.S3OutageAt >= 0 {
-		faults = append(faults, Fault{Name: "s3 outage", At: r.cfg.S3OutageAt, Run: func(ctx context.Context) (time.Duration, error) {
-			err := r.in.outageS3(ctx, r.cfg.S3OutageFor)
-			if err == nil {
-				r.s3Outages.Add(1)
-			}
-			return 0, err
-		}})
-	}
-	faults = append(faults, r.cfg.Faults...)
-	slices.SortStableFunc(faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
-	for _, f := range faults {
-		if err := backoff.Sleep(ctx, time.Until(r.start.Add(f.At))); err != nil {
+	for _, f := range r.plan() {
+		if err := backoff.Sleep(ctx, time.Until(r.start.Add(f.at))); err != nil {
 			return
 		}
-		began := time.Now()
-		recovered, err := f.Run(ctx)
-		if err != nil {
-			r.faultError(fmt.Errorf("%s: %w", f.Name, err))
+		began := time.Since(r.start)
+		fmt.Fprintf(r.cfg.Progress, "chaos: t=%s fault %s\n", began.Round(time.Second), f.kind)
+		if err := f.run(ctx); err != nil {
+			r.faultError(fmt.Errorf("%s: %w", f.kind, err))
+			continue
 		}
 		r.mu.Lock()
-		r.faults = append(r.faults, FaultFigure{Name: f.Name, At: began.Sub(r.start), Took: time.Since(began), Recovered: recovered, Failed: err != nil})
+		r.faults[f.kind]++
+		r.mu.Unlock()
+		ended := time.Now()
+		took, ok := r.awaitRecovery(ctx, 3*time.Minute)
+		rec := Recovery{Fault: f.kind, At: began, Lasted: ended.Sub(r.start) - began, Took: took, Recovered: ok}
+		fmt.Fprintf(r.cfg.Progress, "chaos: t=%s %s\n", time.Since(r.start).Round(time.Second), rec)
+		r.mu.Lock()
+		r.recoveries = append(r.recoveries, rec)
 		r.mu.Unlock()
 	}
+}
+
+// awaitRecovery waits until the jobs stream, the events stream and the
+// state bucket each have a leader and every replica current, and one more
+// job has ended since the call (or every job has); it returns how long
+// that took, and false when it did not happen within limit.
+func (r *run) awaitRecovery(ctx context.Context, limit time.Duration) (time.Duration, bool) {
+	start, said := time.Now(), time.Now()
+	base := r.events.terminalJobs()
+	for {
+		progressed := r.events.terminalJobs() > base || r.events.terminalJobs() >= len(r.jobs)
+		why := r.streamsUnhealthy(ctx)
+		if progressed && why == "" {
+			return time.Since(start), true
+		}
+		if time.Since(said) >= 5*time.Second {
+			said = time.Now()
+			fmt.Fprintf(r.cfg.Progress, "chaos: t=%s not recovered yet: progressed=%t %s\n",
+				time.Since(r.start).Round(time.Second), progressed, why)
+		}
+		if time.Since(start) > limit || backoff.Sleep(ctx, 250*time.Millisecond) != nil {
+			return time.Since(start), false
+		}
+	}
+}
+
+// streamsUnhealthy says what keeps the jobs and events streams and the
+// state bucket from being whole: one does not answer, or on a cluster has
+// no leader or a replica that is not current. Empty when they are whole.
+func (r *run) streamsUnhealthy(ctx context.Context) string {
+	for _, name := range []string{contract.JobsStream, contract.EventsStream, "KV_" + contract.StateBucket} {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := r.js.Stream(ictx, name)
+		cancel()
+		if err != nil {
+			return fmt.Sprintf("%s: %v", name, err)
+		}
+		c := s.CachedInfo().Cluster
+		if r.in.replicas() == 1 {
+			continue
+		}
+		if c == nil || c.Leader == "" || len(c.Replicas) != r.in.replicas()-1 {
+			return fmt.Sprintf("%s: no leader or a replica missing: %+v", name, c)
+		}
+		for _, p := range c.Replicas {
+			if !p.Current || p.Offline {
+				return fmt.Sprintf("%s: replica %s current=%t offline=%t lag=%d active %s ago", name, p.Name, p.Current, p.Offline, p.Lag, p.Active.Round(time.Millisecond))
+			}
+		}
+	}
+	return ""
 }
 
 func (r *run) faultError(err error) {

@@ -46,7 +46,7 @@ func TestChaos(t *testing.T) {
 	if rep.Lost != 0 || rep.Stuck != 0 || rep.MultiTerminal != 0 || rep.BadArtifacts != 0 || rep.Unexplained != 0 || rep.Leaks != 0 {
 		t.Errorf("broken promises: %s", rep)
 	}
-	if rep.Kills == 0 || rep.Restarts == 0 || rep.NATSRestarts != 1 || rep.S3Outages != 1 {
+	if rep.Kills == 0 || rep.Restarts == 0 || rep.Faults[chaos.FaultNATSRestart] != 1 || rep.Faults[chaos.FaultS3Outage] != 1 {
 		t.Errorf("the faults did not all happen: %s", rep)
 	}
 	if rep.Succeeded+rep.Failed != rep.Jobs {

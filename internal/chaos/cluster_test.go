@@ -37,50 +37,64 @@ func targetName(stream string) string {
 // killLeader kills the leader of stream (the meta leader for ""), waits
 // for another node to lead, keeps the node down for down, restarts it on
 // its store directory and returns once every stream has every replica
-// caught up again. recovered is the time to the new leader.
-func killLeader(t *testing.T, c *testenv.Cluster, stream string, down time.Duration) chaos.Fault {
-	return chaos.Fault{Name: "kill " + targetName(stream) + " leader", Run: func(ctx context.Context) (time.Duration, error) {
-		leader := func() int { return c.MetaLeader() }
-		if stream != "" {
-			leader = func() int { return c.StreamLeader(stream) }
-		}
+// caught up again. It logs the time to the new leader.
+func killLeader(t *testing.T, c *testenv.Cluster, stream string, down time.Duration, round int) chaos.Fault {
+	name := faultName("kill", stream, round)
+	return chaos.Fault{Name: name, Run: func(ctx context.Context) error {
+		leader := leaderOf(c, stream)
 		old, err := awaitLeader(leader, -1)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		began := time.Now()
 		c.KillNode(old)
 		_, err = awaitLeader(leader, old)
-		recovered := time.Since(began)
+		t.Logf("figure: %s: new leader after %s", name, time.Since(began).Round(time.Millisecond))
 		time.Sleep(down)
 		c.RestartNode(t, old)
 		if err != nil {
-			return recovered, err
+			return err
 		}
-		return recovered, awaitCurrent(c)
+		return awaitCurrent(c)
 	}}
 }
 
 // stepDown asks the leader of stream (the meta leader for "") to step
-// down; recovered is the time to the new leader.
-func stepDown(c *testenv.Cluster, stream string) chaos.Fault {
-	return chaos.Fault{Name: "step down " + targetName(stream) + " leader", Run: func(ctx context.Context) (time.Duration, error) {
-		leader, step := c.MetaLeader, c.StepDownMeta
+// down and logs the time to the new leader.
+func stepDown(t *testing.T, c *testenv.Cluster, stream string, round int) chaos.Fault {
+	name := faultName("step down", stream, round)
+	return chaos.Fault{Name: name, Run: func(ctx context.Context) error {
+		leader, step := leaderOf(c, stream), c.StepDownMeta
 		if stream != "" {
-			leader = func() int { return c.StreamLeader(stream) }
 			step = func() (int, error) { return c.StepDownStream(stream) }
 		}
 		if _, err := awaitLeader(leader, -1); err != nil {
-			return 0, err
+			return err
 		}
 		began := time.Now()
 		old, err := step()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		_, err = awaitLeader(leader, old)
-		return time.Since(began), err
+		t.Logf("figure: %s: new leader after %s", name, time.Since(began).Round(time.Millisecond))
+		return err
 	}}
+}
+
+func faultName(what, stream string, round int) string {
+	name := what + " " + targetName(stream) + " leader"
+	if round > 0 {
+		name += fmt.Sprintf(" (round %d)", round+1)
+	}
+	return name
+}
+
+func leaderOf(c *testenv.Cluster, stream string) func() int {
+	if stream == "" {
+		return c.MetaLeader
+	}
+	return func() int { return c.StreamLeader(stream) }
 }
 
 // awaitLeader waits for leader to name a node other than not.
@@ -134,12 +148,12 @@ func TestClusterFaults(t *testing.T) {
 		jobs, rate, rounds, spacing, down, kills = 600, 5, 3, 5*time.Second, 3*time.Second, 10*time.Second
 	}
 	var faults []chaos.Fault
-	for range rounds {
+	for round := range rounds {
 		for _, s := range clusterTargets {
-			faults = append(faults, killLeader(t, c, s, down))
+			faults = append(faults, killLeader(t, c, s, down, round))
 		}
 		for _, s := range clusterTargets {
-			faults = append(faults, stepDown(c, s))
+			faults = append(faults, stepDown(t, c, s, round))
 		}
 	}
 	for i := range faults {
@@ -185,8 +199,8 @@ func TestClusterFaults(t *testing.T) {
 		logWorkerTails(t, filepath.Join(dir, "logs"))
 		logJobsState(t, c)
 	}
-	for _, f := range rep.Faults {
-		t.Logf("figure: %s", f)
+	for _, rec := range rep.Recoveries {
+		t.Logf("figure: %s", rec)
 	}
 	t.Logf("figure: %s", rep)
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/backoff"
@@ -35,16 +37,22 @@ const (
 
 // infra is the run's NATS server, S3 store and simulators, each on a fixed
 // loopback port so that NATS and S3 can be stopped and started again on the
-// same address and directory while the workers run.
+// same address and directory while the workers run. In a container run,
+// cl holds the NATS cluster and the S3 gateway instead, and the simulators
+// listen where the containers reach them.
 type infra struct {
 	dir string
+	cl  *cluster
 
-	externalNATS string // Config.NATSURL: no server of the run's own
-	natsPort     int
-	mu           sync.Mutex
-	nats         *natsembed.Server
-	s3Addr       string
-	s3           *s3dev.Server
+	natsPort int
+	// externalNATS is Config.NATSURL: the caller's NATS, no server of the
+	// run's own; externalReplicas its Config.Replicas.
+	externalNATS     string
+	externalReplicas int
+	mu               sync.Mutex
+	nats             *natsembed.Server
+	s3Addr           string
+	s3               *s3dev.Server
 
 	media   *apisim.Media
 	compute *apisim.Compute
@@ -87,23 +95,80 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 			in.close()
 		}
 	}()
-	// A free port may be taken by someone else before the server binds it:
-	// try a few.
-	if in.externalNATS = cfg.NATSURL; in.externalNATS == "" {
-		err = onFreePort(func(port int) error {
+	if cfg.Containers != nil {
+		if in.cl, err = startCluster(ctx, cfg); err != nil {
+			return nil, err
+		}
+		in.s3c = s3.New(s3.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String(fmt.Sprintf("http://127.0.0.1:%d", in.cl.s3Port)),
+			UsePathStyle: true,
+			Credentials:  credentials.NewStaticCredentialsProvider(s3AccessKeyID, s3Secret, ""),
+		})
+		if _, err := in.s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			return nil, fmt.Errorf("create bucket: %w", err)
+		}
+	} else if err := in.startLocal(ctx, cfg); err != nil {
+		return nil, err
+	}
+
+	// The containers reach the simulators through the Docker host, every
+	// worker process on loopback.
+	listen, host := "127.0.0.1:0", ""
+	if in.cl != nil {
+		listen, host = ":0", hostAlias
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("simulator listener: %w", err)
+	}
+	in.simURL = "http://" + ln.Addr().String()
+	if host != "" {
+		in.simURL = fmt.Sprintf("http://%s:%d", host, ln.Addr().(*net.TCPAddr).Port)
+	}
+	mediaCfg := apisim.MediaConfig{APIKey: mediaAPIKey, TaskDuration: 3 * time.Second}
+	computeCfg := apisim.ComputeConfig{
+		User: computeUser, Password: computePassword, OrgID: computeOrgID,
+		Root: filepath.Join(cfg.Dir, "compute"),
+	}
+	if in.cl != nil {
+		// Presigned inputs name the gateway as the containers reach it
+		// (s3:7070), which does not resolve here: the workers' preflight
+		// checks them, the simulator does not fetch them.
+		mediaCfg.ResultBaseURL, mediaCfg.SkipInputChecks = in.simURL, true
+		computeCfg.BaseURL = in.simURL
+	}
+	in.media = apisim.NewMedia(mediaCfg)
+	in.compute = apisim.NewCompute(computeCfg)
+	fault := apisim.Fault{Error5xxRate: cfg.Error5xxRate, Error429Rate: cfg.Error429Rate, RetryAfter: time.Second}
+	in.media.Faults().Set("*", fault)
+	in.compute.Faults().Set("*", fault)
+	in.sim = &http.Server{Handler: devstack.Handler(in.media, in.compute), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = in.sim.Serve(ln) }()
+	return in, nil
+}
+
+// startLocal starts the embedded NATS server and the S3 store.
+// With cfg.NATSURL the caller's NATS is used instead of a server.
+func (in *infra) startLocal(ctx context.Context, cfg Config) error {
+	in.externalNATS, in.externalReplicas = cfg.NATSURL, cmp.Or(cfg.Replicas, 1)
+	if in.externalNATS == "" {
+		// A free port may be taken by someone else before the server
+		// binds it: try a few.
+		err := onFreePort(func(port int) error {
 			in.natsPort = port
 			return in.startNATS()
 		})
 		if err != nil {
-			return nil, fmt.Errorf("start nats: %w", err)
+			return fmt.Errorf("start nats: %w", err)
 		}
 	}
-	err = onFreePort(func(port int) error {
+	err := onFreePort(func(port int) error {
 		in.s3Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		return in.startS3(ctx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start s3: %w", err)
+		return fmt.Errorf("start s3: %w", err)
 	}
 	in.s3c = s3.New(s3.Options{
 		Region:       s3dev.Region,
@@ -111,30 +176,65 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s3dev.AccessKeyID, s3dev.SecretAccessKey, ""),
 	})
-
-	in.media = apisim.NewMedia(apisim.MediaConfig{APIKey: mediaAPIKey, TaskDuration: 3 * time.Second})
-	in.compute = apisim.NewCompute(apisim.ComputeConfig{
-		User: computeUser, Password: computePassword, OrgID: computeOrgID,
-		Root: filepath.Join(cfg.Dir, "compute"),
-	})
-	fault := apisim.Fault{Error5xxRate: cfg.Error5xxRate, Error429Rate: cfg.Error429Rate, RetryAfter: time.Second}
-	in.media.Faults().Set("*", fault)
-	in.compute.Faults().Set("*", fault)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("simulator listener: %w", err)
-	}
-	in.simURL = "http://" + ln.Addr().String()
-	in.sim = &http.Server{Handler: devstack.Handler(in.media, in.compute), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = in.sim.Serve(ln) }()
-	return in, nil
+	return nil
 }
 
+// natsURL is where the harness connects, with natsOptions.
 func (in *infra) natsURL() string {
+	if in.cl != nil {
+		return in.cl.adminURL()
+	}
 	if in.externalNATS != "" {
 		return in.externalNATS
 	}
 	return fmt.Sprintf("nats://127.0.0.1:%d", in.natsPort)
+}
+
+func (in *infra) natsOptions() []nats.Option {
+	if in.cl != nil {
+		return in.cl.adminOptions()
+	}
+	return nil
+}
+
+// replicas is the replica count of the streams and buckets.
+func (in *infra) replicas() int {
+	if in.cl != nil {
+		return 3
+	}
+	if in.externalNATS != "" {
+		return in.externalReplicas
+	}
+	return 1
+}
+
+// workerNATSURL and workerS3Endpoint are NATS and S3 as the workers reach
+// them.
+func (in *infra) workerNATSURL() string {
+	if in.cl != nil {
+		return in.cl.workerNATSURL()
+	}
+	return in.natsURL()
+}
+
+func (in *infra) workerS3Endpoint() string {
+	if in.cl != nil {
+		return "http://s3:7070"
+	}
+	return "http://" + in.s3Addr
+}
+
+// secrets are the run's credentials besides the upstream ones: the NATS
+// users' passwords of a container run.
+func (in *infra) secrets() []string {
+	if in.cl == nil {
+		return nil
+	}
+	var out []string
+	for _, pw := range in.cl.passwords {
+		out = append(out, pw)
+	}
+	return out
 }
 
 func (in *infra) startNATS() error {
@@ -225,4 +325,7 @@ func (in *infra) close() {
 	}
 	_ = in.stopS3()
 	in.stopNATS()
+	if in.cl != nil {
+		in.cl.close()
+	}
 }

@@ -17,9 +17,13 @@ type Report struct {
 	// unless something is wrong.
 	Succeeded, Failed, Cancelled int
 	FailedBy                     map[string]int
-	// Kills, Restarts, NATSRestarts and S3Outages count what was done to
-	// the system.
-	Kills, Restarts, NATSRestarts, S3Outages int
+	// Kills and Restarts count the worker kills and restarts; Faults the
+	// other faults injected, by type (FaultNATSRestart, FaultNodeKill,
+	// ...).
+	Kills, Restarts int
+	Faults          map[string]int
+	// Recoveries has one entry per fault injected, in order.
+	Recoveries []Recovery
 	// Duplicates counts second submissions upstream that the state
 	// records explain: a worker was killed between the "submitting"
 	// checkpoint and the record of the task id.
@@ -37,8 +41,6 @@ type Report struct {
 	// Elapsed is the time from the first publish to the last terminal
 	// event (or the deadline).
 	Elapsed time.Duration
-	// Faults are the figures of every fault injected, in order.
-	Faults []FaultFigure
 	// Seed reproduces the job mix and the kill order.
 	Seed uint64
 	// Problems describes every broken promise, at most maxProblems of them
@@ -61,36 +63,48 @@ func (r *Report) OK() bool { return r.ProblemCount == 0 }
 
 // String is the run's figures on one line, the last line a run prints.
 func (r *Report) String() string {
-	var failed []string
-	for _, code := range slices.Sorted(maps.Keys(r.FailedBy)) {
-		failed = append(failed, fmt.Sprintf("%s:%d", code, r.FailedBy[code]))
+	var recovered []string
+	for _, rec := range r.Recoveries {
+		took := rec.Took.Round(100 * time.Millisecond).String()
+		if !rec.Recovered {
+			took = "never"
+		}
+		recovered = append(recovered, rec.Fault+":"+took)
 	}
-	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d nats_restarts=%d s3_outages=%d "+
+	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
 		"duplicates=%d unexplained=%d lost=%d stuck=%d multi_terminal=%d bad_artifacts=%d leaks=%d problems=%d elapsed=%s seed=%d",
-		r.Jobs, r.Succeeded, r.Failed, strings.Join(failed, ","), r.Kills, r.Restarts, r.NATSRestarts, r.S3Outages,
+		r.Jobs, r.Succeeded, r.Failed, formatCounts(r.FailedBy), r.Kills, r.Restarts, formatCounts(r.Faults),
+		strings.Join(recovered, ","),
 		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.MultiTerminal, r.BadArtifacts, r.Leaks, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
 }
 
-// FaultFigure is what one fault did and how the system came back.
-type FaultFigure struct {
-	Name string
-	// At is when the fault began, after the start; Took is how long it
-	// lasted (until the node, server or store was back).
-	At, Took time.Duration
-	// Recovered is when, after the fault began, the system served again
-	// as the fault measured it (0: not measured).
-	Recovered time.Duration
-	// NextTerminal is when, after the fault began, the first job finished
-	// after the fault ended (0: none did).
-	NextTerminal time.Duration
-	// Failed is set when the fault could not be injected.
-	Failed bool
+// formatCounts is "a:1,b:2", sorted by key.
+func formatCounts(m map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s:%d", k, m[k]))
+	}
+	return strings.Join(out, ",")
 }
 
-// String is the fault's figures on one line.
-func (f FaultFigure) String() string {
-	return fmt.Sprintf("fault %q at=%s took=%s recovered=%s next_terminal=%s failed=%t", f.Name,
-		f.At.Round(time.Millisecond), f.Took.Round(time.Millisecond), f.Recovered.Round(time.Millisecond),
-		f.NextTerminal.Round(time.Millisecond), f.Failed)
+// Recovery is how one fault went: when it began (since the run's start),
+// how long it lasted (a node down or paused, the network split), and how
+// long after its end the jobs stream, the events stream and the state
+// bucket had a leader and every replica current again and another job
+// had ended.
+type Recovery struct {
+	Fault      string
+	At, Lasted time.Duration
+	Took       time.Duration
+	Recovered  bool
+}
+
+func (r Recovery) String() string {
+	if !r.Recovered {
+		return fmt.Sprintf("%s at %s (lasted %s): not recovered within %s", r.Fault, r.At.Round(time.Second),
+			r.Lasted.Round(100*time.Millisecond), r.Took.Round(time.Second))
+	}
+	return fmt.Sprintf("%s at %s (lasted %s): recovered %s after", r.Fault, r.At.Round(time.Second),
+		r.Lasted.Round(100*time.Millisecond), r.Took.Round(100*time.Millisecond))
 }

@@ -18,11 +18,26 @@ type fleet struct {
 	env    []string
 	logDir string
 
-	mu       sync.Mutex
-	procs    []*workerProc
-	started  int
-	kills    int
-	restarts int
+	tally
+
+	mu      sync.Mutex
+	procs   []*workerProc
+	started int
+}
+
+// tally counts a fleet's kills and restarts.
+type tally struct {
+	mu              sync.Mutex
+	kills, restarts int
+}
+
+func (t *tally) killed()    { t.mu.Lock(); t.kills++; t.mu.Unlock() }
+func (t *tally) restarted() { t.mu.Lock(); t.restarts++; t.mu.Unlock() }
+
+func (t *tally) counts() (kills, restarts int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kills, t.restarts
 }
 
 // workerProc is one running worker process.
@@ -32,9 +47,21 @@ type workerProc struct {
 	done chan struct{} // closed once the process has exited and been reaped
 }
 
-// workerEnv is the environment of every worker: the caller's minus any
-// SLUICE_ or AWS_ setting, plus the run's. Short ack wait and heartbeats
-// make a killed worker's jobs come back within seconds.
+// workerFleet is the run's workers: processes (fleet) or containers
+// (containerFleet), one per slot.
+type workerFleet interface {
+	// start starts slot i's worker.
+	start(i int) error
+	// restart kills slot i's worker with SIGKILL and starts it again.
+	restart(i int) error
+	// stop stops every worker, SIGKILL after grace, and leaves each one's
+	// log in the log directory as worker-<i>.log.
+	stop(grace time.Duration)
+	counts() (kills, restarts int)
+}
+
+// workerEnv is the environment of every worker process: the caller's
+// minus any SLUICE_ or AWS_ setting, plus the run's.
 func workerEnv(in *infra, cfg Config) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -42,23 +69,34 @@ func workerEnv(in *infra, cfg Config) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env,
-		"SLUICE_NATS_URL="+in.natsURL(), fmt.Sprintf("SLUICE_NATS_REPLICAS=%d", cfg.Replicas),
-		"SLUICE_S3_ENDPOINT=http://"+in.s3Addr, "SLUICE_S3_BUCKET="+bucket, "SLUICE_S3_PATH_STYLE=true",
-		"AWS_ACCESS_KEY_ID="+s3AccessKeyID, "AWS_SECRET_ACCESS_KEY="+s3Secret, "AWS_REGION=us-east-1",
+	return append(env, runEnv(in, cfg)...)
+}
+
+// runEnv is the run's settings of every worker. Short ack wait and
+// heartbeats make a killed worker's jobs come back within seconds.
+func runEnv(in *infra, cfg Config) []string {
+	env := []string{
+		"SLUICE_NATS_URL=" + in.workerNATSURL(),
+		"SLUICE_S3_ENDPOINT=" + in.workerS3Endpoint(), "SLUICE_S3_BUCKET=" + bucket, "SLUICE_S3_PATH_STYLE=true",
+		"AWS_ACCESS_KEY_ID=" + s3AccessKeyID, "AWS_SECRET_ACCESS_KEY=" + s3Secret, "AWS_REGION=us-east-1",
 		"AWS_EC2_METADATA_DISABLED=true",
-		"SLUICE_MEDIA_BASE_URL="+in.simURL, "SLUICE_MEDIA_API_KEY="+mediaAPIKey,
-		"SLUICE_COMPUTE_BASE_URL="+in.simURL, "SLUICE_COMPUTE_USER="+computeUser,
-		"SLUICE_COMPUTE_PASSWORD="+computePassword, "SLUICE_COMPUTE_ORGID="+computeOrgID,
+		"SLUICE_MEDIA_BASE_URL=" + in.simURL, "SLUICE_MEDIA_API_KEY=" + mediaAPIKey,
+		"SLUICE_COMPUTE_BASE_URL=" + in.simURL, "SLUICE_COMPUTE_USER=" + computeUser,
+		"SLUICE_COMPUTE_PASSWORD=" + computePassword, "SLUICE_COMPUTE_ORGID=" + computeOrgID,
 		"SLUICE_POLL_INTERVAL=1s", "SLUICE_POLL_FIRST=200ms", "SLUICE_COMPUTE_POLL_INTERVAL=500ms",
-		"SLUICE_ALLOW_PRIVATE_URLS=true", "SLUICE_HTTP_ADDR=127.0.0.1:0",
+		"SLUICE_ALLOW_PRIVATE_URLS=true",
 		"SLUICE_LOG_LEVEL=info", "SLUICE_LOG_FORMAT=json",
 		"SLUICE_MAX_INFLIGHT=64",
-		"SLUICE_ACK_WAIT="+cfg.AckWait.String(),
+		"SLUICE_ACK_WAIT=" + cfg.AckWait.String(),
 		fmt.Sprintf("SLUICE_MAX_DELIVER=%d", cfg.MaxDeliver),
 		"SLUICE_SHUTDOWN_TIMEOUT=10s",
 		"SLUICE_TASK_TIMEOUT=10m", "SLUICE_COMPUTE_TIMEOUT=10m",
-	)
+	}
+	if in.cl == nil {
+		return append(env, "SLUICE_HTTP_ADDR=127.0.0.1:0", fmt.Sprintf("SLUICE_NATS_REPLICAS=%d", in.replicas()))
+	}
+	// The containers' CA file is mounted there by containerFleet.start.
+	return append(env, "SLUICE_NATS_REPLICAS=3", "SLUICE_NATS_TLS_CA=/etc/sluice/ca.pem")
 }
 
 func newFleet(bin string, env []string, logDir string, n int) *fleet {
@@ -105,9 +143,7 @@ func (f *fleet) kill(i int) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
-	f.mu.Lock()
-	f.kills++
-	f.mu.Unlock()
+	f.killed()
 }
 
 // restart kills slot i's worker and starts a new one in its place.
@@ -116,9 +152,7 @@ func (f *fleet) restart(i int) error {
 	if err := f.start(i); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.restarts++
-	f.mu.Unlock()
+	f.restarted()
 	return nil
 }
 
@@ -146,10 +180,4 @@ func (f *fleet) stop(grace time.Duration) {
 			<-p.done
 		}
 	}
-}
-
-func (f *fleet) counts() (kills, restarts int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.kills, f.restarts
 }

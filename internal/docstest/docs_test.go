@@ -85,7 +85,7 @@ func readVariables(t *testing.T) map[string]string {
 			for _, name := range getenvNames(t, path) {
 				read[name] = rel
 			}
-		case strings.HasSuffix(path, ".sh") || rel == "Makefile" || rel == "docker-compose.yml" || rel == filepath.Join(".ci", "run"):
+		case strings.HasSuffix(path, ".sh") || rel == "Makefile" || rel == "docker-compose.yml" || rel == "docker-compose.cluster.yml" || rel == filepath.Join(".ci", "run"):
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err

@@ -93,11 +93,12 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 type probeResult struct {
 	info    mediaprobe.Info
 	fetched int64
-	err     error // a *failure, errStopping, or nil
+	err     error // a *failure, a *retry, errStopping, or nil
 }
 
 // probeInput probes one input, retrying a fetch that failed for a reason
-// that may pass.
+// that may pass: an https input that still fails after probeAttempts is
+// unreachable, an s3:// input (sluice's own store) asks for a redelivery.
 func (r *Runner) probeInput(ctx context.Context, in jobspec.MediaInput) probeResult {
 	var res probeResult
 	for attempt := 0; ; attempt++ {
@@ -116,7 +117,16 @@ func (r *Runner) probeInput(ctx context.Context, in jobspec.MediaInput) probeRes
 		case ctx.Err() != nil:
 			res.err = errStopping
 			return res
-		case !artifacts.IsTemporary(err) || attempt+1 >= probeAttempts:
+		case !artifacts.IsTemporary(err):
+			res.err = unreachable(in, err, attempt+1)
+			return res
+		case attempt+1 >= probeAttempts && strings.HasPrefix(in.URL, "s3://"):
+			// sluice's own store is away (an outage, a restart): like an
+			// artifact copy or a compute input, the job waits for it,
+			// redelivered with backoff, rather than failing.
+			res.err = transient(fmt.Errorf("%s: %w", in.Field, err))
+			return res
+		case attempt+1 >= probeAttempts:
 			res.err = unreachable(in, err, attempt+1)
 			return res
 		}

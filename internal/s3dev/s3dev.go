@@ -292,15 +292,52 @@ func (b *backend) ListBucket(bucket string, prefix *gofakes3.Prefix, page gofake
 	return b.MultiBucketBackend.ListBucket(bucket, prefix, page)
 }
 
-// PutObject stores an object with its filtered metadata.
+// PutObject stores an object with its filtered metadata. The body is
+// received whole into a file of its own first: the file-system backend
+// truncates the object before it reads the body, so a request cut off
+// half-way (a client gone, the store closed under it) would otherwise
+// leave a short object behind the previous object's metadata, as a real
+// S3 store never does.
 func (b *backend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, cond *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
 	// The file-system backend reads the object being replaced first.
 	if err := b.adopt(bucket, key); err != nil {
 		return gofakes3.PutObjectResult{}, err
 	}
+	body, err := b.receive(input, size)
+	if err != nil {
+		return gofakes3.PutObjectResult{}, err
+	}
+	defer func() { _ = body.Close(); _ = os.Remove(body.Name()) }()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.MultiBucketBackend.PutObject(bucket, key, keptMetadata(meta), input, size, cond)
+	return b.MultiBucketBackend.PutObject(bucket, key, keptMetadata(meta), body, size, cond)
+}
+
+// receive copies a request body into a temporary file outside every
+// bucket and returns it rewound; a body shorter than size (when size is
+// known) is an incomplete request.
+func (b *backend) receive(input io.Reader, size int64) (*os.File, error) {
+	dir := filepath.Join(b.dir, "incoming")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(dir, "put-*")
+	if err != nil {
+		return nil, err
+	}
+	n, err := io.Copy(f, input)
+	if err == nil && size >= 0 && n != size {
+		err = gofakes3.ErrorMessagef(gofakes3.ErrIncompleteBody, "received %d of %d bytes", n, size)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 // DeleteObject removes an object.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -217,3 +218,45 @@ func TestAWSCLI(t *testing.T) {
 }
 
 func md5hex(s string) string { return fmt.Sprintf("%x", md5.Sum([]byte(s))) }
+
+// TestCutPutKeepsThePreviousObject sends a PUT whose body ends before the
+// length it announced: the object written before must stay whole, as on
+// a real S3 store (the file-system backend truncates before it reads).
+func TestCutPutKeepsThePreviousObject(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const key = "cut/result.mp4"
+	old := bytes.Repeat([]byte("complete "), 1000)
+	if _, err := b.client.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(old),
+		Metadata: map[string]string{"sha256": "old"},
+	}); err != nil {
+		t.Fatalf("PutObject: %v", err)
+	}
+	u, err := url.Parse(b.srv.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "PUT /%s/%s HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\nX-Amz-Meta-Sha256: new\r\n\r\nshort body", bucket, key, u.Host)
+	_ = c.(*net.TCPConn).CloseWrite()
+	answer, _ := io.ReadAll(c)
+	_ = c.Close()
+	if bytes.HasPrefix(answer, []byte("HTTP/1.1 2")) {
+		t.Errorf("a body shorter than its Content-Length was accepted: %.60q", answer)
+	}
+	// Close waits for the request being handled, so the PUT is over.
+	if err := b.srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	got, err := os.ReadFile(b.srv.ObjectPath(bucket, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, old) {
+		t.Fatalf("after a cut PUT the object holds %d bytes %.20q, want the previous %d bytes", len(got), got, len(old))
+	}
+}

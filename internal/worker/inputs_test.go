@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
 // failingS3 puts a proxy in front of the bundle's S3 store that answers
@@ -91,5 +92,37 @@ func TestComputeMissingInputFails(t *testing.T) {
 	}
 	if len(b.deadLetters(t)) != 1 {
 		t.Errorf("dead letters = %d, want 1", len(b.deadLetters(t)))
+	}
+}
+
+// An S3 outage while a video job's s3:// input is probed delays the job
+// (redelivered, nothing submitted) instead of failing it input_unreachable:
+// the store is sluice's own, like the one its artifacts go to.
+func TestVideoInputS3OutageIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	frame := b.putInput(t, "inputs/outage.png", testmedia.Fixture(t, "image-384x256.png"))
+	endpoint, down := failingS3(t, b, "/inputs/")
+	down.Store(true)
+	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint })
+	const id = "pf-s3-down"
+	b.publish(t, "video", id, mediaJob(id, [2]string{"first_frame", frame}))
+
+	rec := b.awaitRecord(t, id, 60*time.Second, func(r *state.Record) bool {
+		return r.Attempts >= 2 || r.Status.Terminal()
+	})
+	if rec.Status.Terminal() {
+		t.Fatalf("an S3 outage on an input ended the job: %s %+v", rec.Status, rec.Error)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 0 {
+		t.Fatalf("submitted %d times while an input could not be read", n)
+	}
+	down.Store(false)
+	ev := b.await(t, id, 90*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("after S3 came back: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 1 {
+		t.Errorf("paid submits = %d, want 1", n)
 	}
 }

@@ -22,20 +22,24 @@ import (
 // worker as worker runs to success, and the producer is refused forging
 // an event, reading or purging the dead letters and deleting a stream.
 func TestLeastPrivilegeUsers(t *testing.T) {
-	const producerPW, workerPW = "producer-pw-4d1", "worker-pw-9e2"
+	const producerPW, workerPW, adminPW = "producer-pw-4d1", "worker-pw-9e2", "admin-pw-0c7"
 	t.Setenv("PRODUCER_PASSWORD", producerPW)
 	t.Setenv("WORKER_PASSWORD", workerPW)
+	t.Setenv("ADMIN_PASSWORD", adminPW)
 	conf, err := server.ProcessConfigFile("../../config/nats/users.conf")
 	if err != nil {
 		t.Fatalf("config/nats/users.conf: %v", err)
 	}
-	if len(conf.Users) != 2 {
-		t.Fatalf("config/nats/users.conf has %d users, want producer and worker", len(conf.Users))
+	var names []string
+	for _, u := range conf.Users {
+		names = append(names, u.Username)
 	}
-	// The test's own connection (events, records, dead letters) is an
-	// administrator without limits.
-	users := append(conf.Users, &server.User{Username: "admin", Password: "admin-pw"})
-	b := setup(t, setupOpts{nats: testenv.NATSOptions{Users: users, User: "admin", Password: "admin-pw"}})
+	if strings.Join(names, ",") != "producer,worker,admin" {
+		t.Fatalf("config/nats/users.conf has users %v, want producer, worker and admin", names)
+	}
+	// The test's own connection (events, records, dead letters) is the
+	// file's administrator, who has no limits.
+	b := setup(t, setupOpts{nats: testenv.NATSOptions{Users: conf.Users, User: "admin", Password: adminPW}})
 	hostPort := strings.TrimPrefix(b.nats.URL, "nats://")
 	workerURL := fmt.Sprintf("nats://worker:%s@%s", workerPW, hostPort)
 	producerURL := fmt.Sprintf("nats://producer:%s@%s", producerPW, hostPort)
