@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition cluster-faults clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -62,6 +62,11 @@ chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluste
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \
 	SLUICE_PARTITION_LONG=1 $(GO) test -race -count=1 -timeout 15m -run 'TestPartition' -v ./internal/worker/ >$$out 2>&1 || status=$$?; \
+	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
+
+cluster-faults: ## the in-process cluster fault suite's long variant: 600 jobs, three rounds of leader kills, restarts and step-downs, worker kills; prints the figures (3-6 min)
+	@out=$$(mktemp); status=0; \
+	SLUICE_CLUSTER_LONG=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterFaults' -v ./internal/chaos/ >$$out 2>&1 || status=$$?; \
 	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
 
 clean: ## remove ./bin and ./data (the dev worker's default SLUICE_DATA_DIR); make demo removes its own files

@@ -46,6 +46,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,28 @@ type Config struct {
 	// Containers, when set, runs the scenario on containers (WorkerBin
 	// is then not used).
 	Containers *Containers
+	// NATSURL, when set, is the NATS the run uses (comma-separated URLs of
+	// a cluster's nodes, say) instead of a server of its own; the caller
+	// runs it and breaks it with Faults. The S3 store is still the run's.
+	NATSURL string
+	// Replicas is the replica count of the streams and buckets on the
+	// caller's NATS (the workers' SLUICE_NATS_REPLICAS). Defaults to 1.
+	Replicas int
+	// Faults are the caller's own faults, injected with NATSURL instead of
+	// the NATS restart, in order of At, each with its recovery measured.
+	// Names must differ.
+	Faults []Fault
+}
+
+// Fault is a fault the caller injects during a run.
+type Fault struct {
+	// Name names the fault in the report (e.g. "kill KV leader").
+	Name string
+	// At is when, after the start, the fault begins.
+	At time.Duration
+	// Run injects the fault and returns once the system is whole again (a
+	// killed node restarted, say).
+	Run func(ctx context.Context) error
 }
 
 func (c Config) withDefaults() Config {
@@ -368,6 +391,9 @@ func (r *run) publish(ctx context.Context) {
 
 // kill restarts a worker chosen at random every KillEvery.
 func (r *run) kill(ctx context.Context) {
+	if r.cfg.KillEvery < 0 {
+		return
+	}
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, r.cfg.Seed^0xdead))
 	t := time.NewTicker(r.cfg.KillEvery)
 	defer t.Stop()
@@ -394,13 +420,17 @@ type fault struct {
 // plan returns the run's faults in the order they are injected.
 func (r *run) plan() []fault {
 	if r.in.cl == nil {
-		faults := []fault{
-			{FaultNATSRestart, r.cfg.NATSRestartAt, func(ctx context.Context) error { return r.in.restartNATS(ctx, r.cfg.NATSDownFor) }},
-			{FaultS3Outage, r.cfg.S3OutageAt, func(ctx context.Context) error { return r.in.outageS3(ctx, r.cfg.S3OutageFor) }},
+		var faults []fault
+		if r.in.externalNATS == "" {
+			faults = append(faults, fault{FaultNATSRestart, r.cfg.NATSRestartAt, func(ctx context.Context) error { return r.in.restartNATS(ctx, r.cfg.NATSDownFor) }})
 		}
-		if faults[1].at < faults[0].at {
-			faults[0], faults[1] = faults[1], faults[0]
+		if r.cfg.S3OutageAt >= 0 {
+			faults = append(faults, fault{FaultS3Outage, r.cfg.S3OutageAt, func(ctx context.Context) error { return r.in.outageS3(ctx, r.cfg.S3OutageFor) }})
 		}
+		for _, f := range r.cfg.Faults {
+			faults = append(faults, fault{f.Name, f.At, f.Run})
+		}
+		slices.SortStableFunc(faults, func(a, b fault) int { return cmp.Compare(a.at, b.at) })
 		return faults
 	}
 	// Each on the leader of what it hurts most, spread over the publishing

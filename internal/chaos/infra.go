@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,14 @@ type infra struct {
 	cl  *cluster
 
 	natsPort int
-	mu       sync.Mutex
-	nats     *natsembed.Server
-	s3Addr   string
-	s3       *s3dev.Server
+	// externalNATS is Config.NATSURL: the caller's NATS, no server of the
+	// run's own; externalReplicas its Config.Replicas.
+	externalNATS     string
+	externalReplicas int
+	mu               sync.Mutex
+	nats             *natsembed.Server
+	s3Addr           string
+	s3               *s3dev.Server
 
 	media   *apisim.Media
 	compute *apisim.Compute
@@ -103,7 +108,7 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 		if _, err := in.s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 			return nil, fmt.Errorf("create bucket: %w", err)
 		}
-	} else if err := in.startLocal(ctx); err != nil {
+	} else if err := in.startLocal(ctx, cfg); err != nil {
 		return nil, err
 	}
 
@@ -144,17 +149,21 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 }
 
 // startLocal starts the embedded NATS server and the S3 store.
-func (in *infra) startLocal(ctx context.Context) error {
-	// A free port may be taken by someone else before the server binds it:
-	// try a few.
-	err := onFreePort(func(port int) error {
-		in.natsPort = port
-		return in.startNATS()
-	})
-	if err != nil {
-		return fmt.Errorf("start nats: %w", err)
+// With cfg.NATSURL the caller's NATS is used instead of a server.
+func (in *infra) startLocal(ctx context.Context, cfg Config) error {
+	in.externalNATS, in.externalReplicas = cfg.NATSURL, cmp.Or(cfg.Replicas, 1)
+	if in.externalNATS == "" {
+		// A free port may be taken by someone else before the server
+		// binds it: try a few.
+		err := onFreePort(func(port int) error {
+			in.natsPort = port
+			return in.startNATS()
+		})
+		if err != nil {
+			return fmt.Errorf("start nats: %w", err)
+		}
 	}
-	err = onFreePort(func(port int) error {
+	err := onFreePort(func(port int) error {
 		in.s3Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		return in.startS3(ctx)
 	})
@@ -175,6 +184,9 @@ func (in *infra) natsURL() string {
 	if in.cl != nil {
 		return in.cl.adminURL()
 	}
+	if in.externalNATS != "" {
+		return in.externalNATS
+	}
 	return fmt.Sprintf("nats://127.0.0.1:%d", in.natsPort)
 }
 
@@ -189,6 +201,9 @@ func (in *infra) natsOptions() []nats.Option {
 func (in *infra) replicas() int {
 	if in.cl != nil {
 		return 3
+	}
+	if in.externalNATS != "" {
+		return in.externalReplicas
 	}
 	return 1
 }

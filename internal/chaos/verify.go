@@ -16,12 +16,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/runner"
@@ -59,14 +62,9 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 		return nil, err
 	}
 	r.resubmits = countResubmits(logs)
-	kv, err := r.js.KeyValue(ctx, contract.StateBucket)
-	if err != nil {
-		return nil, fmt.Errorf("state bucket: %w", err)
-	}
-	st := state.NewStore(kv, "", nil)
 	var stateRaw bytes.Buffer
 	for _, j := range r.jobs {
-		rec := r.checkJob(ctx, rep, st, j)
+		rec := r.checkJob(ctx, rep, j)
 		if rec != nil {
 			b, _ := json.Marshal(rec)
 			stateRaw.Write(b)
@@ -90,8 +88,8 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 
 // checkJob checks one job's events, outcome, artifacts and submissions,
 // and returns its state record (nil when there is none).
-func (r *run) checkJob(ctx context.Context, rep *Report, st *state.Store, j plannedJob) *state.Record {
-	rec, _, err := st.Get(ctx, j.ID)
+func (r *run) checkJob(ctx context.Context, rep *Report, j plannedJob) *state.Record {
+	rec, err := r.record(ctx, j.ID)
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		rep.problem("%s: read state: %v", j.ID, err)
 	}
@@ -347,4 +345,49 @@ func (r *run) deadLetterHeaders(ctx context.Context) []byte {
 		fmt.Fprintf(&out, "%v\n", m.Header)
 	}
 	return out.Bytes()
+}
+
+// record reads the state record of jobID from the leader of the bucket's
+// stream. The bucket's own reads (direct gets) may be answered by a
+// replica that is still catching up, which is fine for a worker (every
+// decision it takes is a compare-and-set) but not for a verdict.
+func (r *run) record(ctx context.Context, jobID string) (*state.Record, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + contract.StateBucket + "." + jobID})
+	var err error
+	for range 5 {
+		var m *nats.Msg
+		m, err = r.js.Conn().Request("$JS.API.STREAM.MSG.GET.KV_"+contract.StateBucket, req, 5*time.Second)
+		if err != nil {
+			_ = backoff.Sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		var resp struct {
+			Message *struct {
+				Data []byte `json:"data"`
+			} `json:"message"`
+			Error *struct {
+				Code        int    `json:"code"`
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		if err = json.Unmarshal(m.Data, &resp); err != nil {
+			return nil, fmt.Errorf("state of %s: %w", jobID, err)
+		}
+		switch {
+		case resp.Error != nil && resp.Error.Code == 404:
+			return nil, state.ErrNotFound
+		case resp.Error != nil:
+			err = fmt.Errorf("state of %s: %s", jobID, resp.Error.Description)
+			_ = backoff.Sleep(ctx, 500*time.Millisecond)
+			continue
+		case resp.Message == nil || len(resp.Message.Data) == 0:
+			return nil, state.ErrNotFound // deleted or purged
+		}
+		var rec state.Record
+		if err := json.Unmarshal(resp.Message.Data, &rec); err != nil {
+			return nil, fmt.Errorf("decode state of %s: %w", jobID, err)
+		}
+		return &rec, nil
+	}
+	return nil, err
 }

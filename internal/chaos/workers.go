@@ -93,7 +93,7 @@ func runEnv(in *infra, cfg Config) []string {
 		"SLUICE_TASK_TIMEOUT=10m", "SLUICE_COMPUTE_TIMEOUT=10m",
 	}
 	if in.cl == nil {
-		return append(env, "SLUICE_HTTP_ADDR=127.0.0.1:0")
+		return append(env, "SLUICE_HTTP_ADDR=127.0.0.1:0", fmt.Sprintf("SLUICE_NATS_REPLICAS=%d", in.replicas()))
 	}
 	// The containers' CA file is mounted there by containerFleet.start.
 	return append(env, "SLUICE_NATS_REPLICAS=3", "SLUICE_NATS_TLS_CA=/etc/sluice/ca.pem")

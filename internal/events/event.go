@@ -4,6 +4,7 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -90,8 +93,9 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 
 // Publisher publishes events to SLUICE_EVENTS.
 type Publisher struct {
-	js     jetstream.JetStream
-	worker string
+	js         jetstream.JetStream
+	worker     string
+	ackTimeout time.Duration
 }
 
 // NewPublisher returns a Publisher on js.
@@ -135,11 +139,44 @@ func (p *Publisher) PublishAsync(ev Event) error {
 // with Nats-Msg-Id = id and waits for the stream's ack. A second publish of
 // the same id inside the duplicate window is acknowledged and dropped by
 // the server.
+//
+// A publish whose ack does not come (lost with a connection or a stream
+// leader) may have been stored: it is sent again, with the same id, for up
+// to RepublishFor, each try waiting AckTimeout; the stream stores it once
+// and acknowledges the repeat as a duplicate.
 func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
-	if _, err := p.js.PublishMsg(ctx, p.newMsg(kind, status, id, body)); err != nil {
-		return fmt.Errorf("publish event %s: %w", id, err)
+	msg := p.newMsg(kind, status, id, body)
+	spacing := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	var first time.Time
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, cmp.Or(p.ackTimeout, AckTimeout))
+		_, err := p.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if attempt == 0 {
+			first = time.Now()
+		}
+		if !natsconn.Ambiguous(ctx, err) || time.Since(first) >= RepublishFor || backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
+			return fmt.Errorf("publish event %s: %w", id, err)
+		}
 	}
-	return nil
+}
+
+// AckTimeout is how long PublishRaw waits for the stream's ack to one try
+// (the JetStream client's default), RepublishFor how long it goes on
+// sending an event whose ack was lost.
+const (
+	AckTimeout   = 5 * time.Second
+	RepublishFor = 30 * time.Second
+)
+
+// WithAckTimeout returns a Publisher whose tries wait d for their ack.
+func (p *Publisher) WithAckTimeout(d time.Duration) *Publisher {
+	c := *p
+	c.ackTimeout = d
+	return &c
 }
 
 // newMsg is the message of an encoded event.

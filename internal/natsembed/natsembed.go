@@ -55,7 +55,16 @@ type Cluster struct {
 	// NoClientAdvertise keeps the cluster's client URLs from clients: a
 	// client then knows only the servers it was given.
 	NoClientAdvertise bool
+	// SystemUser and SystemPassword, when set, add a user of the system
+	// account (SYS), which may send the cluster's system requests (a meta
+	// leader step-down); every other client then connects without
+	// credentials as before, into the global account. Defaults to none.
+	SystemUser, SystemPassword string
 }
+
+// anonymousUser is the user of a client without credentials on a cluster
+// node with a system user (Cluster.SystemUser).
+const anonymousUser = "sluice-anonymous"
 
 // Server is a running embedded NATS server.
 type Server struct {
@@ -95,6 +104,18 @@ func Start(cfg Config) (*Server, error) {
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
+		if c.SystemUser != "" {
+			if len(opts.Users) > 0 {
+				return nil, fmt.Errorf("natsembed: Cluster.SystemUser cannot be combined with Users")
+			}
+			sys := server.NewAccount("SYS")
+			opts.Accounts, opts.SystemAccount = []*server.Account{sys}, sys.Name
+			opts.Users = []*server.User{
+				{Username: c.SystemUser, Password: c.SystemPassword, Account: sys},
+				{Username: anonymousUser},
+			}
+			opts.NoAuthUser = anonymousUser
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -127,4 +148,26 @@ func (s *Server) Name() string { return s.srv.Name() }
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
+}
+
+// IsMetaLeader reports whether the server is the JetStream meta leader of
+// its cluster.
+func (s *Server) IsMetaLeader() bool { return s.srv.JetStreamIsLeader() }
+
+// IsStreamLeader reports whether the server leads stream (of the global
+// account, where every sluice client is).
+func (s *Server) IsStreamLeader(stream string) bool {
+	return s.srv.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream)
+}
+
+// IsStreamCurrent reports whether the server's replica of stream is
+// caught up with its leader.
+func (s *Server) IsStreamCurrent(stream string) bool {
+	return s.srv.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream)
+}
+
+// StepDownStream asks the server, the leader of stream, to hand the
+// leadership to another replica.
+func (s *Server) StepDownStream(stream string) error {
+	return s.srv.JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, stream)
 }

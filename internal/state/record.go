@@ -62,6 +62,11 @@ type Record struct {
 	DeadLetter bool `json:"dead_letter,omitempty"`
 	// Worker names the worker that last wrote the record.
 	Worker string `json:"worker,omitempty"`
+	// WriteID names the write that stored this version of the record. A
+	// writer whose compare-and-set went unanswered (a connection or a
+	// stream leader lost on the way) reads the record again and knows
+	// its own write by it, instead of writing the change a second time.
+	WriteID string `json:"write_id,omitempty"`
 	// TerminalEvent is the exact terminal event published, kept so that a
 	// redelivered finished job republishes the same bytes.
 	TerminalEvent json.RawMessage `json:"terminal_event,omitempty"`

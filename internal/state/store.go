@@ -2,12 +2,20 @@ package state
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // ErrNotFound is returned by Get for a job without a record.
@@ -22,10 +30,24 @@ var ErrConflict = errors.New("state: record changed concurrently too often")
 
 // Store reads and writes records in the SLUICE_STATE bucket.
 type Store struct {
-	kv     jetstream.KeyValue
-	worker string
-	now    func() time.Time
+	kv      jetstream.KeyValue
+	worker  string
+	now     func() time.Time
+	timeout time.Duration
+	// writeIDs names each write: a prefix of the Store's own and a count.
+	writePrefix string
+	writes      atomic.Uint64
 }
+
+// DefaultTimeout is how long one read or write of a Store waits for its
+// answer unless SetTimeout says otherwise (the JetStream client's own
+// default).
+const DefaultTimeout = 5 * time.Second
+
+// ambiguousFor bounds how long Update goes on after a write whose answer
+// was lost, waiting for the bucket to answer again (a new stream leader
+// is elected within seconds) to learn whether the write was stored.
+const ambiguousFor = 30 * time.Second
 
 // NewStore returns a Store over kv. worker names the writer in every record
 // it writes; now defaults to time.Now.
@@ -33,12 +55,28 @@ func NewStore(kv jetstream.KeyValue, worker string, now func() time.Time) *Store
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{kv: kv, worker: worker, now: now}
+	var p [6]byte
+	_, _ = rand.Read(p[:]) // never fails (crypto/rand)
+	return &Store{kv: kv, worker: worker, now: now, timeout: DefaultTimeout, writePrefix: hex.EncodeToString(p[:])}
+}
+
+// SetTimeout sets how long one read or write waits for its answer.
+func (s *Store) SetTimeout(d time.Duration) { s.timeout = d }
+
+func (s *Store) nextWriteID() string {
+	return s.writePrefix + "-" + strconv.FormatUint(s.writes.Add(1), 10)
+}
+
+// op is ctx bounded by the Store's timeout, for one read or write.
+func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 // Get returns the record of jobID and its revision, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) {
-	e, err := s.kv.Get(ctx, jobID)
+	octx, cancel := s.op(ctx)
+	defer cancel()
+	e, err := s.kv.Get(octx, jobID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, ErrNotFound
 	}
@@ -87,8 +125,17 @@ func (s *Store) UpdateNew(ctx context.Context, jobID string, fn func(*Record) er
 // update is Update, trying first to write fn applied to a copy of guess
 // (when not nil) with compare-and-set against guess's revision (0: the
 // record must not exist).
+//
+// A write whose answer is lost (a timeout, a stream leader change) may or
+// may not have been stored. update then reads the record again, for up to
+// ambiguousFor while the bucket does not answer: a record that carries
+// the WriteID of one of its own writes is that write, stored, and is
+// returned as written; fn is not applied a second time.
 func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func(*Record) error) (*Record, error) {
-	for range 16 {
+	var mine []string // this call's writes whose outcome is unknown
+	var unsure time.Time
+	spacing := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	for conflicts := 0; conflicts < 16; {
 		var cur *Record
 		var rev uint64
 		var err error
@@ -97,10 +144,18 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 			cur, rev, guess = guess.clone(), guess.revision, nil
 		} else {
 			cur, rev, err = s.Get(ctx, jobID)
-			if errors.Is(err, ErrNotFound) {
+			switch {
+			case errors.Is(err, ErrNotFound):
 				cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
-			} else if err != nil {
+			case err != nil && len(mine) > 0 && natsconn.Ambiguous(ctx, err) && time.Since(unsure) < ambiguousFor:
+				if backoff.Sleep(ctx, spacing.Ceiling(len(mine))) != nil {
+					return nil, err
+				}
+				continue
+			case err != nil:
 				return nil, err
+			case slices.Contains(mine, cur.WriteID):
+				return cur, nil // our own write, stored after all
 			}
 		}
 		if err := fn(cur); err != nil {
@@ -118,23 +173,35 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 		if s.worker != "" {
 			cur.Worker = s.worker
 		}
+		cur.WriteID = s.nextWriteID()
 		b, err := json.Marshal(cur)
 		if err != nil {
 			return nil, fmt.Errorf("encode state %s: %w", jobID, err)
 		}
+		octx, cancel := s.op(ctx)
 		if rev == 0 {
-			rev, err = s.kv.Create(ctx, jobID, b)
+			rev, err = s.kv.Create(octx, jobID, b)
 		} else {
-			rev, err = s.kv.Update(ctx, jobID, b, rev)
+			rev, err = s.kv.Update(octx, jobID, b, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue
-		}
-		if err != nil {
+		cancel()
+		switch {
+		case err == nil:
+			cur.revision = rev
+			return cur, nil
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			conflicts++
+		case natsconn.Ambiguous(ctx, err) && (len(mine) == 0 || time.Since(unsure) < ambiguousFor):
+			if len(mine) == 0 {
+				unsure = time.Now()
+			}
+			mine = append(mine, cur.WriteID)
+			if backoff.Sleep(ctx, spacing.Ceiling(len(mine)-1)) != nil {
+				return nil, fmt.Errorf("write state %s: %w", jobID, err)
+			}
+		default:
 			return nil, fmt.Errorf("write state %s: %w", jobID, err)
 		}
-		cur.revision = rev
-		return cur, nil
 	}
 	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
 }

@@ -33,10 +33,15 @@ type Cluster struct {
 
 // ClusterNode is one server of a Cluster.
 type ClusterNode struct {
+	// Server is the running server; KillNode and RestartNode replace it
+	// (call them and read Server from one goroutine).
 	Server *natsembed.Server
 	// Clients is the proxy clients reach the node through; its Count is
 	// the pull requests (PullPattern) sent to this node.
 	Clients *Proxy
+	// cfg starts the node again on its store directory (RestartNode).
+	cfg  natsembed.Config
+	down bool
 }
 
 // URL is the nats:// URL of the node through its client proxy.
@@ -66,21 +71,26 @@ func StartCluster(t testing.TB, n int) *Cluster {
 				routes = append(routes, "nats-route://"+c.links[i][j].Addr())
 			}
 		}
-		srv, err := natsembed.Start(natsembed.Config{
+		cfg := natsembed.Config{
 			Name: fmt.Sprintf("n%d", i+1), Port: -1, StoreDir: filepath.Join(t.TempDir(), "nats"),
-			Cluster: &natsembed.Cluster{Name: "sluice-test", Port: -1, Routes: routes, Advertise: nowhere, NoClientAdvertise: true},
-		})
+			Cluster: &natsembed.Cluster{
+				Name: "sluice-test", Port: -1, Routes: routes, Advertise: nowhere, NoClientAdvertise: true,
+				SystemUser: SystemUser, SystemPassword: SystemPassword,
+			},
+		}
+		srv, err := natsembed.Start(cfg)
 		if err != nil {
 			t.Fatalf("start cluster node %d: %v", i+1, err)
 		}
-		t.Cleanup(srv.Shutdown)
 		for j := range n {
 			if j != i {
 				c.links[j][i].SetTarget(srv.ClusterAddr())
 			}
 		}
 		clients := StartProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"), PullPattern)
-		c.Nodes = append(c.Nodes, &ClusterNode{Server: srv, Clients: clients})
+		node := &ClusterNode{Server: srv, Clients: clients, cfg: cfg}
+		t.Cleanup(func() { node.Server.Shutdown() })
+		c.Nodes = append(c.Nodes, node)
 	}
 	nc := c.Connect(t)
 	if err := c.awaitMeta(nc); err != nil {
