@@ -97,15 +97,14 @@ func (l *leases) acquire(ctx context.Context, job string) error {
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case <-req.granted:
+	if l.keep[job] {
 		// Granted as the wait ended: give it back.
 		delete(l.keep, job)
 		l.drop[job] = true
-	default:
+	} else {
 		l.want = slices.DeleteFunc(l.want, func(r *request) bool { return r == req })
 	}
+	l.mu.Unlock()
 	l.poke()
 	return ctx.Err()
 }
@@ -347,12 +346,13 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, id := range out.granted {
 		granted[id] = true
 	}
+	var grants []*request
 	l.want = slices.DeleteFunc(l.want, func(r *request) bool {
 		if !granted[r.job] {
 			return false
 		}
 		l.keep[r.job] = true
-		close(r.granted)
+		grants = append(grants, r)
 		return true
 	})
 	l.view, l.viewAt = out.next, in.now
@@ -361,8 +361,12 @@ func (l *leases) apply(in intent, out outcome) {
 	if len(out.lost) > 0 {
 		l.log.Info().Strs("jobs", out.lost).Msg("leases taken over by the workers the jobs were delivered to")
 	}
+	// Observed before the jobs go on, so the metrics never lag a submit.
 	if l.observe != nil {
 		l.observe(st)
+	}
+	for _, r := range grants {
+		close(r.granted)
 	}
 }
 

@@ -13,7 +13,11 @@ import (
 type board struct {
 	// Limit is the limit of the worker that wrote last (for display: each
 	// worker grants by its own configured limit).
-	Limit   int               `json:"limit"`
+	Limit int `json:"limit"`
+	// Grace is how long, in milliseconds, an expired lease keeps counting
+	// as handed back (holder "") before it lapses: the lease life of the
+	// worker that wrote last.
+	Grace   int64             `json:"grace_ms,omitempty"`
 	Leases  map[string]lease  `json:"leases,omitempty"`
 	Waiting map[string]waiter `json:"waiting,omitempty"`
 	// Writer names the write (holder and a sequence of its own), so a
@@ -44,16 +48,23 @@ func decodeBoard(b []byte) (board, error) {
 	return bd, err
 }
 
-// live returns bd without the leases and waiters expired at now.
+// live returns bd as it stands at now: a lease past its expiry counts as
+// handed back (holder "") for Grace more, since its worker died but its
+// task may still run upstream until the job's next delivery takes the
+// lease over; past that, and waiters past theirs, are dropped.
 func (bd board) live(now int64) board {
-	out := board{Limit: bd.Limit, Writer: bd.Writer}
+	out := board{Limit: bd.Limit, Grace: bd.Grace, Writer: bd.Writer}
 	for id, l := range bd.Leases {
-		if l.Exp > now {
-			if out.Leases == nil {
-				out.Leases = make(map[string]lease)
+		if l.Exp <= now {
+			if l.Exp+bd.Grace <= now {
+				continue
 			}
-			out.Leases[id] = l
+			l.Holder = ""
 		}
+		if out.Leases == nil {
+			out.Leases = make(map[string]lease)
+		}
+		out.Leases[id] = l
 	}
 	for h, w := range bd.Waiting {
 		if w.Exp > now {
@@ -92,7 +103,7 @@ func (bd board) waitingJobs() int {
 // same reports whether a and b hold the same leases, waiters and limit
 // (the writer aside).
 func same(a, b board) bool {
-	return a.Limit == b.Limit && maps.Equal(a.Leases, b.Leases) && maps.Equal(a.Waiting, b.Waiting)
+	return a.Limit == b.Limit && a.Grace == b.Grace && maps.Equal(a.Leases, b.Leases) && maps.Equal(a.Waiting, b.Waiting)
 }
 
 // intent is what one worker wants of a resource's board.
@@ -148,7 +159,7 @@ func plan(cur board, in intent) outcome {
 	if next.Waiting == nil {
 		next.Waiting = make(map[string]waiter)
 	}
-	next.Limit = in.limit
+	next.Limit, next.Grace = in.limit, in.ttl.Milliseconds()
 	var out outcome
 	// A lease of the worker past half its life is renewed; one fresher is
 	// left as it is, so a worker writes about twice per ttl when nothing
@@ -173,7 +184,7 @@ func plan(cur board, in intent) outcome {
 	for _, id := range slices.Sorted(maps.Keys(in.keep)) {
 		l, ok := next.Leases[id]
 		switch {
-		case ok && l.Holder != in.holder:
+		case ok && l.Holder != in.holder && l.Holder != "":
 			out.lost = append(out.lost, id)
 		case !ok || !fresh(l):
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}

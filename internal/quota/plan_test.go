@@ -17,7 +17,7 @@ func leased(holder string, exp time.Time) lease { return lease{Holder: holder, E
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	later := t0.Add(time.Minute)
-	full := board{Limit: 2, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+	full := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
 
 	t.Run("grants up to the limit, first come first", func(t *testing.T) {
 		i := in("w1", 2)
@@ -38,7 +38,24 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("granted %v waiting %+v", out.granted, out.next.Waiting)
 		}
 	})
-	t.Run("expired leases are ignored and pruned", func(t *testing.T) {
+	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
+		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": leased("dead", t0.Add(-time.Minute))}}
+		i := in("w2", 2)
+		i.want = []string{"j1", "j2"}
+		out := plan(old, i)
+		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.orphans() != 1 {
+			t.Fatalf("granted %v leases %+v", out.granted, out.next.Leases)
+		}
+		// Its own kept lease, past expiry (the worker could not write for
+		// a while), is the worker's again, not lost.
+		i = in("dead", 2)
+		i.keep["a"] = true
+		out = plan(old, i)
+		if len(out.lost) != 0 || out.next.Leases["a"].Holder != "dead" {
+			t.Fatalf("lost %v leases %+v", out.lost, out.next.Leases)
+		}
+	})
+	t.Run("expired leases without grace are ignored and pruned", func(t *testing.T) {
 		old := board{Limit: 2, Leases: map[string]lease{"a": leased("dead", t0), "b": leased("dead", t0.Add(-time.Second))}}
 		i := in("w2", 2)
 		i.want = []string{"j1", "j2"}
@@ -75,7 +92,7 @@ func TestPlan(t *testing.T) {
 		}
 	})
 	t.Run("renews a kept lease only past half its life", func(t *testing.T) {
-		b := board{Limit: 2, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
+		b := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
 		i := in("w1", 2)
 		i.keep["a"] = true
 		if out := plan(b, i); out.changed {

@@ -6,10 +6,12 @@
 // current second, claimed in small batches the same way.
 //
 // A lease lives TTL (the consumers' AckWait) and its worker renews it past
-// half of that, so a worker that dies gives its share back within about
-// TTL. A job whose task is already upstream takes its lease over on its
-// next delivery whatever the limit, so the count follows the upstream
-// tasks, not the workers. While another worker waits, no worker takes more
+// half of that. A job whose task is already upstream takes its lease over
+// on its next delivery whatever the limit, so the count follows the
+// upstream tasks, not the workers: a lease handed back by a stopping
+// worker, or expired with a dead one, counts for TTL more as "handed
+// back", which lets the consumers pull the job to take it over but starts
+// no new task in its place; one nobody takes over then lapses. While another worker waits, no worker takes more
 // than its fair share (the limit split between the workers holding or
 // waiting). The runner asks for a lease before each paid submit and gives
 // it back once the task is terminal; the consumer asks how many jobs it
@@ -265,6 +267,10 @@ type Status struct {
 	Held int `json:"held,omitempty"`
 	// Waiting is the jobs held by workers waiting for a lease.
 	Waiting int `json:"waiting"`
+	// Queued is the jobs of the resource's kinds not yet pulled by any
+	// worker (a worker pulls only what the quota lets it start); filled
+	// by readers of the stream (jobclient), not by the board.
+	Queued uint64 `json:"queued"`
 	// WaitingHere is this worker's jobs waiting for a lease.
 	WaitingHere int `json:"waiting_here,omitempty"`
 	// Rate is the configured rate (0: none) and RateUsed the requests of

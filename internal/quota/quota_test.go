@@ -117,7 +117,7 @@ func TestLeasesNeverExceedTheLimitAcrossWorkers(t *testing.T) {
 	eventually(t, "every lease given back", func() bool { return read(t, b, quota.Media).InUse == 0 })
 }
 
-func TestDeadWorkersLeasesLapse(t *testing.T) {
+func TestDeadWorkersLeasesAreTakenOverOrLapse(t *testing.T) {
 	t.Parallel()
 	b, f1, stop1, f2 := twoWorkers(t, quota.Limits{MediaTasks: 2})
 	ctx := testenv.Context(t, 30*time.Second)
@@ -139,12 +139,29 @@ func TestDeadWorkersLeasesLapse(t *testing.T) {
 		t.Fatalf("w2 got a lease while w1's were alive: %v", err)
 	default:
 	}
+	// Past their expiry, w1's leases count as handed back: their tasks
+	// may still run upstream, and w2 may pull their jobs to take them
+	// over, but not start a new one.
 	b.clock.Advance(61 * time.Second)
+	eventually(t, "w2 may pull a job of w1's", func() bool {
+		n := f2.Reserve("video", 1)
+		f2.Unreserve("video", n)
+		return n == 1
+	})
+	f2.Take("video", "a")
+	eventually(t, "w2 holds a", func() bool { return f2.Statuses()[0].Held == 1 })
+	select {
+	case err := <-got:
+		t.Fatalf("w2 started a new job while w1's leases counted: %v", err)
+	default:
+	}
+	// b was never taken over: it lapses after its grace.
+	b.clock.Advance(60 * time.Second)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if st := read(t, b, quota.Media); st.InUse != 1 || st.Waiting != 0 {
-		t.Fatalf("after w1's leases lapsed: %+v, want 1 in use and none waiting", st)
+	if st := read(t, b, quota.Media); st.InUse != 2 || st.Waiting != 0 {
+		t.Fatalf("after w1's lease of b lapsed: %+v, want 2 in use (a, c) and none waiting", st)
 	}
 }
 
