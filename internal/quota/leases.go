@@ -159,6 +159,13 @@ func (l *leases) reserve(n int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reserved = slices.DeleteFunc(l.reserved, func(t time.Time) bool { return !t.After(now) })
+	if l.viewAt.IsZero() {
+		// The board has not been read yet: a worker that joins a full
+		// fleet must not pull a burst of jobs it cannot start.
+		l.starved = now
+		defer l.poke()
+		return 0
+	}
 	v := l.view.live(now.UnixMilli())
 	free := l.limit - len(v.Leases)
 	for h := range v.Waiting {
