@@ -166,7 +166,8 @@ type Gate interface {
 	// Reserve returns how many of n jobs of kind may be pulled now and
 	// counts them as starting.
 	Reserve(kind string, n int) int
-	// Unreserve drops n reservations that no pulled message used.
+	// Unreserve drops the n reservations (0 or more) that the pull just
+	// made did not use.
 	Unreserve(kind string, n int)
 }
 

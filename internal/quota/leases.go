@@ -48,6 +48,11 @@ type leases struct {
 	orphan  map[string]bool
 	want    []*request
 	starved time.Time
+	// drained: the consumer's last pull got fewer jobs than it was
+	// allowed, so the stream had no more; a worker asking for more than
+	// it may is starved only when it has not (else an idle worker would
+	// hold the others to their fair share).
+	drained bool
 	// reserved are the deadlines of jobs the consumer pulled on this
 	// worker's word (reserve) that have not asked for a lease yet.
 	reserved []time.Time
@@ -137,11 +142,16 @@ func (l *leases) release(job string, handBack bool) {
 	l.poke()
 }
 
-// unreserve drops one reservation: a pulled job that needs no lease.
-func (l *leases) unreserve(n int) {
+// unreserve drops n reservations the consumer's pull did not use; pulled
+// tells whether it was a pull's leftover, which says whether the stream
+// ran dry (see drained).
+func (l *leases) unreserve(n int, pulled bool) {
 	l.mu.Lock()
 	for range n {
 		l.unreserveLocked()
+	}
+	if pulled {
+		l.drained = n > 0
 	}
 	l.mu.Unlock()
 }
@@ -162,7 +172,6 @@ func (l *leases) reserve(n int) int {
 	if l.viewAt.IsZero() {
 		// The board has not been read yet: a worker that joins a full
 		// fleet must not pull a burst of jobs it cannot start.
-		l.starved = now
 		defer l.poke()
 		return 0
 	}
@@ -183,7 +192,7 @@ func (l *leases) reserve(n int) int {
 		// Read the board again soon: it may have moved since.
 		defer l.poke()
 	}
-	if allow < n {
+	if allow < n && !l.drained {
 		l.starved = now
 	} else {
 		l.starved = time.Time{}

@@ -238,11 +238,20 @@ func (f *Fleet) Reserve(kind string, n int) int {
 	return l.reserve(n)
 }
 
-// Unreserve drops n reservations of kind: jobs pulled that ended, or were
-// not pulled, before asking for a lease.
+// Unreserve drops the n reservations of kind that the consumer's last
+// pull did not use (n may be 0): fewer jobs came than it was allowed, so
+// the stream has run dry for now.
 func (f *Fleet) Unreserve(kind string, n int) {
-	if l := f.leases(kind); l != nil && n > 0 {
-		l.unreserve(n)
+	if l := f.leases(kind); l != nil {
+		l.unreserve(max(n, 0), true)
+	}
+}
+
+// DropReservation drops the reservation of one pulled job of kind that
+// ended before asking for a lease (Acquire and Take drop it themselves).
+func (f *Fleet) DropReservation(kind string) {
+	if l := f.leases(kind); l != nil {
+		l.unreserve(1, false)
 	}
 }
 

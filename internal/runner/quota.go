@@ -76,7 +76,7 @@ func (r *Runner) settleQuota(j *job, out consumer.Outcome) {
 	}
 	if !j.claimed {
 		j.claimed = true
-		r.cfg.Quota.Unreserve(j.kind, 1)
+		r.cfg.Quota.DropReservation(j.kind)
 	}
 	if j.lease == nil {
 		return

@@ -169,3 +169,32 @@ func TestFleetQuotaSurvivesAKilledWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetComputeQuota runs compute jobs through two workers sharing a
+// quota of one compute job at a time and a fleet rate: the platform never
+// runs two at once, and every job ends.
+func TestFleetComputeQuota(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{computeTime: 300 * time.Millisecond})
+	for _, name := range []string{"hpc-a", "hpc-b"} {
+		b.start(t, func(c *config.Config) {
+			c.WorkerName, c.Kinds, c.Console = name, []string{"compute"}, false
+			c.FleetComputeJobs, c.FleetComputeRate = 1, 100
+		})
+	}
+	script := "#!/bin/sh\necho simulating\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n"
+	var ids []string
+	for i := range 4 {
+		id := fmt.Sprintf("hpc-q-%d", i)
+		ids = append(ids, id)
+		b.publish(t, "compute", id, computeSpec(t, b, id, script))
+	}
+	for _, id := range ids {
+		if ev := b.await(t, id, time.Minute); ev.Data.Status != "succeeded" {
+			t.Errorf("%s ended %s: %+v", id, ev.Data.Status, ev.Data.Error)
+		}
+	}
+	if peak := b.compute.Counters().PeakRunning(); peak != 1 {
+		t.Fatalf("the platform ran %d jobs at once; the fleet's quota is 1", peak)
+	}
+}
