@@ -96,12 +96,21 @@ func (c *Counters) countSecond(t time.Time, endpoint string) {
 	if m == nil {
 		m = make(map[string]int64)
 		c.load.perSecond[sec] = m
+		// A simulator may serve a dev worker for days: keep an hour.
+		for old := range c.load.perSecond {
+			if old <= sec-keepSeconds {
+				delete(c.load.perSecond, old)
+			}
+		}
 	}
 	m[endpoint]++
 }
 
-// BusiestSecond returns the wall-clock second in which the simulator
-// answered the most requests, leaving out the endpoints named in except
+// keepSeconds is how many seconds of request counts a simulator keeps.
+const keepSeconds = 3600
+
+// BusiestSecond returns the wall-clock second of the last hour in which
+// the simulator answered the most requests, leaving out the endpoints named in except
 // (e.g. result downloads), and how many it answered then.
 func (c *Counters) BusiestSecond(except ...string) (time.Time, int64) {
 	c.mu.Lock()
