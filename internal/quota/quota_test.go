@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,6 +45,40 @@ func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quo
 	return f, sync.OnceFunc(stop)
 }
 
+// jobRun is jobs taking a lease in turn on several workers, each holding
+// it a moment.
+type jobRun struct {
+	held, peak, granted atomic.Int64
+	wg                  sync.WaitGroup
+}
+
+// runJobs starts n jobs, spread over fleets, that each acquire a lease,
+// hold it 5ms and release it; peak is the most holding one at once (a job
+// stops counting before its release lands on the board).
+func runJobs(ctx context.Context, t *testing.T, fleets []*quota.Fleet, n int) *jobRun {
+	r := &jobRun{}
+	for i := range n {
+		f := fleets[i%len(fleets)]
+		r.wg.Go(func() {
+			l, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			h := r.held.Add(1)
+			for p := r.peak.Load(); h > p && !r.peak.CompareAndSwap(p, h); p = r.peak.Load() {
+			}
+			time.Sleep(5 * time.Millisecond)
+			r.held.Add(-1)
+			l.Release()
+			r.granted.Add(1)
+		})
+	}
+	return r
+}
+
+func (r *jobRun) wait() { r.wg.Wait() }
+
 // twoWorkers starts a bundle and two workers' sides (w1, w2) with limits.
 func twoWorkers(t *testing.T, limits quota.Limits) (b *bundle, f1 *quota.Fleet, stop1 func(), f2 *quota.Fleet) {
 	t.Helper()
@@ -84,34 +119,12 @@ func TestLeasesNeverExceedTheLimitAcrossWorkers(t *testing.T) {
 	b, f1, _, f2 := twoWorkers(t, quota.Limits{MediaTasks: 3})
 	ctx := testenv.Context(t, 60*time.Second)
 
-	var held, peak, done atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 24 {
-		f := f1
-		if i%2 == 1 {
-			f = f2
-		}
-		wg.Go(func() {
-			job := "job-" + string(rune('a'+i))
-			l, err := f.Acquire(ctx, "video", job)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			n := held.Add(1)
-			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-			}
-			time.Sleep(5 * time.Millisecond)
-			held.Add(-1) // before the release lands on the board
-			l.Release()
-			done.Add(1)
-		})
+	jobs := runJobs(ctx, t, []*quota.Fleet{f1, f2}, 24)
+	jobs.wait()
+	if n := jobs.granted.Load(); n != 24 {
+		t.Fatalf("%d of 24 jobs got a lease", n)
 	}
-	wg.Wait()
-	if done.Load() != 24 {
-		t.Fatalf("%d of 24 jobs got a lease", done.Load())
-	}
-	if p := peak.Load(); p > 3 {
+	if p := jobs.peak.Load(); p > 3 {
 		t.Fatalf("%d jobs held a lease at once, limit 3", p)
 	}
 	eventually(t, "every lease given back", func() bool { return read(t, b, quota.Media).InUse == 0 })
