@@ -111,17 +111,19 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 	SLUICE_STACK=cluster COMPOSE="$(COMPOSE)" GO=$(GO) images/compose.sh smoke
 
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
-# measuring P1-P5 side by side with their floors (under 10 minutes on 2
-# cores), then the River + Postgres peer when Postgres is installed (make
-# bench-peer, about 7 minutes more); bench-quick is CI's smoke check of the same code paths
-# with smaller counts: it prints the figures and fails only when one cannot
-# be measured, never on a number. BENCH_FLAGS go to the harness (e.g.
-# -only P1,P5 -dir /tmp/bench -profile /tmp/prof).
+# measuring P1-P5 side by side with their floors, and Q1, the fleet quota
+# across three worker processes (about 4 minutes more), then the River +
+# Postgres peer when Postgres is installed (make bench-peer, about 7
+# minutes more). bench-quick is CI's smoke check of the same code paths
+# with smaller counts (without Q1 unless -only names it, without the peer):
+# it prints the figures and fails only when one cannot be measured, never
+# on a number. BENCH_FLAGS go to the harness (e.g. -only P1,P5 -dir
+# /tmp/bench -profile /tmp/prof, or -only Q1 for the fleet quota alone).
 BENCH_FLAGS ?=
 
 .PHONY: bench bench-quick bench-peer riverpeer versitygw
 
-bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5 (< 10 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5 and the fleet quota Q1 (< 15 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state

@@ -221,6 +221,7 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 	job.stdout = job.resolve(cmpStr(get["GAP_STD_OUT_FILE"], job.name+".o"+job.id))
 	job.stderr = job.resolve(cmpStr(get["GAP_STD_ERR_FILE"], job.name+".e"+job.id))
 	c.jobs[job.id] = job
+	c.counters.start(job.submitAt, job.endAt())
 	c.submits[job.name]++
 	c.save()
 	c.mu.Unlock()

@@ -6,13 +6,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Counters counts what the simulators saw, for tests and benchmarks. Safe
 // for concurrent use; the zero value is ready.
 type Counters struct {
-	mu sync.Mutex
-	m  map[string]int64
+	mu   sync.Mutex
+	m    map[string]int64
+	load load
 }
 
 // Add adds n to the counter named name.
@@ -30,7 +32,12 @@ func (c *Counters) Add(name string, n int64) {
 func (c *Counters) countRequests(endpoint string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() { c.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1) }()
+		defer func() {
+			c.Add("requests:"+endpoint+":"+strconv.Itoa(sw.status), 1)
+			c.mu.Lock()
+			c.countSecond(time.Now(), endpoint)
+			c.mu.Unlock()
+		}()
 		next(sw, r)
 	}
 }

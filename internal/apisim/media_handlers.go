@@ -249,6 +249,7 @@ func (m *Media) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.cancelled = now
+	m.counters.cancelled(t.load)
 	m.save()
 	// The answer of a cancel carries every optional field, nulls included.
 	view := m.taskView(r, t, m.observe(t, now), m.nextID("req"), true)

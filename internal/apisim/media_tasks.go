@@ -37,6 +37,8 @@ type simTask struct {
 	shownRunning bool
 	d            directives
 	usage        map[string]any // usage once succeeded
+	// load is the task in the simulator's count of tasks running.
+	load *runningTask
 }
 
 // status returns the task's status at now.
@@ -289,5 +291,6 @@ func (m *Media) newTask(id string, speech bool, d directives, now time.Time, usa
 		t.duration = max(t.duration, t.pendingFor)
 	}
 	m.tasks[id] = t
+	t.load = m.counters.start(now, t.endTime())
 	return t
 }

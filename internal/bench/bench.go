@@ -1,7 +1,8 @@
 // Package bench is sluice's load harness: it measures the figures of
 // BENCHMARKS.md (P1 throughput against a bare floor pipeline, P2 polling
 // efficiency, P3 scale, P4 streaming against a direct transfer-manager
-// upload, P5 latency) on one machine, each as a ratio or a count taken side
+// upload, P5 latency, Q1 the fleet quota across worker processes) on one
+// machine, each as a ratio or a count taken side
 // by side in one run, and reports the absolute numbers with them.
 //
 // NATS, the S3-compatible store and the media API simulator run inside the
@@ -35,7 +36,8 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5"); empty runs all.
+	// Only limits the run to these figures ("P1".."P5", "Q1"); empty runs
+	// all.
 	Only []string
 	// ProfileDir, when set, runs the worker as "bench worker" with pprof
 	// and saves CPU and heap profiles of P1's and P3's measured phases
@@ -81,9 +83,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"P3", r.scale},
 		{"P4", r.streaming},
 		{"P5", r.latency},
+		{"Q1", r.fleet},
 	}
 	for _, sc := range scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) {
+			continue
+		}
+		if o.Quick && len(o.Only) == 0 && sc.id == "Q1" {
+			// Over a minute even small (two phases at a few requests a
+			// second): not part of the smoke check unless asked for.
 			continue
 		}
 		start := time.Now()

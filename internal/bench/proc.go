@@ -296,3 +296,9 @@ func metricValue(ctx context.Context, url, name string) (float64, error) {
 	}
 	return 0, fmt.Errorf("metric %s not found at %s", name, url)
 }
+
+// kill kills the process outright (SIGKILL) and waits for it to exit.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}

@@ -121,6 +121,7 @@ func commands() []command {
 		{"jobs", "list jobs by status, kind, label and time", runJobs},
 		{"retry", "run ended jobs again as new jobs X-r<N>", runRetry},
 		{"dlq", "list, show, replay or purge dead letters", runDLQ},
+		{"quota", "show the fleet's upstream quotas in use and the jobs waiting for them", runQuota},
 	}
 }
 

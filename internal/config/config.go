@@ -62,6 +62,10 @@ type Config struct {
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
 	Preflight        string        `envconfig:"PREFLIGHT" default:"strict"`
+	FleetMediaTasks  int           `envconfig:"FLEET_MEDIA_TASKS" default:"0"`
+	FleetMediaRate   float64       `envconfig:"FLEET_MEDIA_RATE" default:"0"`
+	FleetComputeJobs int           `envconfig:"FLEET_COMPUTE_JOBS" default:"0"`
+	FleetComputeRate float64       `envconfig:"FLEET_COMPUTE_RATE" default:"0"`
 	Console          bool          `envconfig:"CONSOLE" default:"true"`
 	// ConsoleToken is a secret: never logged (Summary says only whether
 	// it is set).
@@ -256,6 +260,14 @@ func (c *Config) Validate() error {
 			bad(name, "must be positive")
 		}
 	}
+	for name, v := range map[string]float64{
+		"FLEET_MEDIA_TASKS": float64(c.FleetMediaTasks), "FLEET_MEDIA_RATE": c.FleetMediaRate,
+		"FLEET_COMPUTE_JOBS": float64(c.FleetComputeJobs), "FLEET_COMPUTE_RATE": c.FleetComputeRate,
+	} {
+		if v < 0 {
+			bad(name, "must be 0 (no limit) or positive")
+		}
+	}
 	if c.PartSize < 5<<20 {
 		bad("S3_PART_SIZE", "must be at least 5 MiB (S3's minimum part size)")
 	}
@@ -318,7 +330,9 @@ func (c *Config) Summary() map[string]any {
 		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
-		"nats_move_after": c.NATSMoveAfter.String(),
+		"nats_move_after":   c.NATSMoveAfter.String(),
+		"fleet_media_tasks": c.FleetMediaTasks, "fleet_media_rate": c.FleetMediaRate,
+		"fleet_compute_jobs": c.FleetComputeJobs, "fleet_compute_rate": c.FleetComputeRate,
 	}
 }
 

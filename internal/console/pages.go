@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -141,6 +142,7 @@ type overviewView struct {
 	Held     int
 	Waiting  uint64
 	DLQ      uint64
+	Quotas   []quota.Status
 }
 
 type windowView struct {
@@ -155,7 +157,7 @@ func (c *Console) overview(ctx context.Context) (*overviewView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &overviewView{Kinds: contract.Kinds, Statuses: jobclient.ListStatuses, InFlight: ov.InFlight, DLQ: ov.DeadLetters}
+	v := &overviewView{Kinds: contract.Kinds, Statuses: jobclient.ListStatuses, InFlight: ov.InFlight, DLQ: ov.DeadLetters, Quotas: ov.Quotas}
 	for _, f := range ov.InFlight {
 		v.Held += f.Held
 		v.Waiting += f.Waiting

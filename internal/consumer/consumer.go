@@ -160,6 +160,21 @@ type Observer struct {
 	Waiting func(kind string, n int)
 }
 
+// Gate says how many jobs of a kind may start now (the fleet's quotas,
+// see internal/quota): the consumer pulls no more than that.
+type Gate interface {
+	// Reserve returns how many of n jobs of kind may be pulled now and
+	// counts them as starting.
+	Reserve(kind string, n int) int
+	// Unreserve drops the n reservations (0 or more) that the pull just
+	// made did not use.
+	Unreserve(kind string, n int)
+}
+
+// gateWait is how long a kind whose Gate allows no job waits before it
+// asks again.
+const gateWait = 250 * time.Millisecond
+
 // Config configures a Consumer.
 type Config struct {
 	// JS is the JetStream context. Required.
@@ -198,6 +213,9 @@ type Config struct {
 	// Backoff spaces pulls after a failed one (no responders, a timeout, a
 	// leadership change, a 503...). Defaults to 500ms doubling up to 5s.
 	Backoff backoff.Exponential
+	// Gate, when set, bounds each pull to the jobs that may start.
+	// Optional.
+	Gate Gate
 }
 
 func (c Config) withDefaults() Config {
@@ -311,8 +329,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // fetchLoop binds kind's consumer, then pulls at most as many messages as
-// kind has free slots, so no message waits in a client buffer while its
-// AckWait runs. A pulled message is held (its lease kept alive) and queued
+// kind has free slots, and the Gate allows, so no message waits in a
+// client buffer while its AckWait runs. A pulled message is held (its lease kept alive) and queued
 // for dispatch at once; queue is closed when the loop ends.
 //
 // Every failure, whether Fetch returns it or it ends the batch (no
@@ -368,9 +386,29 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 			}
 			break
 		}
-		got, err := c.pull(kind, cn, free, queue)
+		gated := false
+		if c.cfg.Gate != nil {
+			allowed := c.cfg.Gate.Reserve(kind, free)
+			for range free - allowed {
+				<-slots
+			}
+			if allowed == 0 {
+				if backoff.Sleep(ctx, gateWait) != nil {
+					return
+				}
+				continue
+			}
+			gated, free = allowed < free, allowed
+		}
+		got, err := c.pull(kind, cn, free, !gated, queue)
 		for range free - got {
 			<-slots
+		}
+		if c.cfg.Gate != nil {
+			c.cfg.Gate.Unreserve(kind, free-got)
+		}
+		if gated && got == 0 && err == nil && backoff.Sleep(ctx, gateWait) != nil {
+			return
 		}
 		answer := got > 0
 		if every := c.cfg.Reach.ProbeEvery(); err == nil && !answer && every > 0 && time.Since(lastAnswer) >= every {
@@ -391,14 +429,21 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 
 // pull sends one pull request for up to free messages, holds and queues
 // what arrives, and returns how many did and the error that ended the
-// batch. The pull is not cancelled with the worker's context: a stopping
+// batch. Without wait it takes only what is there at once: a pull the
+// fleet's quota bounds must not hold the places it reserved for FetchWait
+// while another kind of the same resource could use them. The pull is not cancelled with the worker's context: a stopping
 // worker waits for its pending pulls to end (see pullsDone). A pull that
 // gets no answer at all ends with context.DeadlineExceeded shortly after
 // FetchWait.
-func (c *Consumer) pull(kind string, cn jetstream.Consumer, free int, queue chan<- jetstream.Msg) (got int, err error) {
+func (c *Consumer) pull(kind string, cn jetstream.Consumer, free int, wait bool, queue chan<- jetstream.Msg) (got int, err error) {
 	fctx, cancel := context.WithTimeout(context.Background(), c.cfg.FetchWait+min(c.cfg.FetchWait/9, time.Second))
 	defer cancel()
-	batch, err := cn.Fetch(free, jetstream.FetchContext(fctx))
+	var batch jetstream.MessageBatch
+	if wait {
+		batch, err = cn.Fetch(free, jetstream.FetchContext(fctx))
+	} else {
+		batch, err = cn.FetchNoWait(free)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -355,3 +355,58 @@ func TestFailedPullsBackOff(t *testing.T) {
 		t.Errorf("said %d times that it waits, want once:\n%s", n, logs.String())
 	}
 }
+
+// budgetGate lets a set number of jobs start, counting how often it is
+// asked.
+type budgetGate struct {
+	mu     sync.Mutex
+	budget int
+	asked  int
+}
+
+func (g *budgetGate) Reserve(_ string, n int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked++
+	n = min(n, g.budget)
+	g.budget -= n
+	return n
+}
+
+func (g *budgetGate) Unreserve(_ string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.budget += n
+}
+
+func (g *budgetGate) add(n int) (asked int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.budget += n
+	return g.asked
+}
+
+func TestPullsNoMoreThanTheGateAllows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	b.publish(t, 10)
+	gate := &budgetGate{budget: 2}
+	var held atomic.Int32
+	b.run(t, consumer.Config{MaxInflight: 8, AckWait: 5 * time.Second, FetchWait: 200 * time.Millisecond, Gate: gate}, handlerFunc(
+		func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+			held.Add(1)
+			<-d.Stopping()
+			return consumer.Outcome{Action: consumer.Release}
+		}))
+	waitFor(t, "2 held jobs", func() bool { return held.Load() == 2 })
+	asked := gate.add(0)
+	waitFor(t, "the gate asked again and again", func() bool { return gate.add(0) >= asked+5 })
+	if info := b.info(t); held.Load() != 2 || info.NumAckPending != 2 || info.NumPending != 8 {
+		t.Fatalf("held %d, ack pending %d, pending %d with a gate of 2; want 2, 2, 8", held.Load(), info.NumAckPending, info.NumPending)
+	}
+	gate.add(1)
+	waitFor(t, "a third held job", func() bool { return held.Load() == 3 })
+	if info := b.info(t); info.NumAckPending != 3 {
+		t.Fatalf("ack pending %d after the gate allowed one more; want 3", info.NumAckPending)
+	}
+}

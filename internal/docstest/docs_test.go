@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/cli"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/quota"
 )
 
 // root is the repository's top directory.
@@ -40,7 +41,7 @@ func TestConfigurationDocumentsEveryVariable(t *testing.T) {
 		documented[name] = true
 	}
 	// The contract's stream and bucket names are not variables.
-	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, contract.StateBucket} {
+	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, contract.StateBucket, quota.Bucket} {
 		delete(documented, name)
 	}
 	for _, name := range sortedKeys(read) {

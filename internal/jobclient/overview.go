@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/quota"
 )
 
 // WindowCounts counts the events of a past period by kind and status.
@@ -38,6 +39,9 @@ type Overview struct {
 	InFlight map[string]InFlight `json:"in_flight"`
 	// DeadLetters counts the messages in SLUICE_DLQ.
 	DeadLetters uint64 `json:"dead_letters"`
+	// Quotas are the fleet's upstream quotas in use (none without a
+	// fleet limit).
+	Quotas []quota.Status `json:"quotas,omitempty"`
 }
 
 // Overview counts the jobs of every kind and status over each window
@@ -62,15 +66,13 @@ func (c *Client) Overview(ctx context.Context, windows ...time.Duration) (*Overv
 		ov.Windows = append(ov.Windows, wc)
 	}
 	for _, k := range contract.Kinds {
-		cons, err := c.js.Consumer(ctx, contract.JobsStream, contract.ConsumerName(k))
-		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-			continue
-		}
+		f, ok, err := c.inFlight(ctx, k)
 		if err != nil {
-			return nil, c.jsErr(fmt.Errorf("consumer %s: %w", contract.ConsumerName(k), err))
+			return nil, err
 		}
-		info := cons.CachedInfo()
-		ov.InFlight[k] = InFlight{Waiting: info.NumPending, Held: info.NumAckPending}
+		if ok {
+			ov.InFlight[k] = f
+		}
 	}
 	s, err := c.js.Stream(ctx, contract.DLQStream)
 	if err == nil {
@@ -78,5 +80,48 @@ func (c *Client) Overview(ctx context.Context, windows ...time.Duration) (*Overv
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, c.jsErr(err)
 	}
+	// The quotas are a line of the overview, not its point: a client that
+	// may not read SLUICE_QUOTA still gets the rest (enqueue quota says
+	// why).
+	ov.Quotas, _ = c.Quotas(ctx)
 	return ov, nil
+}
+
+// Quotas returns the fleet's upstream quotas as the SLUICE_QUOTA bucket
+// holds them: per limited resource (media, compute), the leases in use
+// across the fleet against the limit, the jobs waiting for one, and the
+// requests of the current second against the rate. None when no worker
+// has a fleet limit.
+func (c *Client) Quotas(ctx context.Context) ([]quota.Status, error) {
+	sts, err := quota.Read(ctx, c.js, c.now())
+	if err != nil {
+		return nil, c.jsErr(fmt.Errorf("bucket %s: %w", quota.Bucket, err))
+	}
+	for i := range sts {
+		for _, k := range contract.Kinds {
+			if quota.ResourceOf(k) != sts[i].Resource {
+				continue
+			}
+			f, _, err := c.inFlight(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			sts[i].Queued += f.Waiting
+		}
+	}
+	return sts, nil
+}
+
+// inFlight counts kind's messages in SLUICE_JOBS from its durable
+// consumer; ok is false when the consumer does not exist yet.
+func (c *Client) inFlight(ctx context.Context, kind string) (f InFlight, ok bool, err error) {
+	cons, err := c.js.Consumer(ctx, contract.JobsStream, contract.ConsumerName(kind))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return f, false, nil
+	}
+	if err != nil {
+		return f, false, c.jsErr(fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err))
+	}
+	info := cons.CachedInfo()
+	return InFlight{Waiting: info.NumPending, Held: info.NumAckPending}, true, nil
 }

@@ -31,6 +31,7 @@ type Metrics struct {
 	natsMoves     prometheus.Counter
 	failures      *prometheus.CounterVec
 	waiting       *prometheus.GaugeVec
+	quota         quotaGauges
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -97,11 +98,13 @@ func New() *Metrics {
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_jobs_waiting", Help: "Job messages in SLUICE_JOBS, by kind: queued, held by a worker or waiting for a retry (the same for every worker).",
 		}, []string{"kind"}),
+		quota: newQuotaGauges(),
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.quota.collectors()...)
 	return m
 }
 

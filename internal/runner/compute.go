@@ -41,12 +41,17 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
 			return err
 		}
+	} else {
+		// Resumed: the job is upstream already.
+		r.takeQuota(j)
 	}
 	j.log = j.log.With().Str("cluster_id", j.rec.Upstream.ClusterID).Str("upstream_job_id", j.rec.Upstream.JobID).Logger()
 	detail, phase, err := r.waitJob(ctx, j, sess)
 	if err != nil {
 		return err
 	}
+	// The job no longer counts upstream while its files are copied.
+	r.releaseQuota(j)
 	if err := r.collectCompute(ctx, j, sess, detail); err != nil {
 		return err
 	}
@@ -114,6 +119,9 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	if j.cancelled() {
 		return errCancelled
+	}
+	if err := r.acquireQuota(ctx, j); err != nil {
+		return err
 	}
 	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
 

@@ -66,6 +66,8 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		// Synthesized in the answer: nothing runs upstream any more.
+		r.releaseQuota(j)
 		if task.Output.TaskStatus != apiclient.TaskSucceeded {
 			return false, taskFailure(task)
 		}
@@ -77,6 +79,9 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 		if _, err := r.submitMedia(ctx, j, r.mediaSubmitter(j)); err != nil {
 			return false, err
 		}
+	default:
+		// Resumed: the task is upstream already.
+		r.takeQuota(j)
 	}
 
 	return true, nil
@@ -151,6 +156,9 @@ func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (
 // inside the HTTP client's limiter.
 func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
 	defer j.d.Started()
+	if err := r.acquireQuota(ctx, j); err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
@@ -361,6 +369,9 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TaskTimeout)
 	defer cancel()
 	if err := r.probeStore(ctx, j); err != nil {
+		return err
+	}
+	if err := r.acquireQuota(ctx, j); err != nil {
 		return err
 	}
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -85,6 +86,9 @@ type Config struct {
 	// Pool runs the goroutines of waiting jobs (wait.go); share it with the
 	// consumer's. Defaults to a pool of its own.
 	Pool *gopool.Pool
+	// Quota holds the fleet's upstream quotas: a lease before each paid
+	// submit, given back once the task is terminal. Optional (no limit).
+	Quota *quota.Fleet
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// Reach hears how checkpoints retried until written and terminal
@@ -175,6 +179,11 @@ type job struct {
 	// asks upstream again and copies its artifacts again.
 	pending    []state.Artifact
 	unrecorded func(*state.Record)
+	// lease is the job's hold on the fleet's quota while its task is
+	// upstream (quota.go); claimed: the job asked for it, or dropped the
+	// place the consumer reserved for it.
+	lease   *quota.Lease
+	claimed bool
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
@@ -185,6 +194,7 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	j, out, done := r.begin(ctx, d)
 	if done {
 		j.unregister()
+		r.settleQuota(j, out)
 		return out
 	}
 	switch j.kind {
@@ -206,7 +216,9 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 // end finishes j with the result of its run and ends its cancel notices.
 func (r *Runner) end(ctx context.Context, j *job, runErr error) consumer.Outcome {
 	defer j.unregister()
-	return r.finish(ctx, j, runErr)
+	out := r.finish(ctx, j, runErr)
+	r.settleQuota(j, out)
+	return out
 }
 
 // begin decodes d's spec, registers the job for cancel notices and

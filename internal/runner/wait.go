@@ -141,6 +141,11 @@ func (w *waiter) run() {
 		}
 		if task, err, done := w.handle(ev, u); done {
 			w.stopWaiting()
+			if task != nil && task.Output.TaskStatus.Terminal() {
+				// The task no longer counts upstream while its results
+				// are copied.
+				w.r.releaseQuota(w.j)
+			}
 			if err == nil {
 				err = w.r.collectTask(w.ctx, w.j, task)
 			}

@@ -56,6 +56,9 @@ type bundle struct {
 	// enqueueURL, when set, replaces the NATS URL they are given.
 	enqueueEnv []string
 	enqueueURL string
+	// spawnEnv is added to the environment of the workers spawned as
+	// processes.
+	spawnEnv []string
 }
 
 type setupOpts struct {

@@ -56,6 +56,7 @@ func (b *bundle) spawn(t *testing.T, name string) *proc {
 		"SLUICE_ALLOW_PRIVATE_URLS=true", "SLUICE_HTTP_ADDR=127.0.0.1:0", "SLUICE_LOG_LEVEL=debug",
 		"SLUICE_ACK_WAIT=2s", "SLUICE_WORKER_NAME="+name, "SLUICE_SHUTDOWN_TIMEOUT=5s",
 	)
+	env = append(env, b.spawnEnv...)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {

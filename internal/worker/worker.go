@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
@@ -140,6 +141,10 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	st := state.NewStore(kv, cfg.WorkerName, nil)
+	fleet, err := fleetQuota(ctx, js, cfg, m, log)
+	if err != nil {
+		return err
+	}
 
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
@@ -171,12 +176,12 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Metrics: m, Logger: &log, Reach: watch,
+		Metrics: m, Logger: &log, Reach: watch, Quota: fleet,
 	}
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
 			BaseURL: cfg.MediaBaseURL, APIKey: cfg.MediaAPIKey,
-			HTTPClient: limitedClient(m, "media", cfg.MediaConcurrency, cfg.MediaRate),
+			HTTPClient: limitedClient(m, fleet, "media", cfg.MediaConcurrency, cfg.MediaRate),
 		})
 		if err != nil {
 			return fmt.Errorf("SLUICE_MEDIA_BASE_URL: %w", err)
@@ -189,7 +194,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if cfg.ComputeBaseURL != "" {
 		rcfg.Compute, err = apiclient.NewCompute(apiclient.ComputeConfig{
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
-			HTTPClient: limitedClient(m, "compute", cfg.ComputeConc, cfg.ComputeRate),
+			HTTPClient: limitedClient(m, fleet, "compute", cfg.ComputeConc, cfg.ComputeRate),
 		})
 		if err != nil {
 			return fmt.Errorf("SLUICE_COMPUTE_BASE_URL: %w", err)
@@ -199,9 +204,13 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	var gate consumer.Gate
+	if fleet != nil {
+		gate = fleet
+	}
 	jobs, err := consumer.New(consumer.Config{
-		Pool: pool,
-		JS:   js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
+		Pool: pool, Gate: gate,
+		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
 			Held:    m.Held,
@@ -218,6 +227,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if rcfg.Poller != nil {
 		go rcfg.Poller.Run(bg)
 	}
+	quotaDone := make(chan struct{})
+	go func() { fleet.Run(bg); close(quotaDone) }()
 	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
 		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
 	}
@@ -242,6 +253,9 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	err = jobs.Run(ctx)
 	stopBG()
+	// The quota's last write (the leases handed back) goes before the
+	// connection drains.
+	<-quotaDone
 	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
 		log.Debug().Err(derr).Msg("drain")
 	}
@@ -333,10 +347,43 @@ func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, l
 	}
 }
 
-func limitedClient(m *metrics.Metrics, api string, conc int, rate float64) *http.Client {
+// limitedClient is the HTTP client of api: at most conc requests at once
+// and rate per second from this worker, and the fleet's rate for api's
+// resource across every worker.
+func limitedClient(m *metrics.Metrics, fleet *quota.Fleet, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Route, apiclient.Limit(base, conc, rate))}
+	return &http.Client{Transport: m.Transport(api, apiclient.Route, fleet.Transport(api, apiclient.Limit(base, conc, rate)))}
+}
+
+// fleetQuota opens the fleet's quotas (SLUICE_FLEET_*) in the SLUICE_QUOTA
+// bucket, creating it; nil when no fleet limit is set.
+func fleetQuota(ctx context.Context, js jetstream.JetStream, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*quota.Fleet, error) {
+	limits := quota.Limits{
+		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
+		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
+	}
+	if !limits.Any() {
+		return nil, nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(bctx, quota.BucketConfig(cfg.NATSReplicas))
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s (SLUICE_FLEET_*): %w", quota.Bucket, err)
+	}
+	m.QuotaRate(quota.Media, limits.MediaRate)
+	m.QuotaRate(quota.Compute, limits.ComputeRate)
+	fleet, err := quota.New(quota.Config{
+		KV: kv, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log,
+		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Int("media_tasks", limits.MediaTasks).Float64("media_rate", limits.MediaRate).
+		Int("compute_jobs", limits.ComputeJobs).Float64("compute_rate", limits.ComputeRate).Msg("fleet quotas on")
+	return fleet, nil
 }
 
 // readiness is what /readyz reports: what the worker waits for until it

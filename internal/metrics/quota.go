@@ -1,0 +1,45 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// quotaGauges are the fleet quota gauges, by resource (media, compute).
+type quotaGauges struct {
+	limit, inUse, held, waiting, waitingHere, rate *prometheus.GaugeVec
+}
+
+func newQuotaGauges() quotaGauges {
+	g := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"resource"})
+	}
+	return quotaGauges{
+		limit:       g("sluice_quota_limit", "Fleet limit of upstream tasks in flight (SLUICE_FLEET_MEDIA_TASKS, SLUICE_FLEET_COMPUTE_JOBS), by resource; 0: none."),
+		inUse:       g("sluice_quota_in_use", "Leases held across the fleet (upstream tasks in flight), by resource, as this worker last read them."),
+		held:        g("sluice_quota_held", "Leases held by this worker, by resource."),
+		waiting:     g("sluice_quota_waiting_jobs", "Jobs held by the fleet's workers and waiting for a lease, by resource."),
+		waitingHere: g("sluice_quota_waiting_jobs_here", "Jobs held by this worker and waiting for a lease, by resource."),
+		rate:        g("sluice_quota_rate_limit", "Fleet limit of requests per second (SLUICE_FLEET_MEDIA_RATE, SLUICE_FLEET_COMPUTE_RATE), by resource; 0: none."),
+	}
+}
+
+func (q quotaGauges) collectors() []prometheus.Collector {
+	return []prometheus.Collector{q.limit, q.inUse, q.held, q.waiting, q.waitingHere, q.rate}
+}
+
+// Quota records one resource's fleet quota as this worker sees it.
+func (m *Metrics) Quota(resource string, limit, inUse, held, waiting, waitingHere int) {
+	if m == nil {
+		return
+	}
+	m.quota.limit.WithLabelValues(resource).Set(float64(limit))
+	m.quota.inUse.WithLabelValues(resource).Set(float64(inUse))
+	m.quota.held.WithLabelValues(resource).Set(float64(held))
+	m.quota.waiting.WithLabelValues(resource).Set(float64(waiting))
+	m.quota.waitingHere.WithLabelValues(resource).Set(float64(waitingHere))
+}
+
+// QuotaRate records one resource's fleet request rate limit.
+func (m *Metrics) QuotaRate(resource string, perSecond float64) {
+	if m != nil {
+		m.quota.rate.WithLabelValues(resource).Set(perSecond)
+	}
+}

@@ -1,0 +1,395 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+)
+
+// pollEvery is how often a worker reads the board while jobs of its own
+// wait for a lease or its consumer would start more than it may.
+const pollEvery = 250 * time.Millisecond
+
+// idleSync is how often a worker reads the board otherwise, so that its
+// view (the consumer's gate, the metrics) stays recent.
+const idleSync = 2 * time.Second
+
+// leases keeps one worker's leases of one resource on the fleet's board:
+// one goroutine (run) reads the key, plans the change the worker's
+// requests make (plan) and writes it by compare-and-set, again until it
+// lands. Requests (acquire, take, release, hand back) never write
+// themselves, so a worker is one writer per resource however many jobs it
+// runs.
+type leases struct {
+	resource string
+	key      string
+	limit    int
+	holder   string
+	ttl      time.Duration
+	kv       jetstream.KeyValue
+	log      zerolog.Logger
+	now      func() time.Time
+	observe  func(Status)
+	wake     chan struct{}
+
+	mu      sync.Mutex
+	keep    map[string]bool
+	take    map[string]bool
+	drop    map[string]bool
+	orphan  map[string]bool
+	want    []*request
+	starved time.Time
+	// drained: the consumer's last pull got fewer jobs than it was
+	// allowed, so the stream had no more; a worker asking for more than
+	// it may is starved only when it has not (else an idle worker would
+	// hold the others to their fair share).
+	drained bool
+	// reserved are the deadlines of jobs the consumer pulled on this
+	// worker's word (reserve) that have not asked for a lease yet.
+	reserved []time.Time
+	// view is the board as last read or written, live at viewAt.
+	view   board
+	viewAt time.Time
+	seq    int
+}
+
+// request is one job waiting for a lease.
+type request struct {
+	job     string
+	granted chan struct{}
+}
+
+func newLeases(resource string, limit int, cfg Config) *leases {
+	return &leases{
+		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
+		kv: cfg.KV, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
+		wake: make(chan struct{}, 1),
+		keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]bool{},
+	}
+}
+
+func (l *leases) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acquire waits until job holds a lease, or ctx ends.
+func (l *leases) acquire(ctx context.Context, job string) error {
+	req := &request{job: job, granted: make(chan struct{})}
+	l.mu.Lock()
+	if l.keep[job] {
+		l.mu.Unlock()
+		return nil
+	}
+	l.unreserveLocked()
+	l.want = append(l.want, req)
+	l.mu.Unlock()
+	l.poke()
+	select {
+	case <-req.granted:
+		return nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	if l.keep[job] {
+		// Granted as the wait ended: give it back.
+		delete(l.keep, job)
+		l.drop[job] = true
+	} else {
+		l.want = slices.DeleteFunc(l.want, func(r *request) bool { return r == req })
+	}
+	l.mu.Unlock()
+	l.poke()
+	return ctx.Err()
+}
+
+// takeOver makes job's lease this worker's, whatever the limit.
+func (l *leases) takeOver(job string) {
+	l.mu.Lock()
+	l.unreserveLocked()
+	delete(l.drop, job)
+	delete(l.orphan, job)
+	if !l.keep[job] {
+		l.take[job] = true
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// release gives job's lease back; handBack leaves it counting for the
+// job's next delivery (see intent.orphan).
+func (l *leases) release(job string, handBack bool) {
+	l.mu.Lock()
+	delete(l.keep, job)
+	delete(l.take, job)
+	if handBack {
+		l.orphan[job] = true
+	} else {
+		l.drop[job] = true
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// unreserve drops n reservations the consumer's pull did not use; pulled
+// tells whether it was a pull's leftover, which says whether the stream
+// ran dry (see drained).
+func (l *leases) unreserve(n int, pulled bool) {
+	l.mu.Lock()
+	for range n {
+		l.unreserveLocked()
+	}
+	if pulled {
+		l.drained = n > 0
+	}
+	l.mu.Unlock()
+}
+
+func (l *leases) unreserveLocked() {
+	if len(l.reserved) > 0 {
+		l.reserved = l.reserved[1:]
+	}
+}
+
+// reserve returns how many of n jobs the consumer may pull now, and holds
+// that many places until the jobs ask for their lease (or a ttl passes).
+func (l *leases) reserve(n int) int {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reserved = slices.DeleteFunc(l.reserved, func(t time.Time) bool { return !t.After(now) })
+	if l.viewAt.IsZero() {
+		// The board has not been read yet: a worker that joins a full
+		// fleet must not pull a burst of jobs it cannot start.
+		defer l.poke()
+		return 0
+	}
+	v := l.view.live(now.UnixMilli())
+	free := l.limit - len(v.Leases)
+	for h := range v.Waiting {
+		if h != l.holder {
+			fair := (l.limit + len(holdersOf(v, l.holder)) - 1) / len(holdersOf(v, l.holder))
+			free = min(free, fair-v.held(l.holder))
+			break
+		}
+	}
+	// A job handed back counts until its next delivery takes its lease
+	// over: that delivery must be pulled whatever the limit.
+	allow := max(free, 0) + v.orphans() - len(l.want) - len(l.reserved)
+	allow = min(max(allow, 0), n)
+	if allow < n || now.Sub(l.viewAt) > pollEvery {
+		// Read the board again soon: it may have moved since.
+		defer l.poke()
+	}
+	if allow < n && !l.drained {
+		l.starved = now
+	} else {
+		l.starved = time.Time{}
+	}
+	for range allow {
+		l.reserved = append(l.reserved, now.Add(l.ttl))
+	}
+	return allow
+}
+
+func holdersOf(bd board, me string) map[string]bool {
+	hs := map[string]bool{me: true}
+	for _, l := range bd.Leases {
+		if l.Holder != "" {
+			hs[l.Holder] = true
+		}
+	}
+	for h := range bd.Waiting {
+		hs[h] = true
+	}
+	return hs
+}
+
+// run keeps the board in step with the worker's requests until ctx ends,
+// then writes once more so that a stopping worker's handed-back leases
+// and releases land.
+func (l *leases) run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			l.sync(fctx)
+			cancel()
+			return
+		case <-l.wake:
+		case <-t.C:
+		}
+		l.sync(ctx)
+		t.Reset(l.nextSync())
+	}
+}
+
+// nextSync is when the board must be read again: soon while jobs wait or
+// the consumer is starved, else every idleSync, and within a quarter of
+// the lease life (a lease is renewed past half of it).
+func (l *leases) nextSync() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.want) > 0 || !l.starved.IsZero() && l.now().Sub(l.starved) < 2*time.Second {
+		return pollEvery
+	}
+	return min(l.ttl/4, idleSync)
+}
+
+// intent snapshots the worker's requests.
+func (l *leases) intent() intent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := intent{
+		holder: l.holder, now: l.now(), ttl: l.ttl, limit: l.limit,
+		keep: make(map[string]bool, len(l.keep)),
+		take: keys(l.take), drop: keys(l.drop), orphan: keys(l.orphan),
+	}
+	in.starved = !l.starved.IsZero() && in.now.Sub(l.starved) < 2*time.Second
+	for id := range l.keep {
+		in.keep[id] = true
+	}
+	for _, r := range l.want {
+		in.want = append(in.want, r.job)
+	}
+	return in
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sync reads the board, plans the worker's requests on it and writes the
+// result by compare-and-set, re-reading after a conflict. A write whose
+// answer is lost (a timeout, a leader change) is not taken as failed or
+// as done: the board is read again, and plan recognises the leases the
+// write gave if it landed.
+func (l *leases) sync(ctx context.Context) {
+	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := l.syncOnce(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			l.log.Debug().Err(err).Msg("quota board not written; reading it again")
+		}
+		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
+			return
+		}
+	}
+}
+
+func (l *leases) syncOnce(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var cur board
+	var rev uint64
+	e, err := l.kv.Get(cctx, l.key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return fmt.Errorf("read %s: %w", l.key, err)
+	default:
+		rev = e.Revision()
+		if cur, err = decodeBoard(e.Value()); err != nil {
+			// A board nobody can read is replaced: its leases lapse.
+			l.log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
+			cur = board{}
+		}
+	}
+	in := l.intent()
+	out := plan(cur, in)
+	if out.changed {
+		l.mu.Lock()
+		l.seq++
+		out.next.Writer = fmt.Sprintf("%s#%d", l.holder, l.seq)
+		l.mu.Unlock()
+		data, err := json.Marshal(out.next)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = l.kv.Create(cctx, l.key, data)
+		} else {
+			_, err = l.kv.Update(cctx, l.key, data, rev)
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", l.key, err)
+		}
+	}
+	l.apply(in, out)
+	return nil
+}
+
+// apply records a board that holds in's effects.
+func (l *leases) apply(in intent, out outcome) {
+	l.mu.Lock()
+	for _, id := range in.take {
+		if l.take[id] {
+			delete(l.take, id)
+			l.keep[id] = true
+		}
+	}
+	for _, id := range in.drop {
+		delete(l.drop, id)
+	}
+	for _, id := range in.orphan {
+		delete(l.orphan, id)
+	}
+	for _, id := range out.lost {
+		delete(l.keep, id)
+	}
+	granted := make(map[string]bool, len(out.granted))
+	for _, id := range out.granted {
+		granted[id] = true
+	}
+	var grants []*request
+	l.want = slices.DeleteFunc(l.want, func(r *request) bool {
+		if !granted[r.job] {
+			return false
+		}
+		l.keep[r.job] = true
+		grants = append(grants, r)
+		return true
+	})
+	l.view, l.viewAt = out.next, in.now
+	st := l.statusLocked(in.now)
+	l.mu.Unlock()
+	if len(out.lost) > 0 {
+		l.log.Info().Strs("jobs", out.lost).Msg("leases taken over by the workers the jobs were delivered to")
+	}
+	// Observed before the jobs go on, so the metrics never lag a submit.
+	if l.observe != nil {
+		l.observe(st)
+	}
+	for _, r := range grants {
+		close(r.granted)
+	}
+}
+
+func (l *leases) statusLocked(now time.Time) Status {
+	v := l.view.live(now.UnixMilli())
+	return Status{
+		Resource: l.resource, Limit: l.limit, InUse: len(v.Leases), Held: v.held(l.holder),
+		Waiting: v.waitingJobs(), WaitingHere: len(l.want),
+	}
+}

@@ -1,0 +1,248 @@
+package quota
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+)
+
+// board is the value of a resource's key in the bucket: every lease of
+// the fleet (job id to holder and expiry) and the workers waiting for
+// one. Expired entries are ignored and pruned by the next writer.
+type board struct {
+	// Limit is the limit of the worker that wrote last (for display: each
+	// worker grants by its own configured limit).
+	Limit int `json:"limit"`
+	// Grace is how long, in milliseconds, an expired lease keeps counting
+	// as handed back (holder "") before it lapses: the lease life of the
+	// worker that wrote last.
+	Grace   int64             `json:"grace_ms,omitempty"`
+	Leases  map[string]lease  `json:"leases,omitempty"`
+	Waiting map[string]waiter `json:"waiting,omitempty"`
+	// Writer names the write (holder and a sequence of its own), so a
+	// worker whose compare-and-set went unanswered can tell its own write
+	// when it reads the key again.
+	Writer string `json:"writer,omitempty"`
+}
+
+// lease is one job's hold on one unit of a resource.
+type lease struct {
+	Holder string `json:"holder"`
+	// Exp is the expiry in Unix milliseconds.
+	Exp int64 `json:"exp"`
+}
+
+// waiter is a worker with jobs waiting for a lease.
+type waiter struct {
+	Jobs int   `json:"jobs"`
+	Exp  int64 `json:"exp"`
+}
+
+func decodeBoard(b []byte) (board, error) {
+	var bd board
+	if len(b) == 0 {
+		return bd, nil
+	}
+	err := json.Unmarshal(b, &bd)
+	return bd, err
+}
+
+// live returns bd as it stands at now: a lease past its expiry counts as
+// handed back (holder "") for Grace more, since its worker died but its
+// task may still run upstream until the job's next delivery takes the
+// lease over; past that, and waiters past theirs, are dropped.
+func (bd board) live(now int64) board {
+	out := board{Limit: bd.Limit, Grace: bd.Grace, Writer: bd.Writer}
+	for id, l := range bd.Leases {
+		if l.Exp <= now {
+			if l.Exp+bd.Grace <= now {
+				continue
+			}
+			l.Holder = ""
+		}
+		if out.Leases == nil {
+			out.Leases = make(map[string]lease)
+		}
+		out.Leases[id] = l
+	}
+	for h, w := range bd.Waiting {
+		if w.Exp > now {
+			if out.Waiting == nil {
+				out.Waiting = make(map[string]waiter)
+			}
+			out.Waiting[h] = w
+		}
+	}
+	return out
+}
+
+// held counts holder's leases in bd.
+func (bd board) held(holder string) int {
+	n := 0
+	for _, l := range bd.Leases {
+		if l.Holder == holder {
+			n++
+		}
+	}
+	return n
+}
+
+// orphans counts the leases handed back with their job.
+func (bd board) orphans() int { return bd.held("") }
+
+// waitingJobs is the number of jobs waiting across the fleet.
+func (bd board) waitingJobs() int {
+	n := 0
+	for _, w := range bd.Waiting {
+		n += w.Jobs
+	}
+	return n
+}
+
+// same reports whether a and b hold the same leases, waiters and limit
+// (the writer aside).
+func same(a, b board) bool {
+	return a.Limit == b.Limit && a.Grace == b.Grace && maps.Equal(a.Leases, b.Leases) && maps.Equal(a.Waiting, b.Waiting)
+}
+
+// intent is what one worker wants of a resource's board.
+type intent struct {
+	holder string
+	now    time.Time
+	ttl    time.Duration
+	limit  int
+	// keep are the leases the worker holds and renews; one missing from
+	// the board (expired while the worker could not write) is put back
+	// whatever the limit: its task is upstream all the same.
+	keep map[string]bool
+	// take are leases taken over whatever the limit: a redelivered job
+	// whose task is already upstream.
+	take []string
+	// want are the jobs waiting for a lease, first come first.
+	want []string
+	// drop are leases given back.
+	drop []string
+	// orphan are leases handed back with their job (a stopping worker):
+	// they keep counting, holder "", until the job's next delivery takes
+	// them over or they expire.
+	orphan []string
+	// starved: the worker would start more jobs than it may; it counts
+	// as waiting (with no job held) for the fair share.
+	starved bool
+}
+
+// outcome is a planned board and what it means for the worker.
+type outcome struct {
+	next board
+	// changed: next must be written.
+	changed bool
+	// granted are the jobs of want that hold a lease in next.
+	granted []string
+	// lost are kept leases another holder now has (the job was
+	// redelivered to another worker, which took its lease over).
+	lost []string
+}
+
+// plan applies in to cur. It is a pure function, and idempotent: planned
+// again on a board that already carries its effects (a write whose answer
+// was lost but that was applied) it changes nothing and reports the same
+// grants, which is how a worker recognises its own write.
+func plan(cur board, in intent) outcome {
+	now := in.now.UnixMilli()
+	exp := in.now.Add(in.ttl).UnixMilli()
+	half := in.ttl.Milliseconds() / 2
+	next := cur.live(now)
+	if next.Leases == nil {
+		next.Leases = make(map[string]lease)
+	}
+	if next.Waiting == nil {
+		next.Waiting = make(map[string]waiter)
+	}
+	next.Limit, next.Grace = in.limit, in.ttl.Milliseconds()
+	var out outcome
+	// A lease of the worker past half its life is renewed; one fresher is
+	// left as it is, so a worker writes about twice per ttl when nothing
+	// else changes.
+	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > half }
+
+	for _, id := range in.drop {
+		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
+			delete(next.Leases, id)
+		}
+	}
+	for _, id := range in.orphan {
+		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
+			next.Leases[id] = lease{Exp: l.Exp}
+		}
+	}
+	for _, id := range in.take {
+		if l, ok := next.Leases[id]; !ok || !fresh(l) {
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(in.keep)) {
+		l, ok := next.Leases[id]
+		switch {
+		case ok && l.Holder != in.holder && l.Holder != "":
+			out.lost = append(out.lost, id)
+		case !ok || !fresh(l):
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+		}
+	}
+
+	// Jobs of want already leased (to this worker by a write whose answer
+	// was lost, or to another that held the same job) are granted first,
+	// outside the count: their lease is in it already.
+	var rest []string
+	for _, id := range in.want {
+		if _, ok := next.Leases[id]; ok {
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			out.granted = append(out.granted, id)
+			continue
+		}
+		rest = append(rest, id)
+	}
+	free := in.limit - len(next.Leases)
+	if free > 0 && len(rest) > 0 {
+		// While another worker waits, a worker takes no more than its fair
+		// share: the limit split between the workers that hold or want a
+		// lease.
+		holders := map[string]bool{in.holder: true}
+		othersWait := false
+		for _, l := range next.Leases {
+			holders[l.Holder] = true
+		}
+		for h := range next.Waiting {
+			holders[h] = true
+			othersWait = othersWait || h != in.holder
+		}
+		allow := free
+		if othersWait {
+			fair := (in.limit + len(holders) - 1) / len(holders)
+			allow = min(free, max(0, fair-next.held(in.holder)))
+		}
+		n := min(allow, len(rest))
+		for _, id := range rest[:n] {
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			out.granted = append(out.granted, id)
+		}
+		rest = rest[n:]
+	}
+	if len(rest) > 0 || in.starved {
+		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != len(rest) || w.Exp-now <= half {
+			next.Waiting[in.holder] = waiter{Jobs: len(rest), Exp: exp}
+		}
+	} else {
+		delete(next.Waiting, in.holder)
+	}
+	if len(next.Leases) == 0 {
+		next.Leases = nil
+	}
+	if len(next.Waiting) == 0 {
+		next.Waiting = nil
+	}
+	out.next = next
+	out.changed = !same(cur, next)
+	return out
+}

@@ -1,0 +1,145 @@
+package quota
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func in(holder string, limit int) intent {
+	return intent{holder: holder, now: t0, ttl: time.Minute, limit: limit, keep: map[string]bool{}}
+}
+
+func leased(holder string, exp time.Time) lease { return lease{Holder: holder, Exp: exp.UnixMilli()} }
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	later := t0.Add(time.Minute)
+	full := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+
+	t.Run("grants up to the limit, first come first", func(t *testing.T) {
+		i := in("w1", 2)
+		i.want = []string{"j1", "j2", "j3"}
+		out := plan(board{}, i)
+		if !slices.Equal(out.granted, []string{"j1", "j2"}) || !out.changed {
+			t.Fatalf("granted %v changed %v", out.granted, out.changed)
+		}
+		if w := out.next.Waiting["w1"]; w.Jobs != 1 {
+			t.Fatalf("waiting %+v, want w1 waiting with 1 job", out.next.Waiting)
+		}
+	})
+	t.Run("full board grants nothing and registers the waiter", func(t *testing.T) {
+		i := in("w2", 2)
+		i.want = []string{"j"}
+		out := plan(full, i)
+		if len(out.granted) != 0 || out.next.Waiting["w2"].Jobs != 1 {
+			t.Fatalf("granted %v waiting %+v", out.granted, out.next.Waiting)
+		}
+	})
+	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
+		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": leased("dead", t0.Add(-time.Minute))}}
+		i := in("w2", 2)
+		i.want = []string{"j1", "j2"}
+		out := plan(old, i)
+		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.orphans() != 1 {
+			t.Fatalf("granted %v leases %+v", out.granted, out.next.Leases)
+		}
+		// Its own kept lease, past expiry (the worker could not write for
+		// a while), is the worker's again, not lost.
+		i = in("dead", 2)
+		i.keep["a"] = true
+		out = plan(old, i)
+		if len(out.lost) != 0 || out.next.Leases["a"].Holder != "dead" {
+			t.Fatalf("lost %v leases %+v", out.lost, out.next.Leases)
+		}
+	})
+	t.Run("expired leases without grace are ignored and pruned", func(t *testing.T) {
+		old := board{Limit: 2, Leases: map[string]lease{"a": leased("dead", t0), "b": leased("dead", t0.Add(-time.Second))}}
+		i := in("w2", 2)
+		i.want = []string{"j1", "j2"}
+		out := plan(old, i)
+		if len(out.granted) != 2 || len(out.next.Leases) != 2 || out.next.Leases["a"].Holder != "" {
+			t.Fatalf("granted %v leases %+v", out.granted, out.next.Leases)
+		}
+	})
+	t.Run("take over a job's lease whatever the limit", func(t *testing.T) {
+		b := board{Limit: 2, Leases: map[string]lease{"a": leased("w1", later), "b": leased("", later)}}
+		i := in("w2", 2)
+		i.take = []string{"b", "c"}
+		out := plan(b, i)
+		if out.next.Leases["b"].Holder != "w2" || out.next.Leases["c"].Holder != "w2" || len(out.next.Leases) != 3 {
+			t.Fatalf("leases %+v", out.next.Leases)
+		}
+	})
+	t.Run("a kept lease taken over by another worker is lost", func(t *testing.T) {
+		b := board{Leases: map[string]lease{"a": leased("w2", later)}}
+		i := in("w1", 2)
+		i.keep["a"] = true
+		out := plan(b, i)
+		if !slices.Equal(out.lost, []string{"a"}) || out.next.Leases["a"].Holder != "w2" {
+			t.Fatalf("lost %v leases %+v", out.lost, out.next.Leases)
+		}
+	})
+	t.Run("a kept lease that expired is put back whatever the limit", func(t *testing.T) {
+		b := board{Leases: map[string]lease{"x": leased("w2", later), "y": leased("w2", later)}}
+		i := in("w1", 2)
+		i.keep["a"] = true
+		out := plan(b, i)
+		if out.next.Leases["a"].Holder != "w1" || len(out.next.Leases) != 3 {
+			t.Fatalf("leases %+v", out.next.Leases)
+		}
+	})
+	t.Run("renews a kept lease only past half its life", func(t *testing.T) {
+		b := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
+		i := in("w1", 2)
+		i.keep["a"] = true
+		if out := plan(b, i); out.changed {
+			t.Fatalf("a fresh lease was rewritten: %+v", out.next)
+		}
+		b.Leases["a"] = leased("w1", t0.Add(20*time.Second))
+		if out := plan(b, i); !out.changed || out.next.Leases["a"].Exp != later.UnixMilli() {
+			t.Fatalf("an old lease was not renewed: %+v", out.next)
+		}
+	})
+	t.Run("release and hand back", func(t *testing.T) {
+		i := in("w1", 2)
+		i.drop = []string{"a"}
+		i.orphan = []string{"b"}
+		out := plan(full, i)
+		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.orphans() != 1 {
+			t.Fatalf("leases %+v", out.next.Leases)
+		}
+		// Another worker's lease is not dropped.
+		i = in("w2", 2)
+		i.drop = []string{"a"}
+		if out := plan(full, i); out.changed {
+			t.Fatalf("w2 dropped w1's lease: %+v", out.next)
+		}
+	})
+	t.Run("a fair share while another worker waits", func(t *testing.T) {
+		b := board{Limit: 4, Waiting: map[string]waiter{"w2": {Jobs: 1, Exp: later.UnixMilli()}},
+			Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+		i := in("w1", 4)
+		i.want = []string{"j1", "j2"}
+		if out := plan(b, i); len(out.granted) != 0 {
+			t.Fatalf("w1 holds its fair share (2 of 4) yet was granted %v", out.granted)
+		}
+		i = in("w2", 4)
+		i.want = []string{"j1", "j2", "j3"}
+		out := plan(b, i)
+		if len(out.granted) != 2 || out.next.Waiting["w2"].Jobs != 1 {
+			t.Fatalf("w2 granted %v waiting %+v", out.granted, out.next.Waiting)
+		}
+	})
+	t.Run("a write that landed is recognised when planned again", func(t *testing.T) {
+		i := in("w1", 2)
+		i.want = []string{"j1"}
+		first := plan(board{}, i)
+		again := plan(first.next, i)
+		if again.changed || !slices.Equal(again.granted, []string{"j1"}) {
+			t.Fatalf("planned again on its own write: changed %v granted %v", again.changed, again.granted)
+		}
+	})
+}

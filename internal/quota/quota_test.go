@@ -1,0 +1,241 @@
+package quota_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/quota"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+type bundle struct {
+	js    jetstream.JetStream
+	kv    jetstream.KeyValue
+	clock *testenv.Clock
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	kv, err := n.JS.CreateOrUpdateKeyValue(testenv.Context(t, 10*time.Second), quota.BucketConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{js: n.JS, kv: kv, clock: testenv.NewClock()}
+}
+
+// fleet starts one worker's side of the quotas; stop ends its Run.
+func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quota.Fleet, stop func()) {
+	t.Helper()
+	f, err := quota.New(quota.Config{KV: b.kv, Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return f, sync.OnceFunc(stop)
+}
+
+// jobRun is jobs taking a lease in turn on several workers, each holding
+// it a moment.
+type jobRun struct {
+	held, peak, granted atomic.Int64
+	wg                  sync.WaitGroup
+}
+
+// runJobs starts n jobs, spread over fleets, that each acquire a lease,
+// hold it 5ms and release it; peak is the most holding one at once (a job
+// stops counting before its release lands on the board).
+func runJobs(ctx context.Context, t *testing.T, fleets []*quota.Fleet, n int) *jobRun {
+	r := &jobRun{}
+	for i := range n {
+		f := fleets[i%len(fleets)]
+		r.wg.Go(func() {
+			l, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			h := r.held.Add(1)
+			for p := r.peak.Load(); h > p && !r.peak.CompareAndSwap(p, h); p = r.peak.Load() {
+			}
+			time.Sleep(5 * time.Millisecond)
+			r.held.Add(-1)
+			l.Release()
+			r.granted.Add(1)
+		})
+	}
+	return r
+}
+
+func (r *jobRun) wait() { r.wg.Wait() }
+
+// twoWorkers starts a bundle and two workers' sides (w1, w2) with limits.
+func twoWorkers(t *testing.T, limits quota.Limits) (b *bundle, f1 *quota.Fleet, stop1 func(), f2 *quota.Fleet) {
+	t.Helper()
+	b = setup(t)
+	f1, stop1 = b.fleet(t, "w1", limits)
+	f2, _ = b.fleet(t, "w2", limits)
+	return b, f1, stop1, f2
+}
+
+// eventually polls cond until it holds or the test's patience ends.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func read(t *testing.T, b *bundle, res string) quota.Status {
+	t.Helper()
+	sts, err := quota.Read(testenv.Context(t, 5*time.Second), b.js, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if st.Resource == res {
+			return st
+		}
+	}
+	return quota.Status{Resource: res}
+}
+
+func TestLeasesNeverExceedTheLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	b, f1, _, f2 := twoWorkers(t, quota.Limits{MediaTasks: 3})
+	ctx := testenv.Context(t, 60*time.Second)
+
+	jobs := runJobs(ctx, t, []*quota.Fleet{f1, f2}, 24)
+	jobs.wait()
+	if n := jobs.granted.Load(); n != 24 {
+		t.Fatalf("%d of 24 jobs got a lease", n)
+	}
+	if p := jobs.peak.Load(); p > 3 {
+		t.Fatalf("%d jobs held a lease at once, limit 3", p)
+	}
+	eventually(t, "every lease given back", func() bool { return read(t, b, quota.Media).InUse == 0 })
+}
+
+func TestDeadWorkersLeasesAreTakenOverOrLapse(t *testing.T) {
+	t.Parallel()
+	b, f1, stop1, f2 := twoWorkers(t, quota.Limits{MediaTasks: 2})
+	ctx := testenv.Context(t, 30*time.Second)
+	for _, job := range []string{"a", "b"} {
+		if _, err := f1.Acquire(ctx, "video", job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop1() // w1 dies holding both leases
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := f2.Acquire(ctx, "speech", "c")
+		got <- err
+	}()
+	eventually(t, "w2 waits on the board", func() bool { return read(t, b, quota.Media).Waiting == 1 })
+	select {
+	case err := <-got:
+		t.Fatalf("w2 got a lease while w1's were alive: %v", err)
+	default:
+	}
+	// Past their expiry, w1's leases count as handed back: their tasks
+	// may still run upstream, and w2 may pull their jobs to take them
+	// over, but not start a new one.
+	b.clock.Advance(61 * time.Second)
+	eventually(t, "w2 may pull a job of w1's", func() bool {
+		n := f2.Reserve("video", 1)
+		f2.Unreserve("video", n)
+		return n == 1
+	})
+	f2.Take("video", "a")
+	eventually(t, "w2 holds a", func() bool { return f2.Statuses()[0].Held == 1 })
+	select {
+	case err := <-got:
+		t.Fatalf("w2 started a new job while w1's leases counted: %v", err)
+	default:
+	}
+	// b was never taken over: it lapses after its grace.
+	b.clock.Advance(60 * time.Second)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if st := read(t, b, quota.Media); st.InUse != 2 || st.Waiting != 0 {
+		t.Fatalf("after w1's lease of b lapsed: %+v, want 2 in use (a, c) and none waiting", st)
+	}
+}
+
+func TestHandedBackLeaseIsTakenOverByTheNextDelivery(t *testing.T) {
+	t.Parallel()
+	_, f1, _, f2 := twoWorkers(t, quota.Limits{ComputeJobs: 1})
+	ctx := testenv.Context(t, 30*time.Second)
+
+	l, err := f1.Acquire(ctx, "compute", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.HandBack() // w1 stops; the job's task is still upstream
+	eventually(t, "w2 may pull the handed-back job", func() bool { return f2.Reserve("compute", 1) == 1 })
+	f2.Take("compute", "x")
+	eventually(t, "w2 holds x", func() bool {
+		st := f2.Statuses()
+		return len(st) == 1 && st[0].Held == 1 && st[0].InUse == 1
+	})
+	// The quota is full: a new job waits, the takeover did not free it.
+	eventually(t, "w1 may pull no new job while x holds the only lease", func() bool {
+		n := f1.Reserve("compute", 1)
+		f1.Unreserve("compute", n)
+		return n == 0
+	})
+	// A takeover while full: w1 gets x back on a redelivery, whatever the
+	// limit, and w2 learns it lost it.
+	f1.Take("compute", "x")
+	eventually(t, "w1 holds x again, w2 none", func() bool {
+		s1, s2 := f1.Statuses(), f2.Statuses()
+		return s1[0].Held == 1 && s1[0].InUse == 1 && s2[0].Held == 0
+	})
+}
+
+func TestFleetRateSharesEachWindow(t *testing.T) {
+	t.Parallel()
+	b, f1, _, f2 := twoWorkers(t, quota.Limits{MediaRate: 5})
+	ctx := testenv.Context(t, 60*time.Second)
+
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 12 {
+		f := f1
+		if i%2 == 1 {
+			f = f2
+		}
+		rt := f.Transport(quota.Media, roundTripFunc(func() { sent.Add(1) }))
+		wg.Go(func() {
+			req, _ := newRequest(ctx)
+			if _, err := rt.RoundTrip(req); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for w := 1; w <= 3; w++ {
+		want := min(int64(5*w), 12)
+		eventually(t, "the window's requests are sent", func() bool { return sent.Load() >= want })
+		if n := sent.Load(); n > want {
+			t.Fatalf("%d requests sent in %d windows of 5", n, w)
+		}
+		b.clock.Advance(time.Second)
+	}
+	wg.Wait()
+}
