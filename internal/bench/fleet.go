@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +67,7 @@ func (r *run) fleet(ctx context.Context) (*Figure, error) {
 		fig.row(p.name+": publish to last terminal event", "%s", p.took.Round(100*time.Millisecond))
 		fig.row(p.name+": worker CPU (user+sys) per job", "%s", ms(p.cpu/time.Duration(max(p.ended, 1))))
 	}
-	fig.row("load average (1 min) before / after", "%s / %s", load0, load1)
+	fig.row("load average (1, 5, 15 min) before / after", "%s / %s", load0, load1)
 	fig.Measured, fig.Met = strings.Join(measured, "; "), met
 	fig.Notes = []string{
 		"Each phase has its own NATS, S3 store and simulator (tasks take 3 s, pending the first 0.75 s). " +
@@ -153,16 +152,4 @@ func (r *run) fleetPhase(ctx context.Context, name string, n int, env map[string
 	}
 	r.logf("Q1 %s: peak %d, busiest second %d, %d ended in %s", p.name, p.peak, p.busiest, p.ended, p.took.Round(time.Second))
 	return p, nil
-}
-
-// loadAvg is the machine's 1-minute load average, or "?".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
