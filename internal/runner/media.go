@@ -204,6 +204,10 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 	case errors.Is(err, apiclient.ErrAmbiguous):
 		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
 			"upstream may or may not have created a task; sluice does not submit again on its own: %v", err)
+	case apiclient.IsPermanent(err) && r.storeAway(ctx, j, err):
+		// Upstream could not fetch an input from sluice's own store
+		// because the store is away: nothing was created, and the job
+		// waits for the store like any other of its transient errors.
 	case apiclient.IsPermanent(err):
 		code := CodeUpstreamRejected
 		var ae *apiclient.APIError
@@ -218,6 +222,28 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	return transient(fmt.Errorf("submit: %w", err))
+}
+
+// storeAway reports whether a refused submit names an s3:// input of the
+// job (sluice's own store) that the store cannot serve now for a reason
+// that may pass: upstream then failed to fetch it because the store was
+// away, not because the input is wrong.
+func (r *Runner) storeAway(ctx context.Context, j *job, err error) bool {
+	var ae *apiclient.APIError
+	if j.kind != "video" || !errors.As(err, &ae) || ae.Param == "" {
+		return false
+	}
+	for _, in := range j.spec.Video.Inputs() {
+		if in.Field != "video."+ae.Param || !strings.HasPrefix(in.URL, "s3://") {
+			continue
+		}
+		src, err := r.openInput(ctx, in.URL)
+		if err == nil {
+			_, err = src.ReadAt(make([]byte, 1), 0)
+		}
+		return err != nil && artifacts.IsTemporary(err)
+	}
+	return false
 }
 
 // observeTask records what a poll saw: the first "running" becomes a

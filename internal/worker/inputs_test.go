@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -116,6 +117,39 @@ func TestVideoInputS3OutageIsRetried(t *testing.T) {
 	}
 	if n := b.media.SubmitCount("preflight " + id); n != 0 {
 		t.Fatalf("submitted %d times while an input could not be read", n)
+	}
+	down.Store(false)
+	ev := b.await(t, id, 90*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("after S3 came back: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 1 {
+		t.Errorf("paid submits = %d, want 1", n)
+	}
+}
+
+// Upstream refusing a submit because it could not fetch an s3:// input
+// while sluice's store is away (here without preflight, which would wait
+// for the store first) delays the job instead of failing it: nothing was
+// created upstream, and once the store is back the job runs, paid once.
+func TestVideoInputS3OutageAtSubmitIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	frame := b.putInput(t, "inputs/outage-submit.png", testmedia.Fixture(t, "image-384x256.png"))
+	endpoint, down := failingS3(t, b, "/inputs/")
+	down.Store(true)
+	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint; c.Preflight = runner.PreflightOff })
+	const id = "submit-s3-down"
+	b.publish(t, "video", id, mediaJob(id, [2]string{"first_frame", frame}))
+
+	// Two refused submits, the second one classified (the record is back
+	// at received): the store may come back without racing a submit.
+	rec := b.awaitRecord(t, id, 60*time.Second, func(r *state.Record) bool {
+		return r.Status.Terminal() ||
+			r.Status == state.StatusReceived && b.media.Counters().Requests(apisim.EndpointVideoSubmit) >= 2
+	})
+	if rec.Status.Terminal() {
+		t.Fatalf("upstream's failed fetch from sluice's store ended the job: %s %+v", rec.Status, rec.Error)
 	}
 	down.Store(false)
 	ev := b.await(t, id, 90*time.Second)
