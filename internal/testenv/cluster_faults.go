@@ -153,6 +153,13 @@ func (c *Cluster) StepDownMeta() (int, error) {
 	defer nc.Close()
 	m, err := nc.Request("$JS.API.META.LEADER.STEPDOWN", nil, 5*time.Second)
 	if err != nil {
+		// The answer may be lost in the very leader change it asked for:
+		// the step-down happened if another node leads now.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if now := c.MetaLeader(); now >= 0 && now != l {
+				return l, nil
+			}
+		}
 		return l, fmt.Errorf("meta step-down: %w", err)
 	}
 	var resp struct {
