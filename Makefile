@@ -66,7 +66,7 @@ partition: ## the partition suite's long variant: 20 s isolations, the default 1
 
 cluster-faults: ## the in-process cluster fault suite's long variant: 600 jobs, three rounds of leader kills, restarts and step-downs, worker kills; prints the figures (3-6 min)
 	@out=$$(mktemp); status=0; \
-	SLUICE_CLUSTER_LONG=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterFaults' -v ./internal/chaos/ >$$out 2>&1 || status=$$?; \
+	SLUICE_CLUSTER_LONG=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterFaults|TestClusterRedeliversHeldJobs' -v ./internal/chaos/ >$$out 2>&1 || status=$$?; \
 	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
 
 clean: ## remove ./bin and ./data (the dev worker's default SLUICE_DATA_DIR); make demo removes its own files

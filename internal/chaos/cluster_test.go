@@ -228,4 +228,26 @@ func logJobsState(t *testing.T, c *testenv.Cluster) {
 		t.Logf("consumer %s: delivered %d, ack floor %d, ack pending %d, redelivered %d, pending %d, waiting %d, leader %s",
 			kind, i.Delivered.Stream, i.AckFloor.Stream, i.NumAckPending, i.NumRedelivered, i.NumPending, i.NumWaiting, i.Cluster.Leader)
 	}
+	// Every replica's own view: a replica whose store lacks a message's
+	// pending ack would never redeliver it once it leads.
+	for i, n := range c.Nodes {
+		if c.Down(i) {
+			continue
+		}
+		for _, line := range n.Server.ReplicaReport(contract.JobsStream) {
+			t.Logf("replica %s", line)
+		}
+	}
+	// The messages still in the stream: a stuck job whose message is here
+	// waits for its consumer; one whose message is gone was removed.
+	info := s.CachedInfo().State
+	for seq, listed := info.FirstSeq, 0; seq <= info.LastSeq && listed < 50; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		listed++
+		t.Logf("%s message %d: %s job %s, stored %s", contract.JobsStream, seq, m.Subject,
+			m.Header.Get(contract.HeaderMsgID), m.Time.Format(time.TimeOnly))
+	}
 }

@@ -171,3 +171,37 @@ func (s *Server) IsStreamCurrent(stream string) bool {
 func (s *Server) StepDownStream(stream string) error {
 	return s.srv.JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, stream)
 }
+
+// ReplicaReport describes this server's replica of stream and of its
+// consumers in one line each: the stream's messages and sequences, and
+// each consumer's delivered and ack-floor sequences and pending acks as
+// this replica's store holds them (the leader's pending acks are its
+// working set). It is for a failed test's log.
+func (s *Server) ReplicaReport(stream string) []string {
+	info, err := s.srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+	if err != nil {
+		return []string{fmt.Sprintf("%s: jsz: %v", s.Name(), err)}
+	}
+	var out []string
+	for _, acc := range info.AccountDetails {
+		for _, sd := range acc.Streams {
+			if sd.Name != stream {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: stream %s: %d messages, sequences %d-%d, leader %v",
+				s.Name(), sd.Name, sd.State.Msgs, sd.State.FirstSeq, sd.State.LastSeq, sd.Cluster != nil && sd.Cluster.Leader == s.Name()))
+			for _, ci := range sd.Consumer {
+				out = append(out, fmt.Sprintf("%s: consumer %s: delivered %d/%d, ack floor %d/%d, ack pending %d, redelivered %d, pending %d, leader %v",
+					s.Name(), ci.Name, ci.Delivered.Consumer, ci.Delivered.Stream, ci.AckFloor.Consumer, ci.AckFloor.Stream,
+					ci.NumAckPending, ci.NumRedelivered, ci.NumPending, ci.Cluster != nil && ci.Cluster.Leader == s.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// IsConsumerLeader reports whether the server leads consumer of stream
+// (of the global account).
+func (s *Server) IsConsumerLeader(stream, consumer string) bool {
+	return s.srv.JetStreamIsConsumerLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream, consumer)
+}

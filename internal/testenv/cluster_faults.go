@@ -76,6 +76,12 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return c.leader(func(s *natsembed.Server) bool { return s.IsStreamLeader(stream) })
 }
 
+// ConsumerLeader is the node (0-based) that leads consumer of stream, or
+// -1 while none does.
+func (c *Cluster) ConsumerLeader(stream, consumer string) int {
+	return c.leader(func(s *natsembed.Server) bool { return s.IsConsumerLeader(stream, consumer) })
+}
+
 // MetaLeader is the node (0-based) that is the JetStream meta leader, or
 // -1 while none is.
 func (c *Cluster) MetaLeader() int {
