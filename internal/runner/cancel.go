@@ -52,8 +52,9 @@ func (c *Cancels) register(id string) (<-chan struct{}, func()) {
 
 // onCancel makes a cancel of id also call hook, for a job that waits
 // without a goroutine to select on the channel register returned (ch). It
-// reports false, and sets nothing, when that registration has ended or its
-// cancel already arrived: the caller checks ch itself.
+// reports false, and sets nothing, when that registration has ended or
+// another delivery of the job registered since; a cancel that already
+// arrived closed ch, which the caller checks itself.
 func (c *Cancels) onCancel(id string, ch <-chan struct{}, hook func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

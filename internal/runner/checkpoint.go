@@ -78,12 +78,18 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 // NATS hiccup or a leader election. The job logs its first failure; the
 // worker's "state writes" loop says once that it waits for JetStream.
 func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
+	return r.retryWrite(ctx, j, func(ctx context.Context) error { return r.checkpoint(ctx, j, status, fn) })
+}
+
+// retryWrite retries write as retryCheckpoint does; a write refused because
+// another delivery finished or took over the job is not retried.
+func (r *Runner) retryWrite(ctx context.Context, j *job, write func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	spacing := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 0; ; attempt++ {
-		err := r.checkpoint(ctx, j, status, fn)
-		if err == nil || errors.Is(err, errAlreadyFinished) {
+		err := write(ctx)
+		if err == nil || errors.Is(err, errAlreadyFinished) || errors.Is(err, errSuperseded) {
 			r.checkpoints.OK()
 			return err
 		}

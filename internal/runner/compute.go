@@ -140,11 +140,17 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		return r.submitError(sctx, j, err)
 	}
 	now := r.cfg.Now().UTC()
-	if err := r.retryCheckpoint(sctx, j, state.StatusSubmitted, func(rec *state.Record) {
+	upstreamID := func(rec *state.Record) string { return rec.Upstream.JobID }
+	err = r.recordSubmitted(sctx, j, jobID, upstreamID, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.JobID = jobID
 		rec.SubmittedAt = &now
-	}); err != nil {
+	})
+	if errors.Is(err, errSuperseded) {
+		j.log.Warn().Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded)
+		return err
+	}
+	if err != nil {
 		j.log.Error().Err(err).Str("upstream_job_id", jobID).Msg("job submitted but its id could not be recorded")
 		return transient(err)
 	}

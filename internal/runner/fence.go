@@ -48,3 +48,36 @@ func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)
 	j.rec = rec
 	return nil
 }
+
+// recordSubmitted checkpoints "submitted" with what a paid submit returned
+// (fn records the upstream id, which idOf reads back), retried like
+// retryCheckpoint. Two deliveries inside one submit window (the second
+// started while the first was still submitting) each send a submit; the
+// first to record its task wins, and the job goes on with that task only.
+// The other gets errSuperseded: its task is left unrecorded upstream (the
+// record's Submits counts it), and it copies and ends nothing, so the
+// artifacts are always those of the task the record and the terminal event
+// name. A record that already holds this delivery's id (a retry after a
+// lost answer) is left as it is.
+func (r *Runner) recordSubmitted(ctx context.Context, j *job, id string, idOf func(*state.Record) string, fn func(*state.Record)) error {
+	return r.retryWrite(ctx, j, func(ctx context.Context) error {
+		rec, err := r.update(ctx, j, func(rec *state.Record) error {
+			switch {
+			case rec.Status.Terminal():
+				return errAlreadyFinished
+			case idOf(rec) == id:
+				return state.Unchanged
+			case rec.Status != state.StatusSubmitting:
+				return errSuperseded
+			}
+			fn(rec)
+			rec.Status = state.StatusSubmitted
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", state.StatusSubmitted, err)
+		}
+		j.rec = rec
+		return nil
+	})
+}

@@ -30,6 +30,12 @@ const cancelAfterTimeout = 10 * time.Second
 // sluice makes on its own. The reliability harness counts these lines.
 const LogSubmittingAgain = "previous worker stopped between submit and checkpoint; submitting again"
 
+// LogSubmitSuperseded is logged, with the task's or job's upstream id, by
+// a delivery whose submit was sent inside the same submit window as
+// another delivery's that was recorded first: its task runs on upstream
+// unrecorded, and the job goes on with the recorded one.
+const LogSubmitSuperseded = "submitted, but another delivery's submit was recorded first; this one is left unrecorded upstream"
+
 // runMedia runs a video or speech job up to its wait: it submits the task
 // unless the record says it was submitted, and reports wait when the job
 // must now wait for its task (waitTask) to collect its results. Streamed
@@ -169,7 +175,8 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 		return nil, r.submitError(sctx, j, err)
 	}
 	now := r.cfg.Now().UTC()
-	err = r.retryCheckpoint(sctx, j, state.StatusSubmitted, func(rec *state.Record) {
+	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }
+	err = r.recordSubmitted(sctx, j, task.Output.TaskID, taskID, func(rec *state.Record) {
 		rec.Upstream.TaskID = task.Output.TaskID
 		rec.Upstream.RequestID = task.RequestID
 		rec.Upstream.Status = string(task.Output.TaskStatus)
@@ -183,6 +190,10 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 			}
 		}
 	})
+	if errors.Is(err, errSuperseded) {
+		j.log.Warn().Str("task_id", task.Output.TaskID).Msg(LogSubmitSuperseded)
+		return nil, err
+	}
 	if err != nil {
 		j.log.Error().Err(err).Str("task_id", task.Output.TaskID).Msg("task submitted but its id could not be recorded")
 		return nil, transient(err)

@@ -33,8 +33,11 @@ func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	w.timer = time.AfterFunc(time.Until(w.deadline), func() { w.post(evDeadline, nil) })
 	r.track(w)
 	// A cancel or a stop that came first is noticed here; one that comes
-	// later, by the hook and the stop watch.
-	if !r.cfg.Cancels.onCancel(j.id, j.cancel, func() { w.post(evCancel, nil) }) || j.cancelled() {
+	// later, by the hook and the stop watch. No hook is set when another
+	// delivery of the same job registered on this worker since: a cancel
+	// then reaches that one, and this one sees it in the record.
+	r.cfg.Cancels.onCancel(j.id, j.cancel, func() { w.post(evCancel, nil) })
+	if j.cancelled() {
 		w.post(evCancel, nil)
 	}
 	if j.stopping() {

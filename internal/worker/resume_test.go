@@ -176,19 +176,25 @@ func TestConcurrentDeliveriesSubmitOnce(t *testing.T) {
 	}
 	// Both messages settle (the second republishes the same terminal
 	// event) and the job still has one terminal event.
-	deadline := time.Now().Add(60 * time.Second)
-	for b.pendingJobs(t) > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := b.pendingJobs(t); n != 0 {
-		t.Errorf("%d job messages never settled", n)
-	}
+	b.awaitSettled(t)
 	b.await(t, "twice-1", time.Second)
 	if n := b.compute.SubmitCount("twice-1"); n != 1 {
 		t.Errorf("submits = %d, want 1", n)
 	}
 	if rec := b.record(t, "twice-1"); rec.Submits != 1 || rec.Attempts < 2 {
 		t.Errorf("record submits %d attempts %d, want 1 and at least 2", rec.Submits, rec.Attempts)
+	}
+}
+
+// awaitSettled waits up to a minute for every job message to settle.
+func (b *bundle) awaitSettled(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for b.pendingJobs(t) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := b.pendingJobs(t); n != 0 {
+		t.Errorf("%d job messages never settled", n)
 	}
 }
 
@@ -205,4 +211,42 @@ func (b *bundle) pendingJobs(t *testing.T) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// Two deliveries inside one submit window (the second starts while the
+// first still waits for its submit's answer, as after a lease lapsed
+// during an election) both send a submit; only the task recorded first is
+// polled, copied and named by the terminal event: the other delivery
+// copies nothing, so the stored artifact is always the event's.
+func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 2 * time.Second})
+	b.start(t)
+	const id = "twice-video"
+	spec := videoSpec(id, "twice video")
+	b.publish(t, "video", "", spec)
+	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
+	b.publish(t, "video", "", spec)
+
+	ev := b.await(t, id, 60*time.Second)
+	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	b.awaitSettled(t)
+	b.objectSHA(t, ev.Data.Artifacts[0])
+	if n := b.media.SubmitCount("twice video"); n != 2 {
+		t.Logf("paid submits = %d (2 expected: both deliveries were inside the submit window)", n)
+	}
+	if n := b.media.Counters().Requests(apisim.EndpointResult); n != 1 {
+		t.Errorf("result downloads = %d, want 1: only the recorded task's result is copied", n)
+	}
+	// Nobody cancelled the job: the first delivery must not take the
+	// second's registration on this worker for a cancel.
+	if n := b.media.Counters().Requests(apisim.EndpointCancel); n != 0 {
+		t.Errorf("cancel requests = %d, want 0", n)
+	}
+	if rec := b.record(t, id); rec.Upstream.TaskID != ev.Data.Upstream.TaskID {
+		t.Errorf("record names task %s, the event %s", rec.Upstream.TaskID, ev.Data.Upstream.TaskID)
+	}
 }
