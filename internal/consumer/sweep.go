@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/reach"
 )
 
 // SLUICE_JOBS takes every subject under sluice.jobs. (CONTRACT.md section
@@ -56,6 +57,11 @@ func (c *Consumer) sweep(ctx, handlerCtx context.Context) error {
 	}
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(contract.JobsSubjectPrefix+">"))
 	if err != nil {
+		return err
+	}
+	// A member of a group that has lost its leader answers from its own
+	// copy: the counts may be stale and the answer proves no reach.
+	if err := reach.Quorum(info.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
 		return err
 	}
 	if c.cfg.Observer.Waiting != nil {

@@ -268,6 +268,8 @@ func Reason(err error) (reason string, unreachable bool) {
 	var apiErr *jetstream.APIError
 	var cut *CutOff
 	switch {
+	case errors.As(err, &cut) && cut.Leader == "":
+		return "no_leader", true
 	case errors.As(err, &cut):
 		return "leader_cut_off", true
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
@@ -294,22 +296,36 @@ var clusterErrCodes = []jetstream.ErrorCode{10005, 10009, 10118, 10119}
 
 // CutOff says that the JetStream leader that answered has not heard from a
 // quorum of its group for For: it is on the minority side of a partition
-// and serves nothing new.
+// and serves nothing new. With no Leader, the answer came from a member of
+// a group that has no leader (a server answers information requests from
+// its own copy then), which proves no more than no answer at all.
 type CutOff struct {
 	Leader string
 	For    time.Duration
 }
 
 func (c *CutOff) Error() string {
+	if c.Leader == "" {
+		return "JetStream group has no leader: a member answered from its own copy"
+	}
 	return fmt.Sprintf("JetStream leader %s has not heard from a quorum of its peers for %s", c.Leader, c.For.Round(time.Second))
 }
 
-// Quorum checks the cluster information of a stream or consumer, as its
-// leader answered it: it returns a *CutOff when fewer peers than a quorum
-// needs have been seen within staleAfter, else nil (also for a group
-// without replicas).
+// Quorum checks the cluster information of a stream or consumer as an
+// answer came with it: it returns a *CutOff when no leader answered (a
+// member of a leaderless group answers information requests from its own
+// copy: nats-server does so once the group has lost its leader, which is
+// just what a server cut off from its cluster sees) or when the leader has
+// seen fewer peers than a quorum needs within staleAfter; else nil (also
+// for a single server and a group without replicas).
 func Quorum(ci *jetstream.ClusterInfo, staleAfter time.Duration) error {
-	if ci == nil || len(ci.Replicas) == 0 {
+	if ci == nil {
+		return nil
+	}
+	if ci.Leader == "" {
+		return &CutOff{}
+	}
+	if len(ci.Replicas) == 0 {
 		return nil
 	}
 	need := (len(ci.Replicas) + 1) / 2 // a quorum of the group, the leader excluded

@@ -33,6 +33,7 @@ func TestReason(t *testing.T) {
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, "unavailable", true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, "unavailable", true},
 		{&reach.CutOff{Leader: "n1", For: time.Minute}, "leader_cut_off", true},
+		{&reach.CutOff{}, "no_leader", true},
 		{nats.ErrConnectionClosed, "disconnected", false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, "error", false},
 		{errors.New("permissions violation"), "error", false},
@@ -54,9 +55,10 @@ func TestQuorum(t *testing.T) {
 	tests := []struct {
 		name string
 		ci   *jetstream.ClusterInfo
-		cut  time.Duration // 0: not cut off
+		cut  time.Duration // 0: not cut off; -1: no leader
 	}{
 		{"single server", nil, 0},
+		{"leaderless member", &jetstream.ClusterInfo{Replicas: []*jetstream.PeerInfo{peer(0, false), peer(0, false)}}, -1},
 		{"R1", &jetstream.ClusterInfo{Leader: "n1"}, 0},
 		{"R3 healthy", &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{peer(100*time.Millisecond, false), peer(300*time.Millisecond, false)}}, 0},
 		{"R3 one peer lost", &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{peer(100*time.Millisecond, false), peer(time.Minute, false)}}, 0},
@@ -71,6 +73,10 @@ func TestQuorum(t *testing.T) {
 		switch {
 		case tt.cut == 0 && err != nil:
 			t.Errorf("%s: %v, want nil", tt.name, err)
+		case tt.cut < 0:
+			if !errors.As(err, &cut) || cut.Leader != "" {
+				t.Errorf("%s: %v, want no leader", tt.name, err)
+			}
 		case tt.cut != 0 && (!errors.As(err, &cut) || cut.For != tt.cut || cut.Leader != "n1"):
 			t.Errorf("%s: %v, want cut off for %s", tt.name, err, tt.cut)
 		}

@@ -307,3 +307,64 @@ func TestPartitionFleetMovesOffIsolatedNode(t *testing.T) {
 		b.await(t, id, 60*time.Second) // fails on a second terminal event
 	}
 }
+
+// A server cut off from its cluster answers stream and consumer information
+// requests from its own copy once their groups have lost their leader
+// (nats-server does so for a member of a leaderless group). Such answers
+// must not count as a leader answering: a worker whose sweep took them for
+// one never moved off the isolated server (seen in CI). The bound is long
+// enough that the isolated server's groups go leaderless before it, and no
+// consumer leader is on the isolated server (whose "cut off" answers would
+// move the worker at once).
+func TestPartitionLeaderlessAnswersDoNotKeepWorkerOnIsolatedNode(t *testing.T) {
+	c, b := clusterBundle(t, false)
+	const moveAfter = 15 * time.Second
+	// With no consumer leader on node 0 the pulls get no answer at all, and
+	// only the leaderless answers could keep the worker there.
+	consumerLeadersOff(t, b, c.Nodes[0].Server.Name())
+	c.Nodes[1].Clients.Cut()
+	c.Nodes[2].Clients.Cut()
+	b.start(t, func(cfg *config.Config) {
+		cfg.NATSURL, cfg.NATSMoveAfter = c.URLs(0, 1, 2), moveAfter
+		cfg.WorkerName = "leaderless"
+	})
+	c.Nodes[1].Clients.Heal()
+	c.Nodes[2].Clients.Heal()
+
+	c.Isolate(0)
+	isolated := time.Now()
+	// Node 0 answers for SLUICE_JOBS with no leader: what the worker sees.
+	nc0, err := nats.Connect(c.URLs(0))
+	if err != nil {
+		t.Fatalf("connect to node 0: %v", err)
+	}
+	defer nc0.Close()
+	js0, err := jetstream.New(nc0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaderless time.Duration
+	for deadline := time.Now().Add(90 * time.Second); leaderless == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("node 0 never answered SLUICE_JOBS's info without a leader")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if s, err := js0.Stream(ctx, contract.JobsStream); err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader == "" {
+			leaderless = time.Since(isolated)
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	awaitLog(t, b, 120*time.Second, "moving to another server")
+	moved := time.Since(isolated)
+	id := "leaderless-job"
+	publishRetry(t, b, id)
+	if st := awaitFinished(t, b, []string{id}, 90*time.Second)[id]; st != state.StatusSucceeded {
+		t.Errorf("job %s: %s", id, st)
+	}
+	if n := logLines(b, "JetStream group has no leader"); n == 0 {
+		t.Log("the worker moved before it saw a leaderless answer")
+	}
+	t.Logf("figure: node 0 answered without a leader %s after the isolation; bound %s; the worker moved %s after it",
+		leaderless.Round(time.Millisecond), moveAfter, moved.Round(time.Millisecond))
+}
