@@ -208,6 +208,8 @@ func TestPartitionWorkerStartedWhileCutOffServesAfterHeal(t *testing.T) {
 	c.Isolate(0)
 	cfg := b.cfg
 	cfg.NATSURL, cfg.HTTPAddr = c.URLs(0), freeAddr(t)
+	// With a fleet quota, its bucket is part of the set-up that waits.
+	cfg.FleetMediaTasks = 4
 	ready, done, stop := b.launch(t, cfg)
 
 	awaitLog(t, b, 60*time.Second, waitingMsg, `"loop":"setup"`)

@@ -136,12 +136,17 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	readyz.wait("waiting for JetStream")
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
-	kv, specsKV, err := setUp(ctx, js, opts, watch.Loop("setup"), readyz)
+	limits := quota.Limits{
+		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
+		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
+	}
+	buckets, err := setUp(ctx, js, opts, limits.Any(), watch.Loop("setup"), readyz)
 	if err != nil {
 		return err
 	}
+	kv, specsKV := buckets.state, buckets.specs
 	st := state.NewStore(kv, cfg.WorkerName, nil)
-	fleet, err := fleetQuota(ctx, js, cfg, m, log)
+	fleet, err := fleetQuota(buckets.quota, limits, cfg, m, log)
 	if err != nil {
 		return err
 	}
@@ -304,12 +309,19 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	}
 }
 
-// setUp creates or updates the contract's streams, consumers and bucket
-// and opens the bucket. While JetStream does not answer (no responders, a
-// timeout, a 503, no peers: the cluster is unreachable or electing) it
-// retries with backoff until ctx ends, /readyz saying why; another error
-// is returned.
-func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, loop *reach.Loop, ready *readiness) (state, specs jetstream.KeyValue, err error) {
+// buckets are the key-value buckets a worker uses.
+type buckets struct {
+	state, specs jetstream.KeyValue
+	// quota is SLUICE_QUOTA, nil when no fleet limit is set.
+	quota jetstream.KeyValue
+}
+
+// setUp creates or updates the contract's streams, consumers and buckets
+// (SLUICE_QUOTA too when withQuota) and opens the buckets. While JetStream
+// does not answer (no responders, a timeout, a 503, no peers: the cluster
+// is unreachable or electing) it retries with backoff until ctx ends,
+// /readyz saying why; another error is returned.
+func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, withQuota bool, loop *reach.Loop, ready *readiness) (b buckets, err error) {
 	// An attempt whose request went unanswered ends after 5s, and the
 	// pause between attempts is 5s at most, so a worker consumes within
 	// about 10s of the cluster answering again. Objects an attempt created
@@ -319,30 +331,35 @@ func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, l
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = contract.Ensure(actx, js, opts)
 		if err == nil {
-			if state, err = js.KeyValue(actx, contract.StateBucket); err != nil {
+			if b.state, err = js.KeyValue(actx, contract.StateBucket); err != nil {
 				err = fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
 			}
 		}
 		if err == nil {
-			if specs, err = js.KeyValue(actx, contract.SpecsBucket); err != nil {
+			if b.specs, err = js.KeyValue(actx, contract.SpecsBucket); err != nil {
 				err = fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
+			}
+		}
+		if err == nil && withQuota {
+			if b.quota, err = js.CreateOrUpdateKeyValue(actx, quota.BucketConfig(opts.Replicas)); err != nil {
+				err = fmt.Errorf("bucket %s (SLUICE_FLEET_*): %w", quota.Bucket, err)
 			}
 		}
 		cancel()
 		if err == nil {
 			loop.OK()
-			return state, specs, nil
+			return b, nil
 		}
 		if ctx.Err() != nil {
-			return nil, nil, err
+			return b, err
 		}
 		if reason, unreachable := reach.Reason(err); !unreachable && reason != "disconnected" {
-			return nil, nil, err
+			return b, err
 		}
 		loop.Fail(err)
 		ready.wait("waiting for JetStream: " + err.Error())
 		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
-			return nil, nil, err
+			return b, err
 		}
 	}
 }
@@ -356,21 +373,11 @@ func limitedClient(m *metrics.Metrics, fleet *quota.Fleet, api string, conc int,
 	return &http.Client{Transport: m.Transport(api, apiclient.Route, fleet.Transport(api, apiclient.Limit(base, conc, rate)))}
 }
 
-// fleetQuota opens the fleet's quotas (SLUICE_FLEET_*) in the SLUICE_QUOTA
-// bucket, creating it; nil when no fleet limit is set.
-func fleetQuota(ctx context.Context, js jetstream.JetStream, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*quota.Fleet, error) {
-	limits := quota.Limits{
-		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
-		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
-	}
+// fleetQuota opens the fleet's quotas (SLUICE_FLEET_*) in kv, the
+// SLUICE_QUOTA bucket setUp made; nil when no fleet limit is set.
+func fleetQuota(kv jetstream.KeyValue, limits quota.Limits, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*quota.Fleet, error) {
 	if !limits.Any() {
 		return nil, nil
-	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(bctx, quota.BucketConfig(cfg.NATSReplicas))
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s (SLUICE_FLEET_*): %w", quota.Bucket, err)
 	}
 	m.QuotaRate(quota.Media, limits.MediaRate)
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
