@@ -54,7 +54,7 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 	}
 	now := m.cfg.Now()
 	m.mu.Lock()
-	t := m.newTask(m.nextID("vt"), false, d, now, usage)
+	t := m.newTask(m.nextID("vt"), false, false, d, now, usage)
 	m.countSubmit(f.prompt)
 	m.observe(t, now)
 	m.mu.Unlock()
@@ -130,10 +130,7 @@ func (m *Media) submitSpeech(w http.ResponseWriter, r *http.Request) {
 	secs := audioSeconds(text)
 	now := m.cfg.Now()
 	m.mu.Lock()
-	t := m.newTask(m.nextID("st"), true, d, now, speechUsage(text, secs, !async))
-	if !async {
-		t.duration, t.pendingFor = 0, 0
-	}
+	t := m.newTask(m.nextID("st"), true, !async, d, now, speechUsage(text, secs, !async))
 	m.countSubmit(text)
 	st := m.observe(t, now)
 	requestID := m.nextID("req")

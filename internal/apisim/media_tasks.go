@@ -277,7 +277,7 @@ func (m *Media) parseDirectives(s string) (directives, error) {
 }
 
 // newTask records a task created at now; call with m.mu held.
-func (m *Media) newTask(id string, speech bool, d directives, now time.Time, usage map[string]any) *simTask {
+func (m *Media) newTask(id string, speech, sync bool, d directives, now time.Time, usage map[string]any) *simTask {
 	t := &simTask{
 		id: id, speech: speech, created: now, d: d, usage: usage,
 		duration: m.cfg.TaskDuration, pendingFor: m.cfg.PendingFor,
@@ -289,6 +289,10 @@ func (m *Media) newTask(id string, speech bool, d directives, now time.Time, usa
 	if d.pending != nil {
 		t.pendingFor = *d.pending
 		t.duration = max(t.duration, t.pendingFor)
+	}
+	if sync {
+		// Synthesized within the request: never running afterwards.
+		t.duration, t.pendingFor = 0, 0
 	}
 	m.tasks[id] = t
 	t.load = m.counters.start(now, t.endTime())

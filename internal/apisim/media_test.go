@@ -636,3 +636,24 @@ func TestMediaManyTasksAreCheap(t *testing.T) {
 		t.Fatalf("count %d", sim.SubmitCount("many"))
 	}
 }
+
+// A synchronous speech request is synthesized within the request: it never
+// counts as a task running upstream, while an asynchronous one does.
+func TestSyncSpeechIsNotCountedAsRunning(t *testing.T) {
+	t.Parallel()
+	b := setupSim(t, apisim.MediaConfig{})
+	for range 3 {
+		if a := b.call(t, "POST", "/api/llm/v1/audios/generations", speechBody("sync", false), nil); a.status != 200 {
+			t.Fatalf("sync speech: %d %s", a.status, a.body)
+		}
+	}
+	if p := b.sim.Counters().PeakRunning(); p != 0 {
+		t.Fatalf("peak %d after three synchronous requests, want 0", p)
+	}
+	if a := b.call(t, "POST", "/api/llm/v1/audios/generations", speechBody("async", false), asyncHdr); a.status != 200 {
+		t.Fatalf("async speech: %d %s", a.status, a.body)
+	}
+	if p := b.sim.Counters().PeakRunning(); p != 1 {
+		t.Fatalf("peak %d after an asynchronous request, want 1", p)
+	}
+}
