@@ -31,6 +31,13 @@ type lease struct {
 	Holder string `json:"holder"`
 	// Exp is the expiry in Unix milliseconds.
 	Exp int64 `json:"exp"`
+	// Lapsed is when (Unix milliseconds) a worker first wrote the board
+	// with this lease past its expiry; 0 until then. The grace runs from
+	// there, not from Exp: while the bucket cannot be written (a leader
+	// election, a partition) no holder can renew, and a lease must not
+	// lapse unseen before its holder had its chance once the bucket is
+	// back.
+	Lapsed int64 `json:"lapsed,omitempty"`
 }
 
 // waiter is a worker with jobs waiting for a lease.
@@ -49,14 +56,16 @@ func decodeBoard(b []byte) (board, error) {
 }
 
 // live returns bd as it stands at now: a lease past its expiry counts as
-// handed back (holder "") for Grace more, since its worker died but its
-// task may still run upstream until the job's next delivery takes the
-// lease over; past that, and waiters past theirs, are dropped.
+// handed back (holder "") until Grace after a writer first found it
+// expired (Lapsed), since its worker died or could not write, but its
+// task may still run upstream until its worker renews it or the job's
+// next delivery takes the lease over; past that it is dropped (at once on
+// a board without grace), and so are waiters past their expiry.
 func (bd board) live(now int64) board {
 	out := board{Limit: bd.Limit, Grace: bd.Grace, Writer: bd.Writer}
 	for id, l := range bd.Leases {
 		if l.Exp <= now {
-			if l.Exp+bd.Grace <= now {
+			if bd.Grace == 0 || l.Lapsed != 0 && l.Lapsed+bd.Grace <= now {
 				continue
 			}
 			l.Holder = ""
@@ -160,6 +169,13 @@ func plan(cur board, in intent) outcome {
 		next.Waiting = make(map[string]waiter)
 	}
 	next.Limit, next.Grace = in.limit, in.ttl.Milliseconds()
+	// An expired lease starts its grace with the first write that sees it.
+	for id, l := range next.Leases {
+		if l.Exp <= now && l.Lapsed == 0 {
+			l.Lapsed = now
+			next.Leases[id] = l
+		}
+	}
 	var out outcome
 	// A lease of the worker past half its life is renewed; one fresher is
 	// left as it is, so a worker writes about twice per ttl when nothing

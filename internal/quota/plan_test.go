@@ -39,7 +39,9 @@ func TestPlan(t *testing.T) {
 		}
 	})
 	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
-		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": leased("dead", t0.Add(-time.Minute))}}
+		b := leased("dead", t0.Add(-2*time.Minute))
+		b.Lapsed = t0.Add(-time.Minute).UnixMilli()
+		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": b}}
 		i := in("w2", 2)
 		i.want = []string{"j1", "j2"}
 		out := plan(old, i)
@@ -53,6 +55,37 @@ func TestPlan(t *testing.T) {
 		out = plan(old, i)
 		if len(out.lost) != 0 || out.next.Leases["a"].Holder != "dead" {
 			t.Fatalf("lost %v leases %+v", out.lost, out.next.Leases)
+		}
+	})
+	t.Run("after an outage longer than a lease's life and grace, expired leases count until a grace after the first write", func(t *testing.T) {
+		// Nobody could write the board for five minutes: its leases expired
+		// unseen, and their holders may be alive with tasks upstream.
+		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", t0.Add(-4*time.Minute)), "b": leased("w1", t0.Add(-4*time.Minute))}}
+		i := in("w2", 2)
+		i.want = []string{"j1"}
+		out := plan(old, i)
+		if len(out.granted) != 0 || len(out.next.Leases) != 2 || out.next.Leases["a"].Lapsed != t0.UnixMilli() || !out.changed {
+			t.Fatalf("right after the outage: granted %v leases %+v changed %v", out.granted, out.next.Leases, out.changed)
+		}
+		// Planned again on what it wrote: nothing changes (a write whose
+		// answer was lost is recognised).
+		if again := plan(out.next, i); again.changed || len(again.granted) != 0 {
+			t.Fatalf("planned again: granted %v changed %v", again.granted, again.changed)
+		}
+		// Its holder renews within the grace: the lease is its own again.
+		k := in("w1", 2)
+		k.now = t0.Add(10 * time.Second)
+		k.keep["a"] = true
+		renewed := plan(out.next, k)
+		if l := renewed.next.Leases["a"]; l.Holder != "w1" || l.Lapsed != 0 || len(renewed.lost) != 0 {
+			t.Fatalf("renewed: %+v lost %v", renewed.next.Leases, renewed.lost)
+		}
+		// The other, whose holder never came back, lapses a grace after
+		// the first write saw it expired.
+		i.now = t0.Add(time.Minute)
+		out = plan(renewed.next, i)
+		if !slices.Equal(out.granted, []string{"j1"}) || out.next.Leases["a"].Holder != "w1" || len(out.next.Leases) != 2 {
+			t.Fatalf("a grace later: granted %v leases %+v", out.granted, out.next.Leases)
 		}
 	})
 	t.Run("expired leases without grace are ignored and pruned", func(t *testing.T) {
