@@ -213,6 +213,7 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 	case errors.As(err, &f):
 		return f
 	case errors.Is(err, apiclient.ErrAmbiguous):
+		j.unseenTask = true
 		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
 			"upstream may or may not have created a task; sluice does not submit again on its own: %v", err)
 	case apiclient.IsPermanent(err) && r.storeAway(ctx, j, err):

@@ -82,9 +82,15 @@ func (r *Runner) settleQuota(j *job, out consumer.Outcome) {
 		return
 	}
 	upstream := j.rec != nil && (j.rec.Status == state.StatusSubmitted || j.rec.Status == state.StatusRunning)
-	if upstream && (out.Action == consumer.Release || out.Action == consumer.Retry) {
+	switch {
+	case upstream && (out.Action == consumer.Release || out.Action == consumer.Retry):
 		j.lease.HandBack()
-	} else {
+	case j.unseenTask:
+		// An ambiguous submit may have made a task that nobody will ever
+		// poll: its lease keeps counting as handed back until it lapses
+		// (two lease lives), as a dead worker's does.
+		j.lease.HandBack()
+	default:
 		j.lease.Release()
 	}
 	j.lease = nil

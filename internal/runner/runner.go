@@ -184,6 +184,9 @@ type job struct {
 	// place the consumer reserved for it.
 	lease   *quota.Lease
 	claimed bool
+	// unseenTask: a submit's answer was lost, so a task may run upstream
+	// that this job will never poll (settleQuota).
+	unseenTask bool
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,

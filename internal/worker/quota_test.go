@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -196,5 +197,28 @@ func TestFleetComputeQuota(t *testing.T) {
 	}
 	if peak := b.compute.Counters().PeakRunning(); peak != 1 {
 		t.Fatalf("the platform ran %d jobs at once; the fleet's quota is 1", peak)
+	}
+}
+
+// TestFleetQuotaCountsAnAmbiguousSubmit: a submit answered 500 after the
+// task was made fails its job (submit_ambiguous), but the task it may have
+// made runs upstream unseen, so its lease keeps counting as handed back
+// until it lapses: the next job waits instead of running beside it.
+func TestFleetQuotaCountsAnAmbiguousSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: 3 * time.Second})
+	b.start(t, fleetWorker("ambiguous", 1))
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Error500AfterRate: 1})
+	b.publish(t, "video", "amb-1", videoSpec("amb-1", "ambiguous one"))
+	if ev := b.await(t, "amb-1", time.Minute); ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != "submit_ambiguous" {
+		t.Fatalf("amb-1 ended %s: %+v, want failed with submit_ambiguous", ev.Data.Status, ev.Data.Error)
+	}
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{})
+	b.publish(t, "video", "amb-2", videoSpec("amb-2", "ambiguous two"))
+	if ev := b.await(t, "amb-2", time.Minute); ev.Data.Status != "succeeded" {
+		t.Fatalf("amb-2 ended %s: %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if peak := b.media.Counters().PeakRunning(); peak != 1 {
+		t.Fatalf("the simulator ran %d tasks at once; the fleet's quota is 1 (the ambiguous submit's task counts)", peak)
 	}
 }
