@@ -53,11 +53,12 @@ chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
 
 CHAOS_CLUSTER_JOBS  ?= 720
+CHAOS_CLUSTER_MEDIA_TASKS ?= 8
 CHAOS_CLUSTER_FLAGS ?=
-chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills (about 5 min)
+chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluster, kill -9/pause/restart/partition of nodes, worker kills, a fleet media quota of 8 (about 5 min)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
-	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 $(CHAOS_CLUSTER_FLAGS)
+	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 -fleet-media-tasks $(CHAOS_CLUSTER_MEDIA_TASKS) $(CHAOS_CLUSTER_FLAGS)
 
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \

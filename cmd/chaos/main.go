@@ -36,6 +36,7 @@ func main() {
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the job mix and the kills (default: the clock)")
 	flag.StringVar(&cfg.WorkerBin, "worker", "", "worker binary (default: build ./cmd/worker)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for the run's files, kept afterwards (default: a temporary one, removed when the run passed)")
+	flag.IntVar(&cfg.FleetMediaTasks, "fleet-media-tasks", 0, "the workers' SLUICE_FLEET_MEDIA_TASKS; the report checks the simulator's peak of media tasks upstream against it (default: no fleet quota)")
 	containers := flag.Bool("containers", false, "run on containers: a TLS three-node NATS cluster, S3 and the workers in Docker (make chaos-cluster)")
 	var ct chaos.Containers
 	flag.StringVar(&ct.Name, "name", "sluice-chaos", "with -containers: prefix of every container and network of the run")

@@ -115,6 +115,10 @@ type Config struct {
 	// Replicas is the replica count of the streams and buckets on the
 	// caller's NATS (the workers' SLUICE_NATS_REPLICAS). Defaults to 1.
 	Replicas int
+	// FleetMediaTasks, when set, is the workers' SLUICE_FLEET_MEDIA_TASKS:
+	// the report then holds the simulator's highest count of media tasks
+	// upstream at once against it.
+	FleetMediaTasks int
 	// Faults are the caller's own faults, injected with NATSURL instead of
 	// the NATS restart, in order of At, each with its recovery measured.
 	// Names must differ.

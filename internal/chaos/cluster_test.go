@@ -176,7 +176,9 @@ func TestClusterFaults(t *testing.T) {
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Dir: dir, WorkerBin: bin, Jobs: jobs, PublishRate: rate, Workers: 3,
 		NATSURL: c.URLs(), Replicas: 3, Faults: faults,
-		KillEvery: kills, S3OutageAt: -1,
+		// Binding: the load alone would keep about 12 media tasks upstream.
+		FleetMediaTasks: 8,
+		KillEvery:       kills, S3OutageAt: -1,
 		Seed: uint64(time.Now().UnixNano()),
 		// Stuck means "not finished in the faults' time + 4 minutes", not
 		// a timing.

@@ -38,6 +38,12 @@ type Report struct {
 	BadArtifacts int
 	// Leaks counts secrets found in logs, events, dead letters or state.
 	Leaks int
+	// MediaTaskLimit is the fleet's media quota (0: none set) and
+	// PeakMediaTasks the simulator's highest count of media tasks submitted
+	// and not yet terminal at once. The peak may pass the limit by the
+	// counted Duplicates only: a task paid twice in the submit window runs
+	// upstream beside its job's recorded one, unknown to the quota.
+	MediaTaskLimit, PeakMediaTasks int
 	// Elapsed is the time from the first publish to the last terminal
 	// event (or the deadline).
 	Elapsed time.Duration
@@ -71,11 +77,15 @@ func (r *Report) String() string {
 		}
 		recovered = append(recovered, rec.Fault+":"+took)
 	}
+	quota := ""
+	if r.MediaTaskLimit > 0 {
+		quota = fmt.Sprintf(" media_tasks_peak=%d/%d", r.PeakMediaTasks, r.MediaTaskLimit)
+	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
-		"duplicates=%d unexplained=%d lost=%d stuck=%d multi_terminal=%d bad_artifacts=%d leaks=%d problems=%d elapsed=%s seed=%d",
+		"duplicates=%d unexplained=%d lost=%d stuck=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s problems=%d elapsed=%s seed=%d",
 		r.Jobs, r.Succeeded, r.Failed, formatCounts(r.FailedBy), r.Kills, r.Restarts, formatCounts(r.Faults),
 		strings.Join(recovered, ","),
-		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.MultiTerminal, r.BadArtifacts, r.Leaks, r.ProblemCount,
+		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
 }
 

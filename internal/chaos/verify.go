@@ -70,6 +70,13 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 			stateRaw.Write(b)
 		}
 	}
+	if limit := r.cfg.FleetMediaTasks; limit > 0 {
+		rep.MediaTaskLimit, rep.PeakMediaTasks = limit, r.in.media.Counters().PeakRunning()
+		if rep.PeakMediaTasks > limit+rep.Duplicates {
+			rep.problem("the simulator saw %d media tasks upstream at once: over the fleet's quota of %d by more than the %d counted second submissions",
+				rep.PeakMediaTasks, limit, rep.Duplicates)
+		}
+	}
 	for _, subj := range r.events.bad {
 		rep.problem("event on %s is not a CloudEvent whose id is its Nats-Msg-Id", subj)
 	}

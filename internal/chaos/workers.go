@@ -92,6 +92,9 @@ func runEnv(in *infra, cfg Config) []string {
 		"SLUICE_SHUTDOWN_TIMEOUT=10s",
 		"SLUICE_TASK_TIMEOUT=10m", "SLUICE_COMPUTE_TIMEOUT=10m",
 	}
+	if cfg.FleetMediaTasks > 0 {
+		env = append(env, fmt.Sprintf("SLUICE_FLEET_MEDIA_TASKS=%d", cfg.FleetMediaTasks))
+	}
 	if in.cl == nil {
 		return append(env, "SLUICE_HTTP_ADDR=127.0.0.1:0", fmt.Sprintf("SLUICE_NATS_REPLICAS=%d", in.replicas()))
 	}
