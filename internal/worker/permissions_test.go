@@ -1,10 +1,13 @@
 package worker_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +67,9 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		t.Error("the producer's cancel created SLUICE_STATE")
 	}
 	// The worker runs video jobs only: a speech job waits in SLUICE_JOBS.
-	stopWorker := b.start(t, func(c *config.Config) { c.NATSURL, c.Kinds = workerURL, []string{"video"} })
+	stopWorker := b.start(t, func(c *config.Config) {
+		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
+	})
 	out, code := b.enqueue(t, "", "video", "--id", "perm-video", "--model", "m", "--prompt", "least privilege",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
 	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/perm-video/result-0.mp4") {
@@ -73,6 +78,10 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if out, code := b.enqueue(t, "", "status", "perm-video"); code != 0 || !strings.Contains(out, "succeeded") {
 		t.Errorf("status as producer: exit %d\n%s", code, out)
 	}
+	if out, code := b.enqueue(t, "", "quota", "--json"); code != 0 || !strings.Contains(out, `"resource":"media"`) {
+		t.Errorf("quota as producer: exit %d\n%s", code, out)
+	}
+	watchAsProducer(t, producerURL, "perm-video")
 
 	// A cancel as producer reaches the worker, which answers it.
 	if out, code := b.enqueue(t, "", "video", "--id", "perm-cancel", "--model", "m", "--prompt", "long [sim:duration=5m]",
@@ -207,3 +216,28 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 // notRecorded is what enqueue cancel says when no worker answered and the
 // user may not record the cancel itself.
 const notRecorded = "may not record the cancel in SLUICE_STATE itself"
+
+// watchAsProducer runs enqueue watch as the producer until it prints an
+// event of job id.
+func watchAsProducer(t *testing.T, url, id string) {
+	t.Helper()
+	ctx := testenv.Context(t, 30*time.Second)
+	cmd := exec.CommandContext(ctx, enqueueBin, "watch", "--since", "1h", "--json", "--nats-url", url)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), `"subject":"`+id+`"`) {
+			return
+		}
+	}
+	t.Errorf("watch as producer printed no event of %s: %v\n%s", id, lines.Err(), stderr.String())
+}
