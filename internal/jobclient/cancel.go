@@ -65,10 +65,10 @@ type CancelResult struct {
 	Reply *contract.CancelReply `json:"worker_reply"`
 }
 
-// ErrCancelNotRecorded is returned (wrapped) by Cancel when no worker
-// answered and this client may not record the cancel itself either (a
-// producer user without publish permission on SLUICE_STATE): nothing was
-// recorded.
+// ErrCancelNotRecorded is returned (wrapped, with the
+// *PublishRefusedError) by Cancel when no worker answered and this client
+// may not record the cancel itself either (a producer user without publish
+// permission on SLUICE_STATE): nothing was recorded.
 var ErrCancelNotRecorded = errors.New("nothing was recorded")
 
 // Cancel asks the workers on sluice.control.cancel, as a core NATS
@@ -152,7 +152,7 @@ func (c *Client) recordCancel(ctx context.Context, id, silence string) (*state.R
 		if refused == nil {
 			return err
 		}
-		return fmt.Errorf("%s, and this user may not record the cancel in %s itself (%v): %w; retry when a worker runs",
+		return fmt.Errorf("%s, and this user may not record the cancel in %s itself (%w): %w; retry when a worker runs",
 			silence, contract.StateBucket, refused, ErrCancelNotRecorded)
 	}
 	store, err := c.stateStore(rctx, true)

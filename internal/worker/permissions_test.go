@@ -202,8 +202,11 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	if res, err := client.Cancel(testenv.Context(t, time.Minute), "perm-unheard", jobclient.CancelOptions{}); !errors.Is(err, jobclient.ErrCancelNotRecorded) {
-		t.Errorf("jobclient.Cancel as producer without a worker: %+v, %v", res, err)
+	got, err := client.Cancel(testenv.Context(t, time.Minute), "perm-unheard", jobclient.CancelOptions{})
+	var refused *jobclient.PublishRefusedError
+	if !errors.Is(err, jobclient.ErrCancelNotRecorded) || !errors.As(err, &refused) || refused.Subject != "$KV.SLUICE_STATE.perm-unheard" ||
+		!errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("jobclient.Cancel as producer without a worker: %+v, %v", got, err)
 	}
 	if _, err := b.kv(t).Get(short(), "perm-unheard"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("perm-unheard's state after a refused cancel: %v", err)
