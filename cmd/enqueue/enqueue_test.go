@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -883,33 +884,67 @@ func TestNoJetStream(t *testing.T) {
 	}
 }
 
+// A compute job already submitted cannot be cancelled; one not submitted
+// yet can. The outcome is the same whether a worker answers the request
+// (it sets the flag) or none runs (enqueue sets it).
 func TestCancelRefusesSubmittedCompute(t *testing.T) {
 	t.Parallel()
+	for _, worker := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no worker", true: "through a worker"}[worker], func(t *testing.T) {
+			t.Parallel()
+			n := testenv.StartNATS(t)
+			store := setUp(t, n)
+			if worker {
+				startFakeWorker(t, n)
+			}
+			ctx := testenv.Context(t, 30*time.Second)
+			for id, status := range map[string]state.Status{"sim-queued": state.StatusReceived, "sim-running": state.StatusRunning} {
+				if _, err := store.Update(ctx, id, func(r *state.Record) error {
+					r.Kind, r.Status = "compute", status
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enqueue(t, n.URL, "", "cancel", "sim-queued").want(t, 0, "cancel requested for job sim-queued (status received)")
+			enqueue(t, n.URL, "", "cancel", "sim-running").want(t, 1, "job sim-running not cancelled: a compute job cannot be cancelled once submitted")
+			r := enqueue(t, n.URL, "", "cancel", "sim-running", "--json")
+			r.want(t, 1)
+			if !strings.Contains(r.stdout, `"outcome":"refused","reason":"a compute job cannot be cancelled once submitted`) || !strings.Contains(r.stdout, `"status":"running"`) {
+				t.Errorf("--json: %s", r)
+			}
+			if got := !strings.Contains(r.stdout, `"worker_reply":null`); got != worker {
+				t.Errorf("--json with a worker %v has a worker's reply %v: %s", worker, got, r)
+			}
+			for id, want := range map[string]bool{"sim-queued": true, "sim-running": false} {
+				rec, _, err := store.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := rec.Cancel != nil; got != want {
+					t.Errorf("%s: cancel flag %v, want %v", id, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A worker that answers it could not record the cancel makes enqueue fail
+// with its answer; enqueue does not record the cancel itself (it does not
+// even create the state bucket).
+func TestCancelWorkerCannotRecord(t *testing.T) {
+	t.Parallel()
 	n := testenv.StartNATS(t)
-	store := setUp(t, n)
-	ctx := testenv.Context(t, 30*time.Second)
-	for id, status := range map[string]state.Status{"sim-queued": state.StatusReceived, "sim-running": state.StatusRunning} {
-		if _, err := store.Update(ctx, id, func(r *state.Record) error {
-			r.Kind, r.Status = "compute", status
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+	sub, err := n.Conn.Subscribe(contract.CancelSubject, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"job_id":"clip-x","error":"cannot record the cancel: write state clip-x: no quorum"}`))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	enqueue(t, n.URL, "", "cancel", "sim-queued").want(t, 0, "cancel requested for job sim-queued (status received)")
-	enqueue(t, n.URL, "", "cancel", "sim-running").want(t, 1, "job sim-running not cancelled: a compute job cannot be cancelled once submitted")
-	r := enqueue(t, n.URL, "", "cancel", "sim-running", "--json")
-	r.want(t, 1)
-	if !strings.Contains(r.stdout, `"outcome":"refused","reason":"a compute job cannot be cancelled once submitted`) || !strings.Contains(r.stdout, `"status":"running"`) {
-		t.Errorf("--json: %s", r)
-	}
-	for id, want := range map[string]bool{"sim-queued": true, "sim-running": false} {
-		rec, _, err := store.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := rec.Cancel != nil; got != want {
-			t.Errorf("%s: cancel flag %v, want %v", id, got, want)
-		}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	enqueue(t, n.URL, "", "cancel", "clip-x").want(t, 5,
+		"cancel clip-x: a worker answered: cannot record the cancel: write state clip-x: no quorum")
+	if _, err := n.JS.KeyValue(testenv.Context(t, 10*time.Second), contract.StateBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("state bucket after a worker's answer: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -202,8 +203,10 @@ func (w *fakeWorker) answerCancel(m *nats.Msg) {
 		reply.JobID = req.JobID
 		rec, err := w.store.RequestCancel(w.ctx, req.JobID)
 		switch {
+		case errors.Is(err, state.ErrNotCancellable):
+			reply.Status, reply.Error = string(rec.Status), err.Error()
 		case err != nil:
-			reply.Error = err.Error()
+			reply.Error = "cannot record the cancel: " + err.Error()
 		case rec.Status.Terminal():
 			reply.Cancel, reply.Status = contract.CancelTerminal, string(rec.Status)
 		default:

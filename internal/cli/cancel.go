@@ -15,9 +15,13 @@ func runCancel(ctx context.Context, a *app, args []string) error {
 	cf.register(fs)
 	h := help{
 		usage: "enqueue cancel [flags] ID...",
-		about: `Cancel jobs. For each id, enqueue sets the cancel flag in the job's state
-record (this works with no worker running), then asks the workers on
-sluice.control.cancel and shows the answer of the one holding the job.
+		about: `Cancel jobs. For each id, enqueue asks the workers on sluice.control.cancel:
+each sets the cancel flag in the job's state record, the one holding the
+job cancels it, and enqueue shows the first answer. When no worker answers
+(none runs), enqueue sets the flag itself; a NATS user that may not write
+SLUICE_STATE (the producer of config/nats/users.conf) then gets an error,
+nothing is recorded, and the cancel must be retried when a worker runs
+(exit 5).
 
 A job still waiting in SLUICE_JOBS, which no worker has seen yet, gets the
 flag too: "cancel recorded; no worker has seen job X yet" (exit 0). The
@@ -93,7 +97,7 @@ Exit codes: 0 done, 1 a cancel was refused, 6 some id is no such job,
 		}
 		switch r := res.Reply; {
 		case r == nil:
-			fmt.Fprintf(w, "  no worker answered; the flag is set and the worker holding the job will act on it\n")
+			fmt.Fprintf(w, "  no worker answered; enqueue set the flag and the worker that gets the job will act on it\n")
 		case r.Error != "":
 			fmt.Fprintf(w, "  worker answered with an error: %s\n", r.Error)
 		case r.Status != "":

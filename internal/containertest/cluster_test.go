@@ -187,10 +187,11 @@ func (s *clusterStack) connect(t *testing.T, user string, v *violations) (*nats.
 // does and checks what it promises: the servers refuse clients without
 // TLS and with a certificate of another CA; every stream and bucket is at
 // R3; a few jobs submitted with the real enqueue as producer over TLS
-// succeed, and the producer may follow the events and read the states;
-// the producer is refused publishing an event, reading the dead letters
-// and changing or deleting a stream; the worker is refused deleting or
-// purging a stream.
+// succeed, and the producer may follow the events and read the states,
+// and cancel a job through a worker; the producer is refused publishing
+// an event, writing a job's state, reading the dead letters and changing
+// or deleting a stream; the worker is refused deleting or purging a
+// stream.
 func TestClusterStack(t *testing.T) {
 	t.Parallel()
 	s := newClusterStack(t)
@@ -240,6 +241,15 @@ func TestClusterStack(t *testing.T) {
 	if out, err := s.run(t, nil, "enqueue", "status", "smoke-compute-1"); err != nil || !strings.Contains(out, "succeeded") {
 		t.Errorf("enqueue status as producer: %v\n%s", err, out)
 	}
+	// A cancel as producer, which may not write SLUICE_STATE: a worker
+	// answers it and records it.
+	if out, err := s.run(t, nil, "enqueue", "video", "--id", "ct-cancel", "--model", "video-model", "--prompt", "a long take [sim:duration=10m]",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9"); err != nil {
+		t.Fatalf("enqueue video as producer: %v\n%s", err, out)
+	}
+	if out, err := s.run(t, nil, "enqueue", "cancel", "ct-cancel", "--json"); err != nil || !strings.Contains(out, `"worker_reply":{"job_id":"ct-cancel","cancel":"requested"`) {
+		t.Errorf("enqueue cancel as producer: %v\n%s", err, out)
+	}
 
 	_, adminJS := s.connect(t, "admin", nil)
 	short := func() context.Context {
@@ -283,6 +293,15 @@ func TestClusterStack(t *testing.T) {
 	}
 	if job, err := pc.Status(short(), "smoke-video-1"); err != nil || job.Status != "succeeded" {
 		t.Errorf("status as producer: %+v, %v", job, err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		job, err := pc.Status(short(), "ct-cancel")
+		if err == nil && job.Status == "cancelled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job cancelled as producer: %+v, %v", job, err)
+		}
 	}
 
 	// What the producer may not do. Each is refused by the server, which
@@ -328,8 +347,25 @@ func TestClusterStack(t *testing.T) {
 	if err := pjs.DeleteStream(refusal(), contract.JobsStream); err == nil {
 		t.Error("producer deleted SLUICE_JOBS")
 	}
+	// Nor write a job's state: the workers record a cancel.
+	adminKV, err := adminJS.KeyValue(short(), contract.StateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateBefore, err := adminKV.Get(short(), "smoke-video-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkv, err := pjs.KeyValue(short(), contract.StateBucket)
+	if err != nil {
+		t.Fatalf("producer reads SLUICE_STATE: %v", err)
+	}
+	stateKey := "$KV." + contract.StateBucket + ".smoke-video-1"
+	if _, err := pkv.Put(refusal(), "smoke-video-1", []byte(`{"job_id":"smoke-video-1","status":"failed"}`)); err == nil {
+		t.Error("producer wrote SLUICE_STATE")
+	}
 	_ = pnc.Flush()
-	for _, subject := range append([]string{forged.Subject}, refused...) {
+	for _, subject := range append([]string{forged.Subject, stateKey}, refused...) {
 		if !pv.about(subject) {
 			t.Errorf("no permissions violation reported for the producer's %s", subject)
 		}
@@ -367,6 +403,9 @@ func TestClusterStack(t *testing.T) {
 	}
 	if _, err := adminJS.Stream(short(), "PRODUCER_OWN"); err == nil {
 		t.Error("the producer's stream exists")
+	}
+	if after, err := adminKV.Get(short(), "smoke-video-1"); err != nil || after.Revision() != stateBefore.Revision() {
+		t.Errorf("smoke-video-1's state after the producer's write: %v", err)
 	}
 }
 

@@ -60,6 +60,9 @@ type Client struct {
 	js  jetstream.JetStream
 	url string // scrubbed, for messages
 	now func() time.Time
+	// refused learns of the server's refusals of this client's publishes;
+	// nil on a connection the caller brought (New).
+	refused *refusals
 }
 
 // Dial connects to NATS. It returns a *ConnectError when no server could be
@@ -90,7 +93,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream on %s: %w", safe, err)
 	}
-	return &Client{nc: nc, js: js, url: safe, now: cfg.Now}, nil
+	return &Client{nc: nc, js: js, url: safe, now: cfg.Now, refused: watchRefusals(nc)}, nil
 }
 
 // New returns a Client on a connection the caller already has (a worker

@@ -1,8 +1,13 @@
 package worker_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +18,18 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // TestLeastPrivilegeUsers runs sluice on a server configured with
 // config/nats/users.conf: enqueue as producer publishes a job that a
-// worker as worker runs to success, and the producer is refused forging
-// an event, reading or purging the dead letters and deleting a stream.
+// worker as worker runs to success and cancels jobs through the worker,
+// and the producer is refused forging an event, writing a job's state,
+// reading or purging the dead letters and deleting a stream. With no
+// worker to answer, a cancel as producer fails at once and records
+// nothing.
 func TestLeastPrivilegeUsers(t *testing.T) {
 	const producerPW, workerPW, adminPW = "producer-pw-4d1", "worker-pw-9e2", "admin-pw-0c7"
 	t.Setenv("PRODUCER_PASSWORD", producerPW)
@@ -50,7 +59,17 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9"); code == 0 || !strings.Contains(out, "need a worker to have started once") {
 		t.Errorf("publish before any worker: exit %d\n%s", code, out)
 	}
-	b.start(t, func(c *config.Config) { c.NATSURL = workerURL })
+	// Nor may it create SLUICE_STATE to record a cancel itself.
+	if out, code := b.enqueue(t, "", "cancel", "perm-early"); code != 5 || !strings.Contains(out, notRecorded) {
+		t.Errorf("cancel before any worker: exit %d\n%s", code, out)
+	}
+	if _, err := b.nats.JS.KeyValue(context.Background(), contract.StateBucket); err == nil {
+		t.Error("the producer's cancel created SLUICE_STATE")
+	}
+	// The worker runs video jobs only: a speech job waits in SLUICE_JOBS.
+	stopWorker := b.start(t, func(c *config.Config) {
+		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
+	})
 	out, code := b.enqueue(t, "", "video", "--id", "perm-video", "--model", "m", "--prompt", "least privilege",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
 	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/perm-video/result-0.mp4") {
@@ -59,6 +78,10 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if out, code := b.enqueue(t, "", "status", "perm-video"); code != 0 || !strings.Contains(out, "succeeded") {
 		t.Errorf("status as producer: exit %d\n%s", code, out)
 	}
+	if out, code := b.enqueue(t, "", "quota", "--json"); code != 0 || !strings.Contains(out, `"resource":"media"`) {
+		t.Errorf("quota as producer: exit %d\n%s", code, out)
+	}
+	watchAsProducer(t, producerURL, "perm-video")
 
 	// A cancel as producer reaches the worker, which answers it.
 	if out, code := b.enqueue(t, "", "video", "--id", "perm-cancel", "--model", "m", "--prompt", "long [sim:duration=5m]",
@@ -71,6 +94,26 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	}
 	if ev := b.await(t, "perm-cancel", 30*time.Second); ev.Data.Status != string(state.StatusCancelled) {
 		t.Errorf("cancelled job ended %s", ev.Data.Status)
+	}
+
+	// So does the cancel of a job no worker has seen, which the worker
+	// records for the one that gets it.
+	speech, _ := json.Marshal(speechSpec("perm-queued", "never said", "sync"))
+	if out, code := b.enqueue(t, string(speech)+"\n", "submit", "-f", "-"); code != 0 {
+		t.Fatalf("submit as producer: exit %d\n%s", code, out)
+	}
+	out, code = b.enqueue(t, "", "cancel", "perm-queued", "--json")
+	var res jobclient.CancelResult
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Outcome != jobclient.CancelRecorded ||
+		res.Status != "queued" || res.Reply == nil || res.Reply.Cancel != contract.CancelRequested {
+		t.Errorf("cancel of a queued job as producer: exit %d, %v\n%s", code, err, out)
+	}
+	if rec := b.record(t, "perm-queued"); rec.Cancel == nil || rec.Status != "" {
+		t.Errorf("record of the cancelled queued job: %+v", rec)
+	}
+	if out, code := b.enqueue(t, "", "status", "perm-queued", "--json"); code != 0 || !strings.Contains(out, `"status":"queued"`) ||
+		!strings.Contains(out, `"cancel_requested":true`) {
+		t.Errorf("status of the cancelled queued job as producer: exit %d\n%s", code, out)
 	}
 
 	nc, err := nats.Connect(producerURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
@@ -101,6 +144,23 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 			t.Errorf("producer got an answer from %s", api)
 		}
 	}
+	kv, err := js.KeyValue(short(), contract.StateBucket)
+	if err != nil {
+		t.Fatalf("producer reads SLUICE_STATE: %v", err)
+	}
+	before, err := b.kv(t).Get(short(), "perm-video")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(short(), "perm-video", []byte(`{"job_id":"perm-video","status":"failed"}`)); err == nil {
+		t.Error("producer wrote a job's state")
+	}
+	if err := kv.Delete(short(), "perm-video"); err == nil {
+		t.Error("producer deleted a job's state")
+	}
+	if after, err := b.kv(t).Get(short(), "perm-video"); err != nil || after.Revision() != before.Revision() {
+		t.Errorf("perm-video's state after the producer's writes: %v", err)
+	}
 	if err := js.DeleteStream(short(), contract.JobsStream); err == nil {
 		t.Error("producer deleted SLUICE_JOBS")
 	}
@@ -122,4 +182,65 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if _, err := b.nats.JS.Stream(short(), "PRODUCER_OWN"); err == nil {
 		t.Error("the producer's stream exists")
 	}
+
+	// With no worker to answer, the producer may not record a cancel
+	// itself: it says so, at once, and nothing is recorded.
+	stopWorker()
+	speech, _ = json.Marshal(speechSpec("perm-unheard", "never said either", "sync"))
+	if out, code := b.enqueue(t, string(speech)+"\n", "submit", "-f", "-"); code != 0 {
+		t.Fatalf("submit as producer: exit %d\n%s", code, out)
+	}
+	began := time.Now()
+	out, code = b.enqueue(t, "", "cancel", "perm-unheard")
+	if code != 5 || !strings.Contains(out, notRecorded) || !strings.Contains(out, "no worker listens on sluice.control.cancel") ||
+		!strings.Contains(out, `permission to publish to "$KV.SLUICE_STATE.perm-unheard" denied`) {
+		t.Errorf("cancel as producer without a worker: exit %d\n%s", code, out)
+	}
+	t.Logf("cancel refused in %s: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(out))
+	client, err := jobclient.Dial(context.Background(), jobclient.Config{URL: producerURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	got, err := client.Cancel(testenv.Context(t, time.Minute), "perm-unheard", jobclient.CancelOptions{})
+	var refused *jobclient.PublishRefusedError
+	if !errors.Is(err, jobclient.ErrCancelNotRecorded) || !errors.As(err, &refused) || refused.Subject != "$KV.SLUICE_STATE.perm-unheard" ||
+		!errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("jobclient.Cancel as producer without a worker: %+v, %v", got, err)
+	}
+	if _, err := b.kv(t).Get(short(), "perm-unheard"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("perm-unheard's state after a refused cancel: %v", err)
+	}
+	if out, code := b.enqueue(t, "", "status", "perm-unheard", "--json"); code != 0 || !strings.Contains(out, `"cancel_requested":false`) {
+		t.Errorf("status of the job whose cancel was refused: exit %d\n%s", code, out)
+	}
+}
+
+// notRecorded is what enqueue cancel says when no worker answered and the
+// user may not record the cancel itself.
+const notRecorded = "may not record the cancel in SLUICE_STATE itself"
+
+// watchAsProducer runs enqueue watch as the producer until it prints an
+// event of job id.
+func watchAsProducer(t *testing.T, url, id string) {
+	t.Helper()
+	ctx := testenv.Context(t, 30*time.Second)
+	cmd := exec.CommandContext(ctx, enqueueBin, "watch", "--since", "1h", "--json", "--nats-url", url)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), `"subject":"`+id+`"`) {
+			return
+		}
+	}
+	t.Errorf("watch as producer printed no event of %s: %v\n%s", id, lines.Err(), stderr.String())
 }
