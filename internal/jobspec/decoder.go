@@ -72,9 +72,8 @@ type member struct {
 // members returns the members of the object raw, reporting duplicates
 // (which are dropped) and a value that is not an object. raw is part of a
 // document that passed json.Valid, so it is scanned rather than decoded:
-// each value is the slice of raw it spans, and only a name with an escape
-// or a byte outside ASCII goes through the standard library (as
-// json.Decoder would return it).
+// each value is the slice of raw it spans, and each name is read as
+// json.Decoder would return it (see unquote).
 func (d *decoder) members(path string, raw json.RawMessage) ([]member, bool) {
 	if !d.want(path, raw, jsonObject) {
 		return nil, false
@@ -90,7 +89,7 @@ func (d *decoder) members(path string, raw json.RawMessage) ([]member, bool) {
 			break // the closing brace (the document is valid JSON)
 		}
 		end := stringEnd(raw, i)
-		name, ok := memberName(raw[i:end])
+		name, ok := unquote(raw[i:end])
 		if !ok {
 			d.add(path, "malformed JSON object")
 			return out, false
@@ -109,23 +108,22 @@ func (d *decoder) members(path string, raw json.RawMessage) ([]member, bool) {
 	return out, true
 }
 
-// memberName is the name of a member from its quoted JSON string q.
-func memberName(q []byte) (string, bool) {
-	plain := true
-	for _, c := range q {
-		if c == '\\' || c >= utf8.RuneSelf {
-			plain = false
-			break
+// unquote is the value of the JSON string q (with its quotes), as
+// json.Unmarshal gives it. q comes from a document that passed json.Valid:
+// without an escape, and in valid UTF-8 (which Unmarshal would repair),
+// its value is its bytes between the quotes.
+func unquote(q []byte) (string, bool) {
+	if len(q) >= 2 {
+		inner := q[1 : len(q)-1]
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return string(inner), true
 		}
 	}
-	if plain && len(q) >= 2 {
-		return string(q[1 : len(q)-1]), true
-	}
-	var name string
-	if err := json.Unmarshal(q, &name); err != nil {
+	var v string
+	if err := json.Unmarshal(q, &v); err != nil {
 		return "", false
 	}
-	return name, true
+	return v, true
 }
 
 func skipSpace(b []byte, i int) int {
@@ -225,10 +223,12 @@ func (d *decoder) str(path string, raw json.RawMessage, dst *string) bool {
 	if !d.want(path, raw, jsonString) {
 		return false
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	v, ok := unquote(bytes.TrimSpace(raw))
+	if !ok {
 		d.add(path, "malformed JSON string")
 		return false
 	}
+	*dst = v
 	return true
 }
 
