@@ -80,28 +80,13 @@ func TestSmallPutSignsItsSum(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var signed, meta, body string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPut {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
+	s := answeringStore(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		h := sha256.Sum256(b)
 		mu.Lock()
 		signed, meta, body = r.Header.Get("X-Amz-Content-Sha256"), r.Header.Get("X-Amz-Meta-Sha256"), hex.EncodeToString(h[:])
 		mu.Unlock()
-		w.Header().Set("ETag", `"x"`)
-		w.WriteHeader(http.StatusOK)
 	}))
-	defer srv.Close()
-	client, err := NewS3Client(context.Background(), S3Config{Endpoint: srv.URL, PathStyle: true, AccessKeyID: "k", SecretAccessKey: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewStore(StoreConfig{Client: client, Bucket: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, err := s.Put(context.Background(), "sluice/video/j1/result-0.mp4", "", "", strings.NewReader(strings.Repeat("frame", 1000)), mib)
 	if err != nil {
 		t.Fatalf("Put: %v", err)
@@ -131,20 +116,9 @@ func TestSmallPutSignsItsSum(t *testing.T) {
 // race detector, and the runtime's map checks, catch a shared one).
 func TestConcurrentPutsShareTheEndpoint(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := answeringStore(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("ETag", `"x"`)
-		w.WriteHeader(http.StatusOK)
 	}))
-	defer srv.Close()
-	client, err := NewS3Client(context.Background(), S3Config{Endpoint: srv.URL, PathStyle: true, AccessKeyID: "k", SecretAccessKey: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewStore(StoreConfig{Client: client, Bucket: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 32*8)
 	for g := range 32 {
@@ -162,4 +136,25 @@ func TestConcurrentPutsShareTheEndpoint(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("Put: %v", err)
 	}
+}
+
+// answeringStore is a Store on a client from NewS3Client whose S3 is an
+// HTTP server that runs see on each request and answers 200 with an ETag.
+func answeringStore(t *testing.T, see http.HandlerFunc) *Store {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		see(w, r)
+		w.Header().Set("ETag", `"x"`)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	client, err := NewS3Client(context.Background(), S3Config{Endpoint: srv.URL, PathStyle: true, AccessKeyID: "k", SecretAccessKey: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStore(StoreConfig{Client: client, Bucket: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

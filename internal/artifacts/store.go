@@ -390,10 +390,12 @@ func (s *Store) putSmall(ctx context.Context, key, contentType string, b []byte,
 
 // withPayloadSHA256 hands the SDK's request signer sum, the hex SHA-256
 // of the request's body that Put computed already for the object's
-// metadata, so that it does not hash the body a second time (over plain
-// HTTP it signs the payload's hash; over HTTPS it then signs it instead of
-// UNSIGNED-PAYLOAD). S3 checks the body against the signed hash, so a
-// wrong sum fails the PUT rather than storing something else.
+// metadata, so that over plain HTTP, where SigV4 signs the payload's hash,
+// the SDK does not hash the body a second time. S3 checks the body against
+// the signed hash, so a wrong sum fails the PUT rather than storing
+// something else. Over HTTPS nothing changes: the SDK's checksum
+// middleware, which runs after this one, still sends the body unsigned
+// with a trailing CRC32 checksum.
 func withPayloadSHA256(sum string) func(*middleware.Stack) error {
 	return func(stack *middleware.Stack) error {
 		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("SluicePayloadSHA256",
