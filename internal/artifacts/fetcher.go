@@ -89,9 +89,13 @@ func newFetcher(cfg FetcherConfig, allowed func(netip.Addr) bool) *Fetcher {
 		TLSHandshakeTimeout:   15 * time.Second,
 		ResponseHeaderTimeout: cfg.Timeout,
 		ExpectContinueTimeout: time.Second,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
+		// Results usually come from one host, and a worker copies up to
+		// 16 at once (4 × SLUICE_COPY_CONCURRENCY at its default): with
+		// fewer idle connections kept per host, every download past them
+		// dialed a connection and closed it after its body.
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
 	}
 	f := &Fetcher{cfg: cfg}
 	f.client = &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -55,6 +56,11 @@ func (c S3Config) validate() error {
 	return nil
 }
 
+// maxIdleS3Conns is how many idle connections to one S3 host a client
+// keeps: more than the small and large copies a Store runs at once
+// (StoreConfig's small slots and MaxUploads at their defaults, 16 and 4).
+const maxIdleS3Conns = 64
+
 // NewS3Client returns an S3 client for cfg. It fails when cfg is invalid
 // (ErrInvalidArgument) or the AWS configuration cannot be loaded; it does
 // not contact the service.
@@ -71,6 +77,13 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	} else {
+		// The SDK's client keeps 10 idle connections per host: with more
+		// copies than that at once against one store, every copy past the
+		// tenth dialed a new connection and closed it after its PUT.
+		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConnsPerHost = maxIdleS3Conns
+		})))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -81,6 +94,7 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		o.EndpointResolverV2 = newCachedResolver(cmp.Or(o.EndpointResolverV2, s3.NewDefaultEndpointResolverV2()))
 		// Stores that send no checksums (gofakes3, some gateways) would
 		// otherwise print a debug line for every download.
 		o.DisableLogOutputChecksumValidationSkipped = true

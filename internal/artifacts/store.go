@@ -18,12 +18,15 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -163,6 +166,14 @@ type Store struct {
 	bufs       sync.Pool
 	smallSlots chan struct{}
 	smallBufs  sync.Pool
+	// puts runs the SDK's PutObject calls of small objects (putSmall).
+	// The SDK's middleware stack is deep: a goroutine that runs a PUT grows
+	// its stack to several times the start size, and the collector halves
+	// an idle goroutine's stack at every cycle. Spread over the runner's
+	// many goroutines, most PUTs grew a stack again (copying it twice);
+	// on the few goroutines of this pool a PUT usually finds the stack its
+	// last one grew (BENCHMARKS.md, "The cost of a job").
+	puts *gopool.Pool
 }
 
 // NewStore returns a Store for cfg. It fails with ErrInvalidArgument when a
@@ -179,6 +190,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		slots:  make(chan struct{}, cfg.MaxUploads),
 
 		smallSlots: make(chan struct{}, 4*cfg.MaxUploads),
+		puts:       gopool.New(0),
 	}
 	s.tm = transfermanager.New(cfg.Client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = cfg.PartSize
@@ -350,21 +362,46 @@ func (s *Store) checkPut(key string, maxBytes int64) error {
 // the source again: a source that cannot be read twice (a speech stream)
 // survives a short S3 outage.
 func (s *Store) putSmall(ctx context.Context, key, contentType string, b []byte, sum string) error {
-	for attempt := 1; ; attempt++ {
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket:        aws.String(s.cfg.Bucket),
-			Key:           aws.String(key),
-			Body:          bytes.NewReader(b),
-			ContentLength: aws.Int64(int64(len(b))),
-			ContentType:   aws.String(contentType),
-			Metadata:      map[string]string{MetadataSHA256: sum},
+	put := func() error {
+		done := make(chan error, 1)
+		s.puts.Go(func() {
+			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+				Bucket:        aws.String(s.cfg.Bucket),
+				Key:           aws.String(key),
+				Body:          bytes.NewReader(b),
+				ContentLength: aws.Int64(int64(len(b))),
+				ContentType:   aws.String(contentType),
+				Metadata:      map[string]string{MetadataSHA256: sum},
+			}, s3.WithAPIOptions(withPayloadSHA256(sum)))
+			done <- err
 		})
+		return <-done
+	}
+	for attempt := 1; ; attempt++ {
+		err := put()
 		if err == nil || attempt >= s.cfg.MaxAttempts || !IsTemporary(err) || ctx.Err() != nil {
 			return err
 		}
 		if s.cfg.Sleep(ctx, s.delay(attempt, err)) != nil {
 			return err
 		}
+	}
+}
+
+// withPayloadSHA256 hands the SDK's request signer sum, the hex SHA-256
+// of the request's body that Put computed already for the object's
+// metadata, so that over plain HTTP, where SigV4 signs the payload's hash,
+// the SDK does not hash the body a second time. S3 checks the body against
+// the signed hash, so a wrong sum fails the PUT rather than storing
+// something else. Over HTTPS nothing changes: the SDK's checksum
+// middleware, which runs after this one, still sends the body unsigned
+// with a trailing CRC32 checksum.
+func withPayloadSHA256(sum string) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("SluicePayloadSHA256",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return next.HandleFinalize(v4.SetPayloadHash(ctx, sum), in)
+			}), middleware.Before)
 	}
 }
 

@@ -3,8 +3,10 @@ package jobspec
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // decoder turns the raw JSON of a spec into typed values one field at a time,
@@ -68,38 +70,117 @@ type member struct {
 }
 
 // members returns the members of the object raw, reporting duplicates
-// (which are dropped) and a value that is not an object.
+// (which are dropped) and a value that is not an object. raw is part of a
+// document that passed json.Valid, so it is scanned rather than decoded:
+// each value is the slice of raw it spans, and each name is read as
+// json.Decoder would return it (see unquote).
 func (d *decoder) members(path string, raw json.RawMessage) ([]member, bool) {
 	if !d.want(path, raw, jsonObject) {
 		return nil, false
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // the opening brace
-		d.add(path, "malformed JSON object")
-		return nil, false
-	}
 	var out []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		name, ok := tok.(string)
-		if err != nil || !ok {
+	i := skipSpace(raw, 0) + 1 // past the opening brace
+	for {
+		i = skipSpace(raw, i)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		if i >= len(raw) || raw[i] != '"' {
+			break // the closing brace (the document is valid JSON)
+		}
+		end := stringEnd(raw, i)
+		name, ok := unquote(raw[i:end])
+		if !ok {
 			d.add(path, "malformed JSON object")
 			return out, false
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			d.add(path, "malformed JSON object")
-			return out, false
-		}
-		if seen[name] {
+		i = skipSpace(raw, end) + 1 // past the colon
+		i = skipSpace(raw, i)
+		vend := valueEnd(raw, i)
+		v := raw[i:vend:vend]
+		i = vend
+		if slices.ContainsFunc(out, func(m member) bool { return m.name == name }) {
 			d.add(field(path, name), "duplicate field")
 			continue
 		}
-		seen[name] = true
 		out = append(out, member{name: name, raw: v})
 	}
 	return out, true
+}
+
+// unquote is the value of the JSON string q (with its quotes), as
+// json.Unmarshal gives it. q comes from a document that passed json.Valid:
+// without an escape, and in valid UTF-8 (which Unmarshal would repair),
+// its value is its bytes between the quotes.
+func unquote(q []byte) (string, bool) {
+	if len(q) >= 2 {
+		inner := q[1 : len(q)-1]
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return string(inner), true
+		}
+	}
+	var v string
+	if err := json.Unmarshal(q, &v); err != nil {
+		return "", false
+	}
+	return v, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the JSON string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd is the index just past the JSON value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // fieldFunc decodes the value of one known field found at path.
@@ -142,10 +223,12 @@ func (d *decoder) str(path string, raw json.RawMessage, dst *string) bool {
 	if !d.want(path, raw, jsonString) {
 		return false
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	v, ok := unquote(bytes.TrimSpace(raw))
+	if !ok {
 		d.add(path, "malformed JSON string")
 		return false
 	}
+	*dst = v
 	return true
 }
 
