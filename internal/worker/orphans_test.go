@@ -1,0 +1,69 @@
+package worker_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// Jobs whose messages stay in SLUICE_JOBS at or below their consumer's ack
+// floor (the consumer will never deliver them again) are handed over by
+// the sweep of two workers at once and each ends once, submitted once; one
+// whose record a delivery wrote within a lease is left to that delivery
+// until the record has been left alone for a lease, then resumed.
+func TestOrphanedJobsEndOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	// A delivery "holds" orphan-busy: it wrote the record just now.
+	left := time.Now()
+	b.leaveRecord(t, "orphan-busy", func(r *state.Record) { r.Kind, r.Status = "video", state.StatusReceived })
+	b.publish(t, "video", "orphan-new", videoSpec("orphan-new", "an orphan"))
+	b.publish(t, "video", "orphan-busy", videoSpec("orphan-busy", "an orphan with a busy record"))
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, err := b.nats.JS.ResetConsumerToSequence(ctx, contract.JobsStream, contract.ConsumerName("video"), 3); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, "video", "delivered", videoSpec("delivered", "a job its consumer delivers"))
+
+	b.start(t)
+	b.start(t, func(c *config.Config) { c.WorkerName = "test-worker-2" })
+
+	for _, id := range []string{"orphan-new", "orphan-busy", "delivered"} {
+		if ev := b.await(t, id, 60*time.Second); ev.Data.Status != "succeeded" {
+			t.Errorf("%s: %s %+v", id, ev.Data.Status, ev.Data.Error)
+		}
+	}
+	for _, prompt := range []string{"an orphan", "an orphan with a busy record", "a job its consumer delivers"} {
+		if n := b.media.SubmitCount(prompt); n != 1 {
+			t.Errorf("%q submitted %d times", prompt, n)
+		}
+	}
+	if rec := b.record(t, "orphan-busy"); rec.FinishedAt == nil || rec.FinishedAt.Sub(left) < b.cfg.AckWait {
+		t.Errorf("orphan-busy finished at %v, less than a lease (%s) after its record was written at %v", rec.FinishedAt, b.cfg.AckWait, left)
+	}
+	waitFor := time.Now().Add(20 * time.Second)
+	for b.pendingJobs(t) != 0 {
+		if time.Now().After(waitFor) {
+			t.Fatalf("%d messages left in %s", b.pendingJobs(t), contract.JobsStream)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range []string{"orphan-new", "orphan-busy"} {
+		if n := logLines(b, "handing it over", `"job_id":"`+id+`"`); n < 1 || n > 2 {
+			t.Errorf("%s: handover logged %d times; want once per worker that handed it over", id, n)
+		}
+	}
+	if n := logLines(b, "handing it over", `"job_id":"delivered"`); n != 0 {
+		t.Errorf("a delivered job was handed over %d times", n)
+	}
+	t.Logf("handovers logged: orphan-new %d, orphan-busy %d; left to another delivery %d times",
+		logLines(b, "handing it over", `"job_id":"orphan-new"`), logLines(b, "handing it over", `"job_id":"orphan-busy"`), logLines(b, "leaving the job to it"))
+	if !strings.Contains(b.logs.String(), "leaving the job to it") {
+		t.Error("orphan-busy was not left to the delivery that wrote its record")
+	}
+}
