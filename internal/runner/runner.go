@@ -274,7 +274,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
-	if !rec.Status.Terminal() && r.cfg.Specs != nil {
+	if !rec.Status.Terminal() && !busy && r.cfg.Specs != nil {
 		// Kept before anything is paid for, so that every job that may
 		// have run upstream can be retried by its id alone.
 		if err := r.cfg.Specs.Keep(ctx, j.id, d.Msg.Data()); err != nil {

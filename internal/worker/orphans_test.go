@@ -63,6 +63,10 @@ func TestOrphanedJobsEndOnce(t *testing.T) {
 	}
 	t.Logf("handovers logged: orphan-new %d, orphan-busy %d; left to another delivery %d times",
 		logLines(b, "handing it over", `"job_id":"orphan-new"`), logLines(b, "handing it over", `"job_id":"orphan-busy"`), logLines(b, "leaving the job to it"))
+	// The last worker started handed orphan-busy over at least.
+	if text := b.scrape(t); !strings.Contains(text, `sluice_messages_orphaned_total{kind="video"}`) {
+		t.Errorf("/metrics lacks sluice_messages_orphaned_total:\n%s", grepLines(text, "sluice_messages"))
+	}
 	if !strings.Contains(b.logs.String(), "leaving the job to it") {
 		t.Error("orphan-busy was not left to the delivery that wrote its record")
 	}
