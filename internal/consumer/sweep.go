@@ -158,6 +158,11 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 	return nil
 }
 
+// LogOrphan is the message of the warning a worker logs, with the job id,
+// the kind, the stream sequence and the ack floor, the first time it hands
+// over an orphan. The reliability harness counts these lines.
+const LogOrphan = "job message below its consumer's ack floor: handing it over"
+
 // handOrphan hands the orphan raw over in a goroutine of its own, unless
 // this worker is still handling it, and logs and counts it the first time
 // (logged: it was); it returns whether it is logged now.
@@ -171,7 +176,7 @@ func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw 
 	}
 	if !logged {
 		c.log.Warn().Str("job_id", jobqueue.JobID(raw)).Str("kind", kind).Uint64("seq", raw.Sequence).Uint64("ack_floor", floor).
-			Msg("job message below its consumer's ack floor: handing it over")
+			Msg(LogOrphan)
 		if c.cfg.Observer.Orphaned != nil {
 			c.cfg.Observer.Orphaned(kind)
 		}
