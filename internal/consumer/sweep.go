@@ -29,15 +29,17 @@ import (
 // kind's consumer will not deliver again. SLUICE_JOBS is a work queue, so
 // an acknowledged message is deleted; one still stored at or below its
 // consumer's ack floor is neither pending nor awaiting an ack, and no
-// consumer delivers it. A long cluster fault run once left ten jobs so
-// (see docs/guarantees.md); the cause was not established. The test costs
+// consumer delivers it. A long cluster fault run once left ten jobs that
+// were never delivered again, perhaps so (see docs/guarantees.md); the
+// cause was not established. The test costs
 // one consumer info per kind with messages, and messages are read only
 // when the stream's first sequence is at or below that kind's ack floor
 // (in a healthy queue it is above it, or the first message of the kind
 // found from it is). A message is handed over only when two consecutive
 // sweeps found it orphaned: an acknowledged message is deleted a moment
 // after the floor passes it, and a new leader may report an odd floor for
-// a moment. It goes the same way as a message on a wrong subject, so the
+// a moment (a Handler that finds the job finished only settles it). It
+// goes the same way as a message on a wrong subject, so the
 // Handler's own checks decide what to do with the job (Delivery.Orphaned
 // tells it apart), but in a goroutine of its own: it is a real job, which
 // may run long. A worker does not hand over a message it is still
@@ -70,8 +72,15 @@ func (c *Consumer) sweepLoop(ctx, handlerCtx context.Context) {
 }
 
 // sweep reports the jobs waiting per kind, handles every message on a
-// subject that no consumer serves and hands over the orphans.
-func (c *Consumer) sweep(ctx, handlerCtx context.Context) error {
+// subject that no consumer serves and hands over the orphans. A failed
+// sweep forgets the orphans found so far: two sweeps in a row means two
+// that succeeded, with no failure (an election, say) between them.
+func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			c.orphans = nil
+		}
+	}()
 	stream, err := c.cfg.JS.Stream(ctx, contract.JobsStream)
 	if err != nil {
 		return err
