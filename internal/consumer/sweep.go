@@ -31,18 +31,17 @@ import (
 // consumer's ack floor is neither pending nor awaiting an ack, and no
 // consumer delivers it. A long cluster fault run once left ten jobs that
 // were never delivered again, perhaps so (see docs/guarantees.md); the
-// cause was not established. The test costs
-// one consumer info per kind with messages, and messages are read only
-// when the stream's first sequence is at or below that kind's ack floor
-// (in a healthy queue it is above it, or the first message of the kind
-// found from it is). A message is handed over only when two consecutive
-// sweeps found it orphaned: an acknowledged message is deleted a moment
-// after the floor passes it, and a new leader may report an odd floor for
-// a moment (a Handler that finds the job finished only settles it). It
-// goes the same way as a message on a wrong subject, so the
-// Handler's own checks decide what to do with the job (Delivery.Orphaned
-// tells it apart), but in a goroutine of its own: it is a real job, which
-// may run long. A worker does not hand over a message it is still
+// cause was not established. The test costs one consumer info per kind
+// with messages, and messages are read only when the stream's first
+// sequence is at or below that kind's ack floor (in a healthy queue it is
+// above it, or the first message of the kind found from it is). A message
+// is handed over only when two consecutive sweeps found it orphaned: an
+// acknowledged message is deleted a moment after the floor passes it, and
+// a new leader may report an odd floor for a moment (a Handler that finds
+// the job finished only settles it). It goes the same way as a message on
+// a wrong subject, so the Handler's own checks decide what to do with the
+// job (Delivery.Orphaned tells it apart), but in a goroutine of its own:
+// it is a real job, which may run long. A worker does not hand over a message it is still
 // handling; nothing stops another worker's sweep from handing it over too
 // (no lease guards it), which the Handler must allow for.
 
