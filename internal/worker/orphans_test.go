@@ -71,3 +71,38 @@ func TestOrphanedJobsEndOnce(t *testing.T) {
 		t.Error("orphan-busy was not left to the delivery that wrote its record")
 	}
 }
+
+// The stuck jobs of a long cluster fault run, made on purpose: a worker
+// holds a submitted job while its consumer's ack floor passes the job's
+// message (a reset here), then goes away. Its consumer never delivers the
+// job again; another worker's sweep hands it over once the record has been
+// left alone for a lease, and the job resumes its task: not submitted
+// again, one terminal event.
+func TestOrphanedSubmittedJobResumesItsTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: 3 * time.Second})
+	stopA := b.start(t, func(c *config.Config) { c.WorkerName = "worker-a" })
+	b.publish(t, "video", "stuck-1", videoSpec("stuck-1", "a job left below the ack floor"))
+	b.awaitRecord(t, "stuck-1", 20*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitted })
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, err := b.nats.JS.ResetConsumerToSequence(ctx, contract.JobsStream, contract.ConsumerName("video"), 2); err != nil {
+		t.Fatal(err)
+	}
+	stopA()
+	b.start(t, func(c *config.Config) { c.WorkerName = "worker-b" })
+
+	if ev := b.await(t, "stuck-1", 60*time.Second); ev.Data.Status != "succeeded" {
+		t.Fatalf("stuck-1: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("a job left below the ack floor"); n != 1 {
+		t.Errorf("submitted %d times, want once", n)
+	}
+	if rec := b.record(t, "stuck-1"); rec.Attempts != 2 || rec.Submits != 1 {
+		t.Errorf("record: attempts %d, submits %d; want 2 and 1", rec.Attempts, rec.Submits)
+	}
+	// worker-b handed it over (worker-a may have found it too before it
+	// stopped, and left it to its own delivery).
+	if n := logLines(b, "handing it over", `"job_id":"stuck-1"`); n < 1 {
+		t.Error("the job was not handed over by a sweep")
+	}
+}
