@@ -267,10 +267,10 @@ type Consumer struct {
 	mu   sync.Mutex
 	held map[jetstream.Msg]string // message -> kind
 	// handing are the stream sequences of the orphans this worker has
-	// handed over and not settled yet (guarded by mu); orphans those seen
-	// by the last sweep, true once logged (the sweep's own).
+	// handed over and not settled yet (guarded by mu); orphans those the
+	// sweep knows of (the sweep's own).
 	handing map[uint64]bool
-	orphans map[uint64]bool
+	orphans map[uint64]orphan
 
 	stopping chan struct{}
 	// pullsDone is closed once no pull request of this worker is pending:

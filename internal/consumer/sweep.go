@@ -72,12 +72,15 @@ func (c *Consumer) sweepLoop(ctx, handlerCtx context.Context) {
 
 // sweep reports the jobs waiting per kind, handles every message on a
 // subject that no consumer serves and hands over the orphans. A failed
-// sweep forgets the orphans found so far: two sweeps in a row means two
-// that succeeded, with no failure (an election, say) between them.
+// sweep forgets which orphans were found (not which are logged): two
+// sweeps in a row means two that succeeded, with no failure (an election,
+// say) between them.
 func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			c.orphans = nil
+			for seq, o := range c.orphans {
+				c.orphans[seq] = orphan{logged: o.logged}
+			}
 		}
 	}()
 	stream, err := c.cfg.JS.Stream(ctx, contract.JobsStream)
@@ -128,12 +131,15 @@ func (c *Consumer) sweepSubject(ctx, handlerCtx context.Context, stream jetstrea
 	return nil
 }
 
+// orphan is what the sweep knows of an orphan: whether the last sweep
+// found it (two in a row hand it over) and whether it is logged.
+type orphan struct{ found, logged bool }
+
 // sweepOrphans finds the orphans of the kinds served (see above) and hands
 // over those the last sweep found too. st is the stream's state as this
 // sweep read it.
 func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstream.Stream, st jetstream.StreamState) error {
-	seen := make(map[uint64]bool)
-	defer func() { c.orphans = seen }()
+	found := make(map[uint64]orphan)
 	for _, kind := range c.cfg.Kinds {
 		subject := contract.JobSubject(kind)
 		if st.Subjects[subject] == 0 {
@@ -156,13 +162,15 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 				break
 			}
 			seq = raw.Sequence + 1
-			logged, before := c.orphans[raw.Sequence]
-			seen[raw.Sequence] = logged
-			if before {
-				seen[raw.Sequence] = c.handOrphan(handlerCtx, stream, raw, kind, floor, logged)
+			o := c.orphans[raw.Sequence]
+			if o.found {
+				o.logged = c.handOrphan(handlerCtx, stream, raw, kind, floor, o.logged)
 			}
+			o.found = true
+			found[raw.Sequence] = o
 		}
 	}
+	c.orphans = found
 	return nil
 }
 
