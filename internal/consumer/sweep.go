@@ -149,7 +149,14 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
 		}
-		floor := cn.CachedInfo().AckFloor.Stream
+		ci := cn.CachedInfo()
+		// Only the consumer's leader, hearing a quorum of its group, knows
+		// the floor: a member of a leaderless group answers from its own
+		// copy, which may be ahead of what the group agreed.
+		if err := reach.Quorum(ci.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
+			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
+		}
+		floor := ci.AckFloor.Stream
 		for seq := max(st.FirstSeq, 1); seq <= floor && ctx.Err() == nil; {
 			raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
