@@ -267,9 +267,11 @@ type Consumer struct {
 	mu   sync.Mutex
 	held map[jetstream.Msg]string // message -> kind
 	// handing are the stream sequences of the orphans this worker has
-	// handed over and not settled yet (guarded by mu); orphans those the
-	// sweep knows of (the sweep's own).
-	handing map[uint64]bool
+	// handed over (guarded by mu): -1 while the Handler has it, then the
+	// number of the sweep during which it was settled (see sweeps);
+	// orphans those the sweep knows of (the sweep's own).
+	handing map[uint64]int64
+	sweeps  atomic.Int64
 	orphans map[uint64]orphan
 
 	stopping chan struct{}
@@ -294,7 +296,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		handler:   h,
 		log:       *cfg.Logger,
 		held:      make(map[jetstream.Msg]string),
-		handing:   make(map[uint64]bool),
+		handing:   make(map[uint64]int64),
 		stopping:  make(chan struct{}),
 		pullsDone: make(chan struct{}),
 	}, nil

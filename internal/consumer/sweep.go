@@ -76,6 +76,7 @@ func (c *Consumer) sweepLoop(ctx, handlerCtx context.Context) {
 // sweeps in a row means two that succeeded, with no failure (an election,
 // say) between them.
 func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
+	c.sweeps.Add(1)
 	defer func() {
 		if err != nil {
 			for seq, o := range c.orphans {
@@ -178,6 +179,15 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 		}
 	}
 	c.orphans = found
+	// A handover settled before this sweep began has left the stream, or
+	// is found again (a retry) and handed over again.
+	c.mu.Lock()
+	for seq, settled := range c.handing {
+		if _, ok := found[seq]; !ok && settled >= 0 && settled < c.sweeps.Load() {
+			delete(c.handing, seq)
+		}
+	}
+	c.mu.Unlock()
 	return nil
 }
 
@@ -187,12 +197,16 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 const LogOrphan = "job message below its consumer's ack floor: handing it over"
 
 // handOrphan hands the orphan raw over in a goroutine of its own, unless
-// this worker is still handling it, and logs and counts it the first time
-// (logged: it was); it returns whether it is logged now.
+// this worker is still handling it or settled it during this sweep (which
+// may have read the message before it was deleted), and logs and counts
+// it the first time (logged: it was); it returns whether it is logged now.
 func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, kind string, floor uint64, logged bool) bool {
 	c.mu.Lock()
-	busy := c.handing[raw.Sequence]
-	c.handing[raw.Sequence] = true
+	settled, handed := c.handing[raw.Sequence]
+	busy := handed && (settled < 0 || settled >= c.sweeps.Load())
+	if !busy {
+		c.handing[raw.Sequence] = -1
+	}
 	c.mu.Unlock()
 	if busy {
 		return logged
@@ -206,7 +220,7 @@ func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw 
 	}
 	done := func() {
 		c.mu.Lock()
-		delete(c.handing, raw.Sequence)
+		c.handing[raw.Sequence] = c.sweeps.Load()
 		c.mu.Unlock()
 		c.wg.Done()
 	}
