@@ -33,6 +33,10 @@ type Report struct {
 	// Lost jobs have neither a terminal event nor a state record; Stuck
 	// jobs have no terminal event; MultiTerminal jobs have more than one.
 	Lost, Stuck, MultiTerminal int
+	// Orphaned counts the jobs whose message a worker's sweep found below
+	// its consumer's ack floor and handed over (not a problem: the sweep
+	// recovers them; a figure to watch).
+	Orphaned int
 	// BadArtifacts counts artifacts missing from the store or with other
 	// bytes than their event (or the simulator) says.
 	BadArtifacts int
@@ -82,10 +86,10 @@ func (r *Report) String() string {
 		quota = fmt.Sprintf(" media_tasks_peak=%d/%d", r.PeakMediaTasks, r.MediaTaskLimit)
 	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
-		"duplicates=%d unexplained=%d lost=%d stuck=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s problems=%d elapsed=%s seed=%d",
+		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s problems=%d elapsed=%s seed=%d",
 		r.Jobs, r.Succeeded, r.Failed, formatCounts(r.FailedBy), r.Kills, r.Restarts, formatCounts(r.Faults),
 		strings.Join(recovered, ","),
-		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota, r.ProblemCount,
+		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.Orphaned, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
 }
 

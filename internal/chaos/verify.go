@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/runner"
@@ -61,7 +62,8 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.resubmits = countResubmits(logs)
+	r.resubmits = countLogged(logs, runner.LogSubmittingAgain)
+	rep.Orphaned = len(countLogged(logs, consumer.LogOrphan))
 	var stateRaw bytes.Buffer
 	for _, j := range r.jobs {
 		rec := r.checkJob(ctx, rep, j)
@@ -312,9 +314,10 @@ func readLogs(dir string) (map[string][]byte, error) {
 	return logs, nil
 }
 
-// countResubmits counts, per job, the submit-window resubmissions the
-// workers logged (runner.LogSubmittingAgain).
-func countResubmits(logs map[string][]byte) map[string]int {
+// countLogged counts, per job, the lines whose message is msg that the
+// workers logged: the submit-window resubmissions (runner.LogSubmittingAgain),
+// the orphans handed over (consumer.LogOrphan).
+func countLogged(logs map[string][]byte, msg string) map[string]int {
 	n := map[string]int{}
 	for _, b := range logs {
 		for line := range bytes.Lines(b) {
@@ -322,7 +325,7 @@ func countResubmits(logs map[string][]byte) map[string]int {
 				JobID   string `json:"job_id"`
 				Message string `json:"message"`
 			}
-			if json.Unmarshal(line, &l) == nil && l.Message == runner.LogSubmittingAgain {
+			if json.Unmarshal(line, &l) == nil && l.Message == msg {
 				n[l.JobID]++
 			}
 		}

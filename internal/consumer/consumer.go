@@ -88,6 +88,23 @@ type Delivery struct {
 	startedOnce atomic.Bool
 	done        func()
 	settled     atomic.Bool
+	// orphaned: the sweep handed the message over (see Orphaned).
+	orphaned bool
+}
+
+// Orphaned reports whether the sweep handed this message over because its
+// consumer will not deliver it again: it is still in SLUICE_JOBS at or
+// below the consumer's ack floor (see sweep.go). No lease guards such a
+// message: another worker's sweep may hand it over too.
+func (d *Delivery) Orphaned() bool { return d.orphaned }
+
+// Lease is how long a worker holds a delivered message without a
+// heartbeat before JetStream delivers it again: the consumers' AckWait.
+func (d *Delivery) Lease() time.Duration {
+	if d.c == nil {
+		return 0
+	}
+	return d.c.cfg.AckWait
 }
 
 // Started tells the consumer that the Handler's start phase is over: from
@@ -158,6 +175,9 @@ type Observer struct {
 	// Waiting receives, at every sweep, the number of job messages of
 	// kind in SLUICE_JOBS (queued, held or waiting for a retry).
 	Waiting func(kind string, n int)
+	// Orphaned counts a job message of kind found at or below its
+	// consumer's ack floor and handed over by the sweep, once per message.
+	Orphaned func(kind string)
 }
 
 // Gate says how many jobs of a kind may start now (the fleet's quotas,
@@ -196,9 +216,10 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
 	ShutdownTimeout time.Duration
 	// SweepInterval is how often SLUICE_JOBS is swept for messages on
-	// subjects no consumer serves, which are handed to the Handler like
-	// deliveries (see sweep.go), and for the jobs waiting per kind.
-	// Defaults to 10s.
+	// subjects no consumer serves and for messages of the kinds served
+	// that their consumer will not deliver again, which are handed to the
+	// Handler like deliveries (see sweep.go), and for the jobs waiting per
+	// kind. Defaults to 10s.
 	SweepInterval time.Duration
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
@@ -245,6 +266,13 @@ type Consumer struct {
 
 	mu   sync.Mutex
 	held map[jetstream.Msg]string // message -> kind
+	// handing are the stream sequences of the orphans this worker has
+	// handed over (guarded by mu): -1 while the Handler has it, then the
+	// number of the sweep during which it was settled (see sweeps);
+	// orphans those the sweep knows of (the sweep's own).
+	handing map[uint64]int64
+	sweeps  atomic.Int64
+	orphans map[uint64]orphan
 
 	stopping chan struct{}
 	// pullsDone is closed once no pull request of this worker is pending:
@@ -268,6 +296,7 @@ func New(cfg Config, h Handler) (*Consumer, error) {
 		handler:   h,
 		log:       *cfg.Logger,
 		held:      make(map[jetstream.Msg]string),
+		handing:   make(map[uint64]int64),
 		stopping:  make(chan struct{}),
 		pullsDone: make(chan struct{}),
 	}, nil

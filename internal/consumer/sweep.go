@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/reach"
 )
 
@@ -22,6 +24,26 @@ import (
 // like a delivery; settling it deletes it from the stream (Ack, Term) or
 // leaves it for the next sweep (a retry). The same counts give the jobs
 // waiting per kind.
+//
+// The sweep also hands over orphans: messages of a kind served that the
+// kind's consumer will not deliver again. SLUICE_JOBS is a work queue, so
+// an acknowledged message is deleted; one still stored at or below its
+// consumer's ack floor is neither pending nor awaiting an ack, and no
+// consumer delivers it. A long cluster fault run once left ten jobs that
+// were never delivered again, perhaps so (see docs/guarantees.md); the
+// cause was not established. The test costs one consumer info per kind
+// with messages, and messages are read only when the stream's first
+// sequence is at or below that kind's ack floor (in a healthy queue it is
+// above it, or the first message of the kind found from it is). A message
+// is handed over only when two consecutive sweeps found it orphaned: an
+// acknowledged message is deleted a moment after the floor passes it, and
+// a new leader may report an odd floor for a moment (a Handler that finds
+// the job finished only settles it). It goes the same way as a message on
+// a wrong subject, so the Handler's own checks decide what to do with the
+// job (Delivery.Orphaned tells it apart), but in a goroutine of its own:
+// it is a real job, which may run long. A worker does not hand over a message it is still
+// handling; nothing stops another worker's sweep from handing it over too
+// (no lease guards it), which the Handler must allow for.
 
 // sweepLoop sweeps SLUICE_JOBS at once and then every SweepInterval (with
 // up to 10% jitter, so a fleet does not sweep in step) until ctx ends.
@@ -48,9 +70,20 @@ func (c *Consumer) sweepLoop(ctx, handlerCtx context.Context) {
 	}
 }
 
-// sweep reports the jobs waiting per kind and handles every message on a
-// subject that no consumer serves.
-func (c *Consumer) sweep(ctx, handlerCtx context.Context) error {
+// sweep reports the jobs waiting per kind, handles every message on a
+// subject that no consumer serves and hands over the orphans. A failed
+// sweep forgets which orphans were found (not which are logged): two
+// sweeps in a row means two that succeeded, with no failure (an election,
+// say) between them.
+func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
+	c.sweeps.Add(1)
+	defer func() {
+		if err != nil {
+			for seq, o := range c.orphans {
+				c.orphans[seq] = orphan{logged: o.logged}
+			}
+		}
+	}()
 	stream, err := c.cfg.JS.Stream(ctx, contract.JobsStream)
 	if err != nil {
 		return err
@@ -77,7 +110,7 @@ func (c *Consumer) sweep(ctx, handlerCtx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return c.sweepOrphans(ctx, handlerCtx, stream, info.State)
 }
 
 // sweepSubject hands every message of subject, from sequence from on, to
@@ -92,21 +125,126 @@ func (c *Consumer) sweepSubject(ctx, handlerCtx context.Context, stream jetstrea
 			return err
 		}
 		seq = raw.Sequence + 1
-		c.handleStray(handlerCtx, stream, raw)
+		c.log.Warn().Str("subject", raw.Subject).Uint64("seq", raw.Sequence).Str("kind", contract.KindOfMessage(raw.Subject, raw.Data)).
+			Msg("job message on a subject no worker serves")
+		c.handOver(handlerCtx, stream, raw, false, nil)
 	}
 	return nil
 }
 
-// handleStray runs the Handler on a message that no consumer delivers. Its
-// Delivery's Kind is contract.KindOfMessage's answer; the Handler tells it
-// from a real delivery by its subject.
-func (c *Consumer) handleStray(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg) {
-	kind := contract.KindOfMessage(raw.Subject, raw.Data)
-	c.log.Warn().Str("subject", raw.Subject).Uint64("seq", raw.Sequence).Str("kind", kind).
-		Msg("job message on a subject no worker serves")
+// orphan is what the sweep knows of an orphan: whether the last sweep
+// found it (two in a row hand it over) and whether it is logged.
+type orphan struct{ found, logged bool }
+
+// sweepOrphans finds the orphans of the kinds served (see above) and hands
+// over those the last sweep found too. st is the stream's state as this
+// sweep read it.
+func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstream.Stream, st jetstream.StreamState) error {
+	found := make(map[uint64]orphan)
+	for _, kind := range c.cfg.Kinds {
+		subject := contract.JobSubject(kind)
+		if st.Subjects[subject] == 0 {
+			continue
+		}
+		cn, err := stream.Consumer(ctx, contract.ConsumerName(kind))
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
+		}
+		ci := cn.CachedInfo()
+		// Only the consumer's leader, hearing a quorum of its group, knows
+		// the floor: a member of a leaderless group answers from its own
+		// copy, which may be ahead of what the group agreed.
+		if err := reach.Quorum(ci.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
+			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
+		}
+		floor := ci.AckFloor.Stream
+		for seq := max(st.FirstSeq, 1); seq <= floor && ctx.Err() == nil; {
+			raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if raw.Sequence > floor {
+				break
+			}
+			seq = raw.Sequence + 1
+			o := c.orphans[raw.Sequence]
+			if o.found {
+				o.logged = c.handOrphan(handlerCtx, stream, raw, kind, floor, o.logged)
+			}
+			o.found = true
+			found[raw.Sequence] = o
+		}
+	}
+	c.orphans = found
+	// A handover settled before this sweep began has left the stream, or
+	// is found again (a retry) and handed over again.
+	c.mu.Lock()
+	for seq, settled := range c.handing {
+		if _, ok := found[seq]; !ok && settled >= 0 && settled < c.sweeps.Load() {
+			delete(c.handing, seq)
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// LogOrphan is the message of the warning a worker logs, with the job id,
+// the kind, the stream sequence and the ack floor, the first time it hands
+// over an orphan. The reliability harness counts these lines.
+const LogOrphan = "job message below its consumer's ack floor: handing it over"
+
+// handOrphan hands the orphan raw over in a goroutine of its own, unless
+// this worker is still handling it or settled it during this sweep (which
+// may have read the message before it was deleted), and logs and counts
+// it the first time (logged: it was); it returns whether it is logged now.
+func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, kind string, floor uint64, logged bool) bool {
+	c.mu.Lock()
+	settled, handed := c.handing[raw.Sequence]
+	busy := handed && (settled < 0 || settled >= c.sweeps.Load())
+	if !busy {
+		c.handing[raw.Sequence] = -1
+	}
+	c.mu.Unlock()
+	if busy {
+		return logged
+	}
+	if !logged {
+		c.log.Warn().Str("job_id", jobqueue.JobID(raw)).Str("kind", kind).Uint64("seq", raw.Sequence).Uint64("ack_floor", floor).
+			Msg(LogOrphan)
+		if c.cfg.Observer.Orphaned != nil {
+			c.cfg.Observer.Orphaned(kind)
+		}
+	}
+	done := func() {
+		c.mu.Lock()
+		c.handing[raw.Sequence] = c.sweeps.Load()
+		c.mu.Unlock()
+		c.wg.Done()
+	}
+	c.wg.Add(1)
+	c.cfg.Pool.Go(func() {
+		select {
+		case <-c.stopping:
+			done() // left for the next sweep, of another worker
+		default:
+			c.handOver(ctx, stream, raw, true, done)
+		}
+	})
+	return true
+}
+
+// handOver runs the Handler on a message that no consumer delivers and
+// settles it unless the Handler detached it; done runs once it is settled.
+// Its Delivery's Kind is contract.KindOfMessage's answer; the Handler tells
+// it from a real delivery by its subject, or by Delivery.Orphaned.
+func (c *Consumer) handOver(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, orphaned bool, done func()) {
 	msg := &strayMsg{raw: raw, stream: stream}
 	meta, _ := msg.Metadata()
-	d := &Delivery{Kind: kind, Msg: msg, Meta: meta, stopping: c.stopping, c: c}
+	d := &Delivery{Kind: contract.KindOfMessage(raw.Subject, raw.Data), Msg: msg, Meta: meta, stopping: c.stopping, c: c,
+		orphaned: orphaned, done: done}
 	if out := c.safeHandle(ctx, d); out.Action != Detach {
 		d.Settle(ctx, out)
 	}

@@ -61,7 +61,7 @@ func Find(ctx context.Context, js jetstream.JetStream, id string) (*Waiting, err
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
 			return nil, fmt.Errorf("read %s message %d: %w", contract.JobsStream, seq, err)
-		case idOf(raw) == id:
+		case JobID(raw) == id:
 			return waiting(id, raw), nil
 		}
 	}
@@ -74,7 +74,7 @@ func Find(ctx context.Context, js jetstream.JetStream, id string) (*Waiting, err
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", contract.JobsStream, err)
 		}
-		if idOf(raw) == id {
+		if JobID(raw) == id {
 			return waiting(id, raw), nil
 		}
 		seq = raw.Sequence + 1
@@ -88,8 +88,9 @@ func waiting(id string, raw *jetstream.RawStreamMsg) *Waiting {
 	}
 }
 
-// idOf is the job id of a stored message, by the rule the worker uses.
-func idOf(raw *jetstream.RawStreamMsg) string {
+// JobID is the job id of a stored message, by the rule the worker uses
+// (CONTRACT.md section 2).
+func JobID(raw *jetstream.RawStreamMsg) string {
 	var spec struct {
 		ID string `json:"id"`
 	}

@@ -31,6 +31,7 @@ type Metrics struct {
 	natsMoves     prometheus.Counter
 	failures      *prometheus.CounterVec
 	waiting       *prometheus.GaugeVec
+	orphaned      *prometheus.CounterVec
 	quota         quotaGauges
 
 	// codes are the error codes seen as label values so far (see
@@ -98,11 +99,14 @@ func New() *Metrics {
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_jobs_waiting", Help: "Job messages in SLUICE_JOBS, by kind: queued, held by a worker or waiting for a retry (the same for every worker).",
 		}, []string{"kind"}),
+		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_messages_orphaned_total", Help: "Job messages found in SLUICE_JOBS at or below their consumer's ack floor (which no consumer delivers again) and handed over by this worker's sweep, by kind.",
+		}, []string{"kind"}),
 		quota: newQuotaGauges(),
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
-		m.artifactBytes, m.duration, m.failures, m.waiting, m.jsWaiting, m.jsFailures, m.natsMoves,
+		m.artifactBytes, m.duration, m.failures, m.waiting, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	return m
@@ -151,6 +155,14 @@ func (m *Metrics) codeLabel(code string) string {
 func (m *Metrics) Waiting(kind string, n int) {
 	if m != nil {
 		m.waiting.WithLabelValues(kind).Set(float64(n))
+	}
+}
+
+// Orphaned counts a job message of kind that the sweep handed over because
+// its consumer will not deliver it again.
+func (m *Metrics) Orphaned(kind string) {
+	if m != nil {
+		m.orphaned.WithLabelValues(kind).Inc()
 	}
 }
 

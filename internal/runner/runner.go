@@ -243,10 +243,18 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// consumer's sweep) fails, unless its id is a job a worker already
 	// holds: that job is left alone and only this copy is dead-lettered.
 	stray, held := !contract.Served(d.Msg.Subject()), false
+	// An orphan (a message its consumer will not deliver again, handed
+	// over by the sweep) has no lease: another worker's sweep may hand it
+	// over too. It is left to the delivery that wrote the job's record
+	// within a lease (busy), and taken over like a redelivery once the
+	// record has been left alone for as long as a lease.
+	busy := false
+	now := r.cfg.Now()
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		held = stray && rec.Status != "" && !rec.Status.Terminal()
-		if rec.Status.Terminal() || held {
+		busy = d.Orphaned() && rec.Status != "" && !rec.Status.Terminal() && now.Sub(rec.UpdatedAt) < d.Lease()
+		if rec.Status.Terminal() || held || busy {
 			return state.Unchanged
 		}
 		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
@@ -269,7 +277,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
-	if !rec.Status.Terminal() && r.cfg.Specs != nil {
+	if !rec.Status.Terminal() && !busy && r.cfg.Specs != nil {
 		// Kept before anything is paid for, so that every job that may
 		// have run upstream can be retried by its id alone.
 		if err := r.cfg.Specs.Keep(ctx, j.id, d.Msg.Data()); err != nil {
@@ -289,6 +297,10 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).
 			Msg("job already finished; its terminal event is published unless the stream holds it")
 		return j, r.republish(ctx, j), true
+	case busy:
+		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
+			Msg("orphaned job message: another delivery wrote the job's record within a lease; leaving the job to it")
+		return j, consumer.Outcome{Action: consumer.Retry, Delay: d.Lease()}, true
 	case held:
 		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
 		j.log.Warn().Str("subject", d.Msg.Subject()).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")

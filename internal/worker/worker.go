@@ -218,9 +218,10 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
-			Held:    m.Held,
-			Settled: func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
-			Waiting: m.Waiting,
+			Held:     m.Held,
+			Settled:  func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting:  m.Waiting,
+			Orphaned: m.Orphaned,
 		},
 	}, run)
 	if err != nil {
