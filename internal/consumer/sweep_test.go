@@ -30,16 +30,7 @@ func (b *testBundle) orphan(t *testing.T, seq uint64) {
 
 func (b *testBundle) stored(t *testing.T) uint64 {
 	t.Helper()
-	ctx := testenv.Context(t, 5*time.Second)
-	s, err := b.n.JS.Stream(ctx, contract.JobsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StoredMsgs(t, b.n.JS, contract.JobsStream)
 }
 
 // sweeps counts the sweeps of a consumer (by its Waiting reports).

@@ -88,3 +88,19 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// StoredMsgs returns how many messages stream holds, failing the test when
+// JetStream does not say within 10s.
+func StoredMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	ctx := Context(t, 10*time.Second)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}

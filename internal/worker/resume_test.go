@@ -201,16 +201,7 @@ func (b *bundle) awaitSettled(t *testing.T) {
 // pendingJobs is the number of messages left in SLUICE_JOBS.
 func (b *bundle) pendingJobs(t *testing.T) uint64 {
 	t.Helper()
-	ctx := testenv.Context(t, 10*time.Second)
-	s, err := b.nats.JS.Stream(ctx, contract.JobsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StoredMsgs(t, b.nats.JS, contract.JobsStream)
 }
 
 // Two deliveries inside one submit window (the second starts while the
