@@ -14,11 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/devstack"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/logging"
+	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/internal/worker"
@@ -339,6 +341,16 @@ func (b *bundle) deadLetters(t *testing.T) []*jetstream.RawStreamMsg {
 // assertNoSecrets scans logs, events, dead letters and state records for
 // the credentials, the compute tokens and presigned URL signatures.
 func (b *bundle) assertNoSecrets(t *testing.T) {
+	// A cluster still electing after a partition healed answers nothing
+	// for a moment; the scan must read everything, not skip what it could
+	// not read.
+	ctx := testenv.Context(t, 30*time.Second)
+	for {
+		_, err := b.nats.JS.AccountInfo(ctx)
+		if _, unreachable := reach.Reason(err); err == nil || !unreachable || backoff.Sleep(ctx, 500*time.Millisecond) != nil {
+			break
+		}
+	}
 	var hay strings.Builder
 	hay.WriteString(b.logs.String())
 	for _, ev := range b.events(t) {
