@@ -283,7 +283,10 @@ func keys(m map[string]bool) []string {
 // as done: the board is read again, and plan recognises the leases the
 // write gave if it landed.
 func (l *leases) sync(ctx context.Context) {
-	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	// Retries come at least every quarter of a lease life, so that once the
+	// bucket answers again a worker renews its leases well within the grace
+	// the others give them (see board.live).
+	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := l.syncOnce(ctx)
 		if err == nil {

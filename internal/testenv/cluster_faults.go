@@ -157,16 +157,23 @@ func (c *Cluster) StepDownMeta() (int, error) {
 		return l, fmt.Errorf("connect as the system user: %w", err)
 	}
 	defer nc.Close()
-	m, err := nc.Request("$JS.API.META.LEADER.STEPDOWN", nil, 5*time.Second)
-	if err != nil {
+	var m *nats.Msg
+	for attempt := 0; ; attempt++ {
+		if m, err = nc.Request("$JS.API.META.LEADER.STEPDOWN", nil, 5*time.Second); err == nil {
+			break
+		}
 		// The answer may be lost in the very leader change it asked for:
-		// the step-down happened if another node leads now.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		// the step-down happened if another node leads now. A request
+		// that reached no leader (one just restarted and still catching
+		// up) is sent again.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if now := c.MetaLeader(); now >= 0 && now != l {
 				return l, nil
 			}
 		}
-		return l, fmt.Errorf("meta step-down: %w", err)
+		if attempt == 3 {
+			return l, fmt.Errorf("meta step-down: %w", err)
+		}
 	}
 	var resp struct {
 		Success bool `json:"success"`
