@@ -41,11 +41,15 @@ type leases struct {
 	observe  func(Status)
 	wake     chan struct{}
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// refs counts the Leases of each job this worker holds or takes over:
+	// two deliveries of one job on one worker share its lease, which is
+	// given back when the last of them lets go.
+	refs    map[string]int
 	keep    map[string]bool
 	take    map[string]bool
 	drop    map[string]bool
-	orphan  map[string]bool
+	orphan  map[string]time.Time
 	want    []*request
 	starved time.Time
 	// drained: the consumer's last pull got fewer jobs than it was
@@ -73,7 +77,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
 		kv: cfg.KV, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
-		keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]bool{},
+		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]time.Time{},
 	}
 }
 
@@ -89,6 +93,7 @@ func (l *leases) acquire(ctx context.Context, job string) error {
 	req := &request{job: job, granted: make(chan struct{})}
 	l.mu.Lock()
 	if l.keep[job] {
+		l.refs[job]++
 		l.mu.Unlock()
 		return nil
 	}
@@ -102,14 +107,14 @@ func (l *leases) acquire(ctx context.Context, job string) error {
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
-	if l.keep[job] {
-		// Granted as the wait ended: give it back.
-		delete(l.keep, job)
-		l.drop[job] = true
-	} else {
+	if slices.Contains(l.want, req) {
 		l.want = slices.DeleteFunc(l.want, func(r *request) bool { return r == req })
+		l.mu.Unlock()
+	} else {
+		// Granted as the wait ended: give it back.
+		l.mu.Unlock()
+		l.release(job, false, 0)
 	}
-	l.mu.Unlock()
 	l.poke()
 	return ctx.Err()
 }
@@ -118,6 +123,7 @@ func (l *leases) acquire(ctx context.Context, job string) error {
 func (l *leases) takeOver(job string) {
 	l.mu.Lock()
 	l.unreserveLocked()
+	l.refs[job]++
 	delete(l.drop, job)
 	delete(l.orphan, job)
 	if !l.keep[job] {
@@ -128,13 +134,19 @@ func (l *leases) takeOver(job string) {
 }
 
 // release gives job's lease back; handBack leaves it counting for the
-// job's next delivery (see intent.orphan).
-func (l *leases) release(job string, handBack bool) {
+// job's next delivery, due in redeliverIn (see intent.orphan).
+func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	l.mu.Lock()
+	if l.refs[job]--; l.refs[job] > 0 {
+		// Another delivery of the job on this worker holds it still.
+		l.mu.Unlock()
+		return
+	}
+	delete(l.refs, job)
 	delete(l.keep, job)
 	delete(l.take, job)
 	if handBack {
-		l.orphan[job] = true
+		l.orphan[job] = l.now().Add(max(redeliverIn, 0))
 	} else {
 		l.drop[job] = true
 	}
@@ -256,7 +268,10 @@ func (l *leases) intent() intent {
 	in := intent{
 		holder: l.holder, now: l.now(), ttl: l.ttl, limit: l.limit,
 		keep: make(map[string]bool, len(l.keep)),
-		take: keys(l.take), drop: keys(l.drop), orphan: keys(l.orphan),
+		take: keys(l.take), drop: keys(l.drop), orphan: make(map[string]int64, len(l.orphan)),
+	}
+	for id, due := range l.orphan {
+		in.orphan[id] = due.Add(l.ttl).UnixMilli()
 	}
 	in.starved = !l.starved.IsZero() && in.now.Sub(l.starved) < 2*time.Second
 	for id := range l.keep {
@@ -268,7 +283,7 @@ func (l *leases) intent() intent {
 	return in
 }
 
-func keys(m map[string]bool) []string {
+func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -355,7 +370,7 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, id := range in.drop {
 		delete(l.drop, id)
 	}
-	for _, id := range in.orphan {
+	for id := range in.orphan {
 		delete(l.orphan, id)
 	}
 	for _, id := range out.lost {
@@ -371,12 +386,22 @@ func (l *leases) apply(in intent, out outcome) {
 			return false
 		}
 		l.keep[r.job] = true
+		l.refs[r.job]++
 		grants = append(grants, r)
 		return true
 	})
 	l.view, l.viewAt = out.next, in.now
 	st := l.statusLocked(in.now)
 	l.mu.Unlock()
+	if len(out.putBack) > 0 {
+		// They had lapsed (their worker could not write the board for
+		// longer than a lease's life and grace, or their job came back
+		// later still) or another delivery of the job gave them back (its
+		// task ended: then no harm). A task that still runs went uncounted
+		// meanwhile: its place may have gone to a new task.
+		l.log.Warn().Strs("jobs", out.putBack).Int("in_use", len(out.next.Leases)).Int("limit", in.limit).
+			Msg("leases put back after they had left the board; if their tasks still run upstream, the fleet may be over its quota until they end")
+	}
 	if len(out.lost) > 0 {
 		l.log.Info().Strs("jobs", out.lost).Msg("leases taken over by the workers the jobs were delivered to")
 	}

@@ -15,8 +15,8 @@ type board struct {
 	// worker grants by its own configured limit).
 	Limit int `json:"limit"`
 	// Grace is how long, in milliseconds, an expired lease keeps counting
-	// as handed back (holder "") before it lapses: the lease life of the
-	// worker that wrote last.
+	// as handed back (holder "") before it lapses: two lease lives of the
+	// worker that wrote last (graceOf).
 	Grace   int64             `json:"grace_ms,omitempty"`
 	Leases  map[string]lease  `json:"leases,omitempty"`
 	Waiting map[string]waiter `json:"waiting,omitempty"`
@@ -109,6 +109,14 @@ func (bd board) waitingJobs() int {
 	return n
 }
 
+// graceOf is the grace of a lease life ttl: two lease lives. An expired
+// lease is most often a dead worker's, whose job comes back AckWait (one
+// lease life) after its last heartbeat: up to half a lease life after the
+// lease expired. The grace leaves that delivery room to be pulled and to
+// take the lease over, through a consumer leader's election too, before
+// the place is given to a new task.
+func graceOf(ttl time.Duration) int64 { return 2 * ttl.Milliseconds() }
+
 // same reports whether a and b hold the same leases, waiters and limit
 // (the writer aside).
 func same(a, b board) bool {
@@ -132,10 +140,12 @@ type intent struct {
 	want []string
 	// drop are leases given back.
 	drop []string
-	// orphan are leases handed back with their job (a stopping worker):
-	// they keep counting, holder "", until the job's next delivery takes
-	// them over or they expire.
-	orphan []string
+	// orphan are leases handed back with their job (a stopping worker, a
+	// retry while the task runs upstream), each with the expiry (Unix
+	// milliseconds) it needs at least: a lease life past the job's next
+	// delivery. They keep counting, holder "", until that delivery takes
+	// them over or they lapse.
+	orphan map[string]int64
 	// starved: the worker would start more jobs than it may; it counts
 	// as waiting (with no job held) for the fair share.
 	starved bool
@@ -151,6 +161,10 @@ type outcome struct {
 	// lost are kept leases another holder now has (the job was
 	// redelivered to another worker, which took its lease over).
 	lost []string
+	// putBack are leases of take and keep that were not on the board (they
+	// had lapsed, or another delivery gave them back) and were put back
+	// whatever the limit: their task may still run upstream.
+	putBack []string
 }
 
 // plan applies in to cur. It is a pure function, and idempotent: planned
@@ -168,7 +182,7 @@ func plan(cur board, in intent) outcome {
 	if next.Waiting == nil {
 		next.Waiting = make(map[string]waiter)
 	}
-	next.Limit, next.Grace = in.limit, in.ttl.Milliseconds()
+	next.Limit, next.Grace = in.limit, graceOf(in.ttl)
 	// An expired lease starts its grace with the first write that sees it.
 	for id, l := range next.Leases {
 		if l.Exp <= now && l.Lapsed == 0 {
@@ -187,13 +201,16 @@ func plan(cur board, in intent) outcome {
 			delete(next.Leases, id)
 		}
 	}
-	for _, id := range in.orphan {
+	for _, id := range slices.Sorted(maps.Keys(in.orphan)) {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
-			next.Leases[id] = lease{Exp: l.Exp}
+			next.Leases[id] = lease{Exp: max(l.Exp, in.orphan[id])}
 		}
 	}
 	for _, id := range in.take {
 		if l, ok := next.Leases[id]; !ok || !fresh(l) {
+			if !ok {
+				out.putBack = append(out.putBack, id)
+			}
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
 		}
 	}
@@ -203,21 +220,33 @@ func plan(cur board, in intent) outcome {
 		case ok && l.Holder != in.holder && l.Holder != "":
 			out.lost = append(out.lost, id)
 		case !ok || !fresh(l):
+			if !ok {
+				out.putBack = append(out.putBack, id)
+			}
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
 		}
 	}
 
-	// Jobs of want already leased (to this worker by a write whose answer
-	// was lost, or to another that held the same job) are granted first,
-	// outside the count: their lease is in it already.
+	// Jobs of want already leased to this worker (by a write whose answer
+	// was lost) or handed back (a stopped or dead worker's delivery of the
+	// same job) are granted first, outside the count: their lease is in it
+	// already. One another worker holds is left to it: a delivery of the
+	// same job there may be submitting, and this one, once granted, could
+	// give back the place that delivery's task counts in. It waits until
+	// that worker gives the lease back or it lapses.
 	var rest []string
+	held := 0
 	for _, id := range in.want {
-		if _, ok := next.Leases[id]; ok {
+		l, ok := next.Leases[id]
+		switch {
+		case ok && (l.Holder == in.holder || l.Holder == ""):
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
 			out.granted = append(out.granted, id)
-			continue
+		case ok:
+			held++
+		default:
+			rest = append(rest, id)
 		}
-		rest = append(rest, id)
 	}
 	free := in.limit - len(next.Leases)
 	if free > 0 && len(rest) > 0 {
@@ -245,9 +274,9 @@ func plan(cur board, in intent) outcome {
 		}
 		rest = rest[n:]
 	}
-	if len(rest) > 0 || in.starved {
-		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != len(rest) || w.Exp-now <= half {
-			next.Waiting[in.holder] = waiter{Jobs: len(rest), Exp: exp}
+	if waiting := len(rest) + held; waiting > 0 || in.starved {
+		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != waiting || w.Exp-now <= half {
+			next.Waiting[in.holder] = waiter{Jobs: waiting, Exp: exp}
 		}
 	} else {
 		delete(next.Waiting, in.holder)

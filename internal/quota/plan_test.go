@@ -17,7 +17,7 @@ func leased(holder string, exp time.Time) lease { return lease{Holder: holder, E
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	later := t0.Add(time.Minute)
-	full := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+	full := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
 
 	t.Run("grants up to the limit, first come first", func(t *testing.T) {
 		i := in("w1", 2)
@@ -39,9 +39,9 @@ func TestPlan(t *testing.T) {
 		}
 	})
 	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
-		b := leased("dead", t0.Add(-2*time.Minute))
-		b.Lapsed = t0.Add(-time.Minute).UnixMilli()
-		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": b}}
+		b := leased("dead", t0.Add(-3*time.Minute))
+		b.Lapsed = t0.Add(-2 * time.Minute).UnixMilli()
+		old := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("dead", t0.Add(-time.Second)), "b": b}}
 		i := in("w2", 2)
 		i.want = []string{"j1", "j2"}
 		out := plan(old, i)
@@ -60,7 +60,7 @@ func TestPlan(t *testing.T) {
 	t.Run("after an outage longer than a lease's life and grace, expired leases count until a grace after the first write", func(t *testing.T) {
 		// Nobody could write the board for five minutes: its leases expired
 		// unseen, and their holders may be alive with tasks upstream.
-		old := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", t0.Add(-4*time.Minute)), "b": leased("w1", t0.Add(-4*time.Minute))}}
+		old := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", t0.Add(-4*time.Minute)), "b": leased("w1", t0.Add(-4*time.Minute))}}
 		i := in("w2", 2)
 		i.want = []string{"j1"}
 		out := plan(old, i)
@@ -74,15 +74,15 @@ func TestPlan(t *testing.T) {
 		}
 		// Its holder renews within the grace: the lease is its own again.
 		k := in("w1", 2)
-		k.now = t0.Add(10 * time.Second)
+		k.now = t0.Add(70 * time.Second)
 		k.keep["a"] = true
 		renewed := plan(out.next, k)
 		if l := renewed.next.Leases["a"]; l.Holder != "w1" || l.Lapsed != 0 || len(renewed.lost) != 0 {
 			t.Fatalf("renewed: %+v lost %v", renewed.next.Leases, renewed.lost)
 		}
-		// The other, whose holder never came back, lapses a grace after
-		// the first write saw it expired.
-		i.now = t0.Add(time.Minute)
+		// The other, whose holder never came back, lapses a grace (two
+		// lease lives) after the first write saw it expired.
+		i.now = t0.Add(2 * time.Minute)
 		out = plan(renewed.next, i)
 		if !slices.Equal(out.granted, []string{"j1"}) || out.next.Leases["a"].Holder != "w1" || len(out.next.Leases) != 2 {
 			t.Fatalf("a grace later: granted %v leases %+v", out.granted, out.next.Leases)
@@ -125,7 +125,7 @@ func TestPlan(t *testing.T) {
 		}
 	})
 	t.Run("renews a kept lease only past half its life", func(t *testing.T) {
-		b := board{Limit: 2, Grace: 60000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
+		b := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
 		i := in("w1", 2)
 		i.keep["a"] = true
 		if out := plan(b, i); out.changed {
@@ -136,10 +136,37 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("an old lease was not renewed: %+v", out.next)
 		}
 	})
+	t.Run("a lease handed back for a retry counts until a lease life past the retry", func(t *testing.T) {
+		i := in("w1", 2)
+		// a's task ended; b's runs upstream, and its job is retried in
+		// five minutes.
+		i.drop = []string{"a"}
+		i.orphan = map[string]int64{"b": t0.Add(6 * time.Minute).UnixMilli()}
+		out := plan(full, i)
+		if l := out.next.Leases["b"]; l.Holder != "" || l.Exp != t0.Add(6*time.Minute).UnixMilli() {
+			t.Fatalf("handed back: %+v", out.next.Leases)
+		}
+		// Four minutes on, it still counts: no new task takes its place.
+		w := in("w2", 2)
+		w.now = t0.Add(4 * time.Minute)
+		w.want = []string{"j1", "j2"}
+		later := plan(out.next, w)
+		if !slices.Equal(later.granted, []string{"j1"}) || later.next.orphans() != 1 {
+			t.Fatalf("4 minutes on: granted %v leases %+v", later.granted, later.next.Leases)
+		}
+		// The retry's delivery takes it over, without a new place.
+		tk := in("w2", 2)
+		tk.now = t0.Add(5 * time.Minute)
+		tk.take = []string{"b"}
+		taken := plan(later.next, tk)
+		if taken.next.Leases["b"].Holder != "w2" || len(taken.next.Leases) != 2 || len(taken.putBack) != 0 {
+			t.Fatalf("taken over: %+v put back %v", taken.next.Leases, taken.putBack)
+		}
+	})
 	t.Run("release and hand back", func(t *testing.T) {
 		i := in("w1", 2)
 		i.drop = []string{"a"}
-		i.orphan = []string{"b"}
+		i.orphan = map[string]int64{"b": 0}
 		out := plan(full, i)
 		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.orphans() != 1 {
 			t.Fatalf("leases %+v", out.next.Leases)

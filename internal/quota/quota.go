@@ -9,11 +9,13 @@
 // half of that. A job whose task is already upstream takes its lease over
 // on its next delivery whatever the limit, so the count follows the
 // upstream tasks, not the workers: a lease handed back by a stopping
-// worker, or expired with a dead one, counts for TTL more as "handed
-// back", which lets the consumers pull the job to take it over but starts
-// no new task in its place; one nobody takes over then lapses. While another worker waits, no worker takes more
-// than its fair share (the limit split between the workers holding or
-// waiting). The runner asks for a lease before each paid submit and gives
+// worker, or by a job retried later while its task runs, counts until a
+// TTL past the job's next delivery, and one expired with a dead worker
+// counts two TTLs more, as "handed back", which lets the consumers pull
+// the job to take it over but starts no new task in its place; one nobody
+// takes over then lapses. Two deliveries of one job share its lease. While
+// another worker waits, no worker takes more than its fair share (the
+// limit split between the workers holding or waiting). The runner asks for a lease before each paid submit and gives
 // it back once the task is terminal; the consumer asks how many jobs it
 // may pull (Reserve) before pulling.
 package quota
@@ -214,16 +216,18 @@ func (f *Fleet) Take(kind, job string) *Lease {
 // created.
 func (s *Lease) Release() {
 	if s != nil {
-		s.l.release(s.job, false)
+		s.l.release(s.job, false, 0)
 	}
 }
 
-// HandBack leaves the lease counting for the job's next delivery, which
-// takes it over (Take): the task is still upstream and the job is handed
-// to another worker. Unless taken over it lapses after the lease's life.
-func (s *Lease) HandBack() {
+// HandBack leaves the lease counting for the job's next delivery, due in
+// redeliverIn (0 for at once; a retry's delay), which takes it over
+// (Take): the task is still upstream and the job is handed to another
+// worker, or to this one later. Unless taken over it lapses a lease life
+// past that delivery, and a grace after.
+func (s *Lease) HandBack(redeliverIn time.Duration) {
 	if s != nil {
-		s.l.release(s.job, true)
+		s.l.release(s.job, true, redeliverIn)
 	}
 }
 

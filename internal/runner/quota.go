@@ -67,7 +67,8 @@ func (r *Runner) releaseQuota(j *job) {
 
 // settleQuota ends j's hold on the quota as its message settles with out:
 // a job handed back or retried while its task runs upstream leaves its
-// lease counting for its next delivery; any other gives it back. A job
+// lease counting until its next delivery, after the retry's delay, takes
+// it over; any other gives it back. A job
 // that never asked for a lease drops the place the consumer reserved for
 // it.
 func (r *Runner) settleQuota(j *job, out consumer.Outcome) {
@@ -83,13 +84,15 @@ func (r *Runner) settleQuota(j *job, out consumer.Outcome) {
 	}
 	upstream := j.rec != nil && (j.rec.Status == state.StatusSubmitted || j.rec.Status == state.StatusRunning)
 	switch {
-	case upstream && (out.Action == consumer.Release || out.Action == consumer.Retry):
-		j.lease.HandBack()
+	case upstream && out.Action == consumer.Release:
+		j.lease.HandBack(0)
+	case upstream && out.Action == consumer.Retry:
+		j.lease.HandBack(out.Delay)
 	case j.unseenTask:
 		// An ambiguous submit may have made a task that nobody will ever
 		// poll: its lease keeps counting as handed back until it lapses
-		// (two lease lives), as a dead worker's does.
-		j.lease.HandBack()
+		// (three lease lives), as a dead worker's does.
+		j.lease.HandBack(0)
 	default:
 		j.lease.Release()
 	}

@@ -134,7 +134,9 @@ func (w *waiter) run() {
 			w.j.log.Error().Interface("panic", p).Msg("waiting job panicked; retrying it later")
 			w.stopWaiting()
 			w.j.unregister()
-			w.j.d.Settle(w.ctx, consumer.Outcome{Action: consumer.Retry, Delay: 30 * time.Second})
+			out := consumer.Outcome{Action: consumer.Retry, Delay: 30 * time.Second}
+			w.r.settleQuota(w.j, out)
+			w.j.d.Settle(w.ctx, out)
 		}
 	}()
 	for {
