@@ -60,24 +60,56 @@ func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)
 // name. A record that already holds this delivery's id (a retry after a
 // lost answer) is left as it is.
 func (r *Runner) recordSubmitted(ctx context.Context, j *job, id string, idOf func(*state.Record) string, fn func(*state.Record)) error {
+	return r.recordFenced(ctx, j, state.StatusSubmitted, func(rec *state.Record) error {
+		switch {
+		case idOf(rec) == id:
+			return state.Unchanged
+		case rec.Status != state.StatusSubmitting:
+			return errSuperseded
+		}
+		return nil
+	}, fn)
+}
+
+// recordFenced checkpoints status with fn, retried like retryCheckpoint,
+// if fence lets it: fence returns errSuperseded for a record another
+// delivery moved on, or state.Unchanged for one that holds this write
+// already. A finished record is never written (errAlreadyFinished).
+func (r *Runner) recordFenced(ctx context.Context, j *job, status state.Status, fence func(*state.Record) error, fn func(*state.Record)) error {
 	return r.retryWrite(ctx, j, func(ctx context.Context) error {
 		rec, err := r.update(ctx, j, func(rec *state.Record) error {
-			switch {
-			case rec.Status.Terminal():
+			if rec.Status.Terminal() {
 				return errAlreadyFinished
-			case idOf(rec) == id:
-				return state.Unchanged
-			case rec.Status != state.StatusSubmitting:
-				return errSuperseded
+			}
+			if err := fence(rec); err != nil {
+				return err
 			}
 			fn(rec)
-			rec.Status = state.StatusSubmitted
+			rec.Status = status
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", state.StatusSubmitted, err)
+			return fmt.Errorf("checkpoint %s: %w", status, err)
 		}
 		j.rec = rec
 		return nil
 	})
+}
+
+// recordStream checkpoints "collecting" for j's speech stream, applying fn,
+// retried like retryCheckpoint, while the submit this delivery claimed
+// (claim: the record's Submits after claimSubmit) is the job's last. Two
+// deliveries inside one submit window each open a stream; a stream cannot
+// be resumed, and both would write the same object, the later one over
+// the audio the terminal event describes. Only the delivery of the last
+// claim records its stream, reads it and stores its audio; the other gets
+// errSuperseded before it reads a byte. (Once a stream is recorded no
+// delivery claims again: the record is at "collecting".)
+func (r *Runner) recordStream(ctx context.Context, j *job, claim int, fn func(*state.Record)) error {
+	return r.recordFenced(ctx, j, state.StatusCollecting, func(rec *state.Record) error {
+		if rec.Submits != claim || rec.Status != state.StatusSubmitting && rec.Status != state.StatusCollecting {
+			return errSuperseded
+		}
+		return nil
+	}, fn)
 }

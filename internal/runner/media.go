@@ -36,6 +36,11 @@ const LogSubmittingAgain = "previous worker stopped between submit and checkpoin
 // unrecorded, and the job goes on with the recorded one.
 const LogSubmitSuperseded = "submitted, but another delivery's submit was recorded first; this one is left unrecorded upstream"
 
+// LogStreamSuperseded is logged by a delivery whose speech stream opened
+// after another delivery of the job claimed a submit of its own: the
+// stream is closed unread, and only the other delivery stores its audio.
+const LogStreamSuperseded = "speech stream opened, but another delivery claimed the job's submit since; closing it unread"
+
 // runMedia runs a video or speech job up to its wait: it submits the task
 // unless the record says it was submitted, and reports wait when the job
 // must now wait for its task (waitTask) to collect its results. Streamed
@@ -415,17 +420,23 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return transient(err)
 	}
+	claim := j.rec.Submits
 	stream, err := r.cfg.Media.StreamSpeech(sctx, j.spec.Speech.Request())
 	if err != nil {
 		return r.submitError(sctx, j, err)
 	}
 	defer stream.Close()
 	now := r.cfg.Now().UTC()
-	if err := r.retryCheckpoint(sctx, j, state.StatusCollecting, func(rec *state.Record) {
+	err = r.recordStream(sctx, j, claim, func(rec *state.Record) {
 		rec.Upstream.RequestID = stream.RequestID()
 		rec.Upstream.Status = "streaming"
 		rec.SubmittedAt = &now
-	}); err != nil {
+	})
+	if errors.Is(err, errSuperseded) {
+		j.log.Warn().Str("request_id", stream.RequestID()).Msg(LogStreamSuperseded)
+		return err
+	}
+	if err != nil {
 		return transient(err)
 	}
 	// Reading the stream may take minutes: let other jobs start meanwhile.
@@ -450,7 +461,7 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 		return streamFailure(err)
 	}
 	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
-	return r.retryCheckpoint(sctx, j, state.StatusCollecting, func(rec *state.Record) {
+	return r.recordStream(sctx, j, claim, func(rec *state.Record) {
 		rec.Upstream.Status = string(apiclient.TaskSucceeded)
 		rec.Usage = stream.Usage()
 		rec.Artifacts = appendArtifact(rec.Artifacts, art)

@@ -249,12 +249,17 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// within a lease (busy), and taken over like a redelivery once the
 	// record has been left alone for as long as a lease.
 	busy := false
+	// A redelivery that finds another delivery inside its paid submit
+	// (inSubmit) leaves the job to it for a lease, without a write that
+	// would fence that delivery out: see paying.
+	inSubmit := false
 	now := r.cfg.Now()
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		held = stray && rec.Status != "" && !rec.Status.Terminal()
 		busy = d.Orphaned() && rec.Status != "" && !rec.Status.Terminal() && now.Sub(rec.UpdatedAt) < d.Lease()
-		if rec.Status.Terminal() || held || busy {
+		inSubmit = !held && !busy && paying(rec, spec) && now.Sub(rec.UpdatedAt) < 2*d.Lease()
+		if rec.Status.Terminal() || held || busy || inSubmit {
 			return state.Unchanged
 		}
 		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
@@ -277,7 +282,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
-	if !rec.Status.Terminal() && !busy && r.cfg.Specs != nil {
+	if !rec.Status.Terminal() && !busy && !inSubmit && r.cfg.Specs != nil {
 		// Kept before anything is paid for, so that every job that may
 		// have run upstream can be retried by its id alone.
 		if err := r.cfg.Specs.Keep(ctx, j.id, d.Msg.Data()); err != nil {
@@ -300,6 +305,10 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	case busy:
 		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
 			Msg("orphaned job message: another delivery wrote the job's record within a lease; leaving the job to it")
+		return j, consumer.Outcome{Action: consumer.Retry, Delay: d.Lease()}, true
+	case inSubmit:
+		j.log.Warn().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
+			Msg(LogLeftInSubmit)
 		return j, consumer.Outcome{Action: consumer.Retry, Delay: d.Lease()}, true
 	case held:
 		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
@@ -508,4 +517,29 @@ func (j *job) stopping() bool {
 	default:
 		return false
 	}
+}
+
+// LogLeftInSubmit is logged by a delivery that leaves its job to another
+// delivery inside its paid submit (see paying).
+const LogLeftInSubmit = "another delivery of the job is inside its paid submit; leaving the job to it for a lease"
+
+// paying reports whether rec shows a delivery inside its paid submit: the
+// record at "submitting" (the submit sent, its answer not recorded yet),
+// or a speech stream being read ("collecting" without its audio stored).
+// A redelivery comes while the first delivery is still there when that
+// one could not extend its lease (a consumer leader's election, a worker
+// cut off a while); the record then was written less than two leases
+// ago. Left alone for a lease, the first delivery records its task or
+// stream, and no second one is paid for (or, for a stream, failed
+// unread); a worker that died inside the window is not heard from again,
+// and the job's next delivery, a lease later, submits again as before.
+func paying(rec *state.Record, spec *jobspec.Spec) bool {
+	switch rec.Status {
+	case state.StatusSubmitting:
+		return true
+	case state.StatusCollecting:
+		return len(rec.Artifacts) == 0 && spec != nil && spec.Speech != nil &&
+			spec.Speech.EffectiveMode() == jobspec.ModeStream
+	}
+	return false
 }

@@ -204,20 +204,24 @@ func (b *bundle) pendingJobs(t *testing.T) uint64 {
 	return testenv.StoredMsgs(t, b.nats.JS, contract.JobsStream)
 }
 
-// Two deliveries inside one submit window (the second starts while the
-// first still waits for its submit's answer, as after a lease lapsed
-// during an election) both send a submit; only the task recorded first is
+// Two deliveries inside one submit window (the second claims its submit
+// while the first still waits for its submit's answer, as when that
+// answer takes longer than two leases: the second leaves the job to the
+// first until then) both send a submit; only the task recorded first is
 // polled, copied and named by the terminal event: the other delivery
 // copies nothing, so the stored artifact is always the event's.
 func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 2 * time.Second})
+	// Longer than two leases (SLUICE_ACK_WAIT 5s): the second delivery
+	// submits while the first still waits.
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 20 * time.Second})
 	b.start(t)
 	const id = "twice-video"
 	spec := videoSpec(id, "twice video")
 	b.publish(t, "video", "", spec)
 	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{})
 	b.publish(t, "video", "", spec)
 
 	ev := b.await(t, id, 60*time.Second)
@@ -227,7 +231,7 @@ func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
 	b.awaitSettled(t)
 	b.objectSHA(t, ev.Data.Artifacts[0])
 	if n := b.media.SubmitCount("twice video"); n != 2 {
-		t.Logf("paid submits = %d (2 expected: both deliveries were inside the submit window)", n)
+		t.Logf("paid submits = %d (2 expected: the second delivery submitted while the first still waited)", n)
 	}
 	if n := b.media.Counters().Requests(apisim.EndpointResult); n != 1 {
 		t.Errorf("result downloads = %d, want 1: only the recorded task's result is copied", n)
@@ -239,5 +243,81 @@ func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
 	}
 	if rec := b.record(t, id); rec.Upstream.TaskID != ev.Data.Upstream.TaskID {
 		t.Errorf("record names task %s, the event %s", rec.Upstream.TaskID, ev.Data.Upstream.TaskID)
+	}
+}
+
+// TestConcurrentStreamsStoreOnlyTheRecordedAudio: while a streamed
+// speech job's delivery waits for its stream to open, another delivery
+// claims a submit of its own (the test writes that claim into the record,
+// as a worker would). A stream cannot be resumed, and both would write
+// result-0: the cluster fault suite saw the later upload replace the audio
+// the terminal event describes. Only the delivery of the last claim may
+// record, read and store a stream: the first closes its own unread.
+func TestConcurrentStreamsStoreOnlyTheRecordedAudio(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.media.Faults().Set(apisim.EndpointSpeechSubmit, apisim.Fault{Latency: 2 * time.Second})
+	b.start(t)
+	const id = "twice-stream"
+	b.publish(t, "speech", "", speechSpec(id, "twice stream", "stream"))
+	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
+	b.media.Faults().Set(apisim.EndpointSpeechSubmit, apisim.Fault{})
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, err := state.NewStore(b.kv(t), "other-worker", nil).Update(ctx, id, func(r *state.Record) error {
+		r.Attempts++
+		r.Submits++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := b.await(t, id, 60*time.Second)
+	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	b.awaitSettled(t)
+	b.objectSHA(t, ev.Data.Artifacts[0])
+	rec := b.record(t, id)
+	if rec.Upstream.RequestID != ev.Data.Upstream.RequestID || rec.Artifacts[0].SHA256 != ev.Data.Artifacts[0].SHA256 {
+		t.Errorf("record names stream %s (sha %s), the event %s (sha %s)", rec.Upstream.RequestID, rec.Artifacts[0].SHA256,
+			ev.Data.Upstream.RequestID, ev.Data.Artifacts[0].SHA256)
+	}
+	logs := b.logs.String()
+	if n := strings.Count(logs, runner.LogStreamSuperseded); n != 1 {
+		t.Errorf("%q logged %d times, want once: the first stream opened after the other claim", runner.LogStreamSuperseded, n)
+	}
+	// The first delivery's retry found the other claim fresh and left the
+	// job to it for a lease, then (no delivery came back) streamed again.
+	if !strings.Contains(logs, runner.LogLeftInSubmit) || rec.Submits != 3 || b.media.SubmitCount("twice stream") != 2 {
+		t.Errorf("left in submit logged %v; record's submits %d (want 3: two claims of this worker's, one other); paid streams %d (want 2)",
+			strings.Contains(logs, runner.LogLeftInSubmit), rec.Submits, b.media.SubmitCount("twice stream"))
+	}
+}
+
+// TestRedeliveryLeavesAJobInsideItsSubmit publishes a job a second time
+// while its first delivery waits for its submit's answer: the second
+// finds the record at "submitting", written moments ago, and leaves the
+// job to the first for a lease instead of paying for a second task.
+func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 2 * time.Second})
+	b.start(t)
+	const id = "inside-submit"
+	spec := videoSpec(id, "inside submit")
+	b.publish(t, "video", "", spec)
+	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
+	b.publish(t, "video", "", spec)
+	ev := b.await(t, id, 60*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	b.awaitSettled(t)
+	b.objectSHA(t, ev.Data.Artifacts[0])
+	if n := b.media.SubmitCount("inside submit"); n != 1 {
+		t.Errorf("paid submits = %d, want 1", n)
+	}
+	if rec := b.record(t, id); rec.Submits != 1 || !strings.Contains(b.logs.String(), runner.LogLeftInSubmit) {
+		t.Errorf("record's submits %d, want 1; left in submit logged %v", rec.Submits, strings.Contains(b.logs.String(), runner.LogLeftInSubmit))
 	}
 }
