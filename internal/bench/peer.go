@@ -181,9 +181,13 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("pair %d, %s: %w", i+1, map[bool]string{true: "River", false: "sluice"}[river], err)
 			}
-			pr.logf("peer %s pass %d: %d jobs in %s = %.0f jobs/s; CPU/job worker %s, store %s, S3 %s, rest %s; latency median %s; others' CPU %.2f cores",
+			writes := ""
+			if p.writes > 0 {
+				writes = fmt.Sprintf("; state writes/job %.2f", p.writes)
+			}
+			pr.logf("peer %s pass %d: %d jobs in %s = %.0f jobs/s; CPU/job worker %s, store %s, S3 %s, rest %s; latency median %s; others' CPU %.2f cores%s",
 				p.who, i, p.jobs, p.elapsed.Round(time.Millisecond), p.rate(), ms(p.per(p.worker)), ms(p.per(p.store)),
-				ms(p.per(p.s3)), ms(p.per(p.rest)), ms(quantile(p.latencies, 0.5)), p.otherCores())
+				ms(p.per(p.s3)), ms(p.per(p.rest)), ms(quantile(p.latencies, 0.5)), p.otherCores(), writes)
 			pr.emptyBucket()
 		}
 		rep.Pairs = append(rep.Pairs, pair)

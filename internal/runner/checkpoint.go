@@ -128,8 +128,8 @@ func outputPrefix(s *jobspec.Spec) string {
 // object costs less than a write per artifact. A large artifact is
 // recorded at once, so that a restart does not copy it again. Copies
 // retry on their own; a copy that still fails never leads to a second
-// submit.
-func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last bool, open artifacts.OpenFunc) error {
+// submit. copying, when set, is told each time a copy takes its slot.
+func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last bool, open artifacts.OpenFunc, copying func()) error {
 	key, err := r.cfg.Store.Key(outputPrefix(j.spec), j.kind, j.id, name)
 	if err != nil {
 		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
@@ -141,6 +141,9 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 	}
 	if err := r.acquireCopy(ctx, j); err != nil {
 		return err
+	}
+	if copying != nil {
+		copying()
 	}
 	art, err := r.cfg.Store.Copy(ctx, key, r.cfg.MaxArtifactBytes, open)
 	r.releaseCopy()

@@ -295,7 +295,7 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 			}
 			return body, "", "compute:" + p, nil
 		}
-		if err := r.copyArtifact(ctx, j, f.name, i == len(files)-1, open); err != nil {
+		if err := r.copyArtifact(ctx, j, f.name, i == len(files)-1, open, nil); err != nil {
 			return err
 		}
 	}

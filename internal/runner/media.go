@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -330,14 +332,15 @@ func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) err
 	if len(results) == 0 {
 		return fail(CodeUpstreamFailed, state.StageCollect, true, "upstream reported success without result addresses")
 	}
-	defer r.showCollecting(ctx, j)()
+	copying, stop := r.showCollecting(ctx, j)
+	defer stop()
 	ext := ".mp4"
 	if j.kind == "speech" {
 		ext = ".mp3"
 	}
 	for i, u := range results {
 		name := fmt.Sprintf("result-%d%s", i, resultExt(u, ext))
-		if err := r.copyArtifact(ctx, j, name, i == len(results)-1, r.cfg.Fetcher.Opener(u)); err != nil {
+		if err := r.copyArtifact(ctx, j, name, i == len(results)-1, r.cfg.Fetcher.Opener(u), copying); err != nil {
 			return err
 		}
 	}
@@ -349,40 +352,61 @@ func (r *Runner) collectMedia(ctx context.Context, j *job, results []string) err
 const collectingAfter = time.Second
 
 // showCollecting writes j's record as "collecting" once its copies have
-// run for collectingAfter, and returns the function that ends that wait
-// (and waits for the write if it started). Quick copies so cost no write
-// of their own: what they stored is recorded with the terminal record.
-// Only a reader watching a long copy needs the status, and nothing on
-// resume does: a job "submitted", "running" or "collecting" polls its task
-// again and copies what its record does not list. The write starts from
-// the record as j holds it now and runs while j copies; a write of j's
-// meanwhile makes one of the two re-read the record (compare-and-set), so
-// neither is lost.
-func (r *Runner) showCollecting(ctx context.Context, j *job) (stop func()) {
+// run for collectingAfter: copying starts that clock as the first copy
+// takes its slot (a job queued for a copy slot is not copying yet), and
+// stop ends it (and waits for the write if it started). Quick copies so
+// cost no write of their own: what they stored is recorded with the
+// terminal record. Only a reader watching a long copy needs the status,
+// and nothing on resume does: a job "submitted", "running" or
+// "collecting" polls its task again and copies what its record does not
+// list. The write starts from the record as j holds it then and runs
+// while j copies; when j has not written meanwhile, stop hands j the
+// written record, so that j's next write does not conflict with it (a
+// write of j's meanwhile makes one of the two re-read the record, by
+// compare-and-set, so neither is lost).
+func (r *Runner) showCollecting(ctx context.Context, j *job) (copying, stop func()) {
 	if j.rec.Status == state.StatusCollecting {
-		return func() {}
+		return nil, func() {}
 	}
-	last, unrecorded, log := j.rec, j.unrecorded, j.log
-	done := make(chan struct{})
-	t := time.AfterFunc(collectingAfter, func() {
-		defer close(done)
-		_, err := r.cfg.State.UpdateFrom(ctx, last, func(rec *state.Record) error {
-			if rec.Status.Terminal() || rec.Status == state.StatusCollecting {
-				return state.Unchanged
-			}
-			if unrecorded != nil {
-				unrecorded(rec)
-			}
-			rec.Status = state.StatusCollecting
-			return nil
-		})
-		if err != nil {
-			log.Warn().Err(err).Msg("cannot record that the job is collecting; its copies go on")
+	var (
+		t       *time.Timer
+		last    *state.Record
+		written *state.Record
+		done    = make(chan struct{})
+	)
+	copying = func() {
+		if t != nil {
+			return
 		}
-	})
-	return func() {
-		if !t.Stop() {
-			<-done
+		var unrecorded func(*state.Record)
+		var log zerolog.Logger
+		last, unrecorded, log = j.rec, j.unrecorded, j.log
+		t = time.AfterFunc(collectingAfter, func() {
+			defer close(done)
+			rec, err := r.cfg.State.UpdateFrom(ctx, last, func(rec *state.Record) error {
+				if rec.Status.Terminal() || rec.Status == state.StatusCollecting {
+					return state.Unchanged
+				}
+				if unrecorded != nil {
+					unrecorded(rec)
+				}
+				rec.Status = state.StatusCollecting
+				return nil
+			})
+			if err != nil {
+				log.Warn().Err(err).Msg("cannot record that the job is collecting; its copies go on")
+				return
+			}
+			written = rec
+		})
+	}
+	return copying, func() {
+		if t == nil || t.Stop() {
+			return
+		}
+		<-done
+		if written != nil && j.rec == last {
+			j.rec = written
 		}
 	}
 }
