@@ -190,7 +190,15 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 			cur.revision = rev
 			return cur, nil
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			conflicts++
+			// Another writer was quicker: read again at once. A conflict
+			// again waits a little, growing and jittered: on a cluster the
+			// read may come from a replica that has not applied the write
+			// yet (direct get), and several writers of one record (a
+			// cancel answered by every worker, the job's own delivery)
+			// must not keep colliding in step.
+			if conflicts++; conflicts > 1 && backoff.Sleep(ctx, conflictSpacing.HalfJitter(conflicts-2)) != nil {
+				return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
+			}
 		case natsconn.Ambiguous(ctx, err) && (len(mine) == 0 || time.Since(unsure) < ambiguousFor):
 			if len(mine) == 0 {
 				unsure = time.Now()
@@ -205,6 +213,10 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 	}
 	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
 }
+
+// conflictSpacing spaces the retries of a write after repeated
+// conflicts: the 16 a write may meet span 2–4 s.
+var conflictSpacing = backoff.Exponential{Min: 5 * time.Millisecond, Max: 400 * time.Millisecond}
 
 // ErrNotCancellable refuses a cancel: a compute job already submitted
 // cannot be cancelled, because the compute platform has no cancel

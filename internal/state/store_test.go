@@ -103,3 +103,48 @@ func TestRequestCancel(t *testing.T) {
 		t.Errorf("compute job not yet submitted: %+v %v", rec, err)
 	}
 }
+
+// TestManyWritersOfOneRecordOnACluster: writers of one record on the three
+// nodes of an R3 cluster (a cancel answered by every worker while the
+// job's delivery writes) all land. A read may come from a replica that has
+// not applied the last write yet, so a writer can meet conflict after
+// conflict; CI once saw a worker give up a cancel so ("record changed
+// concurrently too often"). Repeated conflicts now wait a little.
+func TestManyWritersOfOneRecordOnACluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a three-node cluster; skipped with -short")
+	}
+	c := testenv.StartCluster(t, 3)
+	ctx := testenv.Context(t, 60*time.Second)
+	var stores []*state.Store
+	for node := range 3 {
+		n := c.Client(t, node)
+		kv, err := n.JS.CreateOrUpdateKeyValue(ctx, contract.StateBucketConfig(contract.Options{Replicas: 3}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, state.NewStore(kv, "w1", nil))
+	}
+	const writers, each = 12, 5
+	var wg sync.WaitGroup
+	for i := range writers {
+		st := stores[i%len(stores)]
+		wg.Go(func() {
+			for range each {
+				if _, err := st.Update(ctx, "job-1", func(r *state.Record) error { r.Attempts++; return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec, _, err := stores[0].Get(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Attempts != writers*each {
+		t.Fatalf("attempts %d, want %d: a write was lost", rec.Attempts, writers*each)
+	}
+}
