@@ -336,7 +336,12 @@ func (l *leases) syncOnce(ctx context.Context) error {
 	}
 	in := l.intent()
 	out := plan(cur, in)
-	if out.changed {
+	// A release, hand-back or takeover that changes nothing may have been
+	// planned on a stale read: on a cluster a read can come from a replica
+	// that has not applied the last write yet, and a lease it does not show
+	// would stay on the board for good. It is written all the same, by
+	// compare-and-set, which fails on a stale revision and reads again.
+	if out.changed || len(in.drop)+len(in.orphan)+len(in.take) > 0 {
 		l.mu.Lock()
 		l.seq++
 		out.next.Writer = fmt.Sprintf("%s#%d", l.holder, l.seq)

@@ -44,9 +44,16 @@ const probeTimeout = 2 * time.Minute
 // the job's start phase (consumer.Delivery.Started) first, probes the
 // inputs concurrently, at most PreflightConcurrency at once across the
 // worker, and records its pass in the job's record, so a redelivered job
-// does not probe again. It returns nil when the job may go on.
+// does not probe again, unless it is about to submit again (its record at
+// "submitting": the last worker stopped inside the submit window, maybe
+// long ago, and the inputs may have gone since). It returns nil when the
+// job may go on.
 func (r *Runner) preflight(ctx context.Context, j *job) error {
-	if r.cfg.Preflight == PreflightOff || j.kind != "video" || j.rec.PreflightAt != nil || j.rec.Status != state.StatusReceived {
+	if r.cfg.Preflight == PreflightOff || j.kind != "video" {
+		return nil
+	}
+	again := j.rec.Status == state.StatusSubmitting
+	if !again && (j.rec.PreflightAt != nil || j.rec.Status != state.StatusReceived) {
 		return nil
 	}
 	inputs := j.spec.Video.Inputs()
@@ -81,7 +88,20 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 		return fail(CodeInvalidMedia, state.StageValidate, true, "video.input.media: %s", le.Message)
 	}
 	now := r.cfg.Now().UTC()
-	if err := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) { rec.PreflightAt = &now }); err != nil {
+	passed := func(rec *state.Record) { rec.PreflightAt = &now }
+	if again {
+		// Only while the record is still where this delivery found it:
+		// another delivery may have recorded its task meanwhile.
+		err := r.recordFenced(ctx, j, state.StatusSubmitting, func(rec *state.Record) error {
+			if rec.Status != state.StatusSubmitting || rec.Attempts != j.attempt {
+				return errSuperseded
+			}
+			return nil
+		}, passed)
+		if err != nil {
+			return transient(err)
+		}
+	} else if err := r.checkpoint(ctx, j, state.StatusReceived, passed); err != nil {
 		return transient(err)
 	}
 	j.log.Info().Int("inputs", len(inputs)).Int64("bytes_fetched", fetched).

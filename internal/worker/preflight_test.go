@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/internal/testenv/testmedia"
 )
 
@@ -200,5 +201,34 @@ func TestPreflightNotRepeated(t *testing.T) {
 	}
 	if n := files.Requests(); n == 0 {
 		t.Errorf("a first delivery was not probed")
+	}
+}
+
+// TestSubmitAgainProbesInputsAgain: a job whose last worker died inside the
+// submit window (its record at "submitting", written a minute ago, with
+// its preflight passed) probes its inputs again before it submits again:
+// an input gone meanwhile fails the job input_unreachable, nothing paid,
+// instead of a second paid submit that upstream refuses.
+func TestSubmitAgainProbesInputsAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	const id = "pf-again"
+	ago := func() time.Time { return time.Now().Add(-time.Minute) }
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, err := state.NewStore(b.kv(t), "crashed-worker", ago).Update(ctx, id, func(r *state.Record) error {
+		passed := ago()
+		r.Kind, r.Status, r.Attempts, r.Submits, r.PreflightAt = "video", state.StatusSubmitting, 1, 1, &passed
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, "video", id, mediaJob(id, [2]string{"reference_image", "s3://" + b.s3.Bucket + "/inputs/gone.png"}))
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != "input_unreachable" {
+		t.Fatalf("event %s %+v, want failed input_unreachable", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 0 {
+		t.Errorf("paid submits = %d, want 0", n)
 	}
 }
