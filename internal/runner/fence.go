@@ -30,12 +30,13 @@ func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)
 	if status == state.StatusSubmitting {
 		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
 	}
+	unmoved := unmovedSince(j, status)
 	rec, err := r.update(ctx, j, func(rec *state.Record) error {
-		switch {
-		case rec.Status.Terminal():
+		if rec.Status.Terminal() {
 			return errAlreadyFinished
-		case rec.Attempts != j.attempt || rec.Status != status:
-			return errSuperseded
+		}
+		if err := unmoved(rec); err != nil {
+			return err
 		}
 		rec.Submits++
 		fn(rec)
@@ -112,4 +113,16 @@ func (r *Runner) recordStream(ctx context.Context, j *job, claim int, fn func(*s
 		}
 		return nil
 	}, fn)
+}
+
+// unmovedSince is the fence of a write that j's delivery may make only
+// while the record is where it found it: no other delivery started since
+// (Attempts) nor moved the job on (Status, status as the delivery read it).
+func unmovedSince(j *job, status state.Status) func(*state.Record) error {
+	return func(rec *state.Record) error {
+		if rec.Attempts != j.attempt || rec.Status != status {
+			return errSuperseded
+		}
+		return nil
+	}
 }

@@ -92,13 +92,7 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 	if again {
 		// Only while the record is still where this delivery found it:
 		// another delivery may have recorded its task meanwhile.
-		err := r.recordFenced(ctx, j, state.StatusSubmitting, func(rec *state.Record) error {
-			if rec.Status != state.StatusSubmitting || rec.Attempts != j.attempt {
-				return errSuperseded
-			}
-			return nil
-		}, passed)
-		if err != nil {
+		if err := r.recordFenced(ctx, j, state.StatusSubmitting, unmovedSince(j, state.StatusSubmitting), passed); err != nil {
 			return transient(err)
 		}
 	} else if err := r.checkpoint(ctx, j, state.StatusReceived, passed); err != nil {

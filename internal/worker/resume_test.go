@@ -219,10 +219,7 @@ func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
 	b.start(t)
 	const id = "twice-video"
 	spec := videoSpec(id, "twice video")
-	b.publish(t, "video", "", spec)
-	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
-	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{})
-	b.publish(t, "video", "", spec)
+	b.publishAgainWhileSubmitting(t, "video", id, spec, func() { b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{}) })
 
 	ev := b.await(t, id, 60*time.Second)
 	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
@@ -305,9 +302,7 @@ func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
 	b.start(t)
 	const id = "inside-submit"
 	spec := videoSpec(id, "inside submit")
-	b.publish(t, "video", "", spec)
-	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
-	b.publish(t, "video", "", spec)
+	b.publishAgainWhileSubmitting(t, "video", id, spec, nil)
 	ev := b.await(t, id, 60*time.Second)
 	if ev.Data.Status != "succeeded" {
 		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
@@ -320,4 +315,18 @@ func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
 	if rec := b.record(t, id); rec.Submits != 1 || !strings.Contains(b.logs.String(), runner.LogLeftInSubmit) {
 		t.Errorf("record's submits %d, want 1; left in submit logged %v", rec.Submits, strings.Contains(b.logs.String(), runner.LogLeftInSubmit))
 	}
+}
+
+// publishAgainWhileSubmitting publishes spec (job id, of kind), waits until
+// its first delivery is inside its submit (record at "submitting"), calls
+// between (when set), and publishes the same job again: a second delivery
+// while the first waits for its submit's answer.
+func (b *bundle) publishAgainWhileSubmitting(t *testing.T, kind, id string, spec any, between func()) {
+	t.Helper()
+	b.publish(t, kind, "", spec)
+	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
+	if between != nil {
+		between()
+	}
+	b.publish(t, kind, "", spec)
 }
