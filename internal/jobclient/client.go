@@ -167,15 +167,15 @@ func (c *Client) stateStore(ctx context.Context, create bool) (*state.Store, err
 	return state.NewStore(kv, "", c.now), nil
 }
 
-// eventsStream checks that SLUICE_EVENTS exists; a missing stream is
-// ErrNotSetUp.
-func (c *Client) eventsStream(ctx context.Context) error {
-	_, err := c.js.Stream(ctx, contract.EventsStream)
+// eventsStream looks up SLUICE_EVENTS (its CachedInfo is fresh); a
+// missing stream is ErrNotSetUp.
+func (c *Client) eventsStream(ctx context.Context) (jetstream.Stream, error) {
+	s, err := c.js.Stream(ctx, contract.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w (stream %s does not exist)", ErrNotSetUp, contract.EventsStream)
+		return nil, fmt.Errorf("%w (stream %s does not exist)", ErrNotSetUp, contract.EventsStream)
 	}
 	if err != nil {
-		return c.jsErr(fmt.Errorf("look up stream %s: %w", contract.EventsStream, err))
+		return nil, c.jsErr(fmt.Errorf("look up stream %s: %w", contract.EventsStream, err))
 	}
-	return nil
+	return s, nil
 }

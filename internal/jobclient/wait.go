@@ -161,7 +161,7 @@ func (c *Client) Wait(ctx context.Context, targets []Target, o WaitOptions) (*Wa
 	}
 
 	for notified := false; ; {
-		err := c.eventsStream(ctx)
+		_, err := c.eventsStream(ctx)
 		if err == nil {
 			break
 		}

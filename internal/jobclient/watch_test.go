@@ -1,0 +1,110 @@
+package jobclient_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// Watch with After resumes after a position: the events after it, oldest
+// first, each with its sequence; a position past the end counts as the
+// end; with Since, the replay goes back no further than Since.
+func TestWatchAfter(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := jobclient.New(n.Conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(n.JS)
+	publish := func(id string) {
+		t.Helper()
+		if err := pub.Publish(ctx, events.FromRecord(&state.Record{JobID: id, Kind: "video"}, state.StatusRunning, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	position := func() uint64 {
+		t.Helper()
+		seq, err := jc.EventsPosition(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	// first watches with o and returns the first event; with fresh set, it
+	// publishes a new one (job fresh-N) every 100ms while it waits, for a
+	// watch that sends only new events.
+	first := func(o jobclient.WatchOptions, fresh string) jobclient.WatchedEvent {
+		t.Helper()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		got, ended := make(chan jobclient.WatchedEvent, 1), make(chan error, 1)
+		go func() {
+			err := jc.Watch(wctx, o, func(we jobclient.WatchedEvent) error {
+				got <- we
+				cancel()
+				return nil
+			})
+			if err != nil {
+				ended <- err
+			}
+		}()
+		for i := 0; ; i++ {
+			select {
+			case we := <-got:
+				return we
+			case err := <-ended:
+				t.Fatalf("watch %+v: %v", o, err)
+			case <-ctx.Done():
+				t.Fatalf("watch %+v: no event", o)
+			case <-time.After(100 * time.Millisecond):
+				if fresh != "" {
+					publish(fmt.Sprintf("%s-%d", fresh, i))
+				}
+			}
+		}
+	}
+
+	publish("a1")
+	mark := position()
+	publish("a2")
+	publish("a3")
+	we := first(jobclient.WatchOptions{After: mark}, "")
+	if we.Event.Data.JobID != "a2" || we.Seq != mark+1 {
+		t.Errorf("after %d: first %s at %d, want a2 at %d", mark, we.Event.Data.JobID, we.Seq, mark+1)
+	}
+	we = first(jobclient.WatchOptions{After: we.Seq, Since: time.Hour}, "")
+	if we.Event.Data.JobID != "a3" {
+		t.Errorf("after a2: first %s, want a3", we.Event.Data.JobID)
+	}
+
+	// Past the end: only new events, and they do come.
+	we = first(jobclient.WatchOptions{After: 1 << 40}, "new")
+	if !strings.HasPrefix(we.Event.Data.JobID, "new-") {
+		t.Errorf("after a position past the end: first %s", we.Event.Data.JobID)
+	}
+
+	// Since bounds the replay: b1 is older than a second, b2 is not.
+	mark = position()
+	publish("b1")
+	time.Sleep(1500 * time.Millisecond)
+	publish("b2")
+	if we := first(jobclient.WatchOptions{After: mark, Since: time.Second}, ""); we.Event.Data.JobID != "b2" {
+		t.Errorf("after %d within 1s: first %s, want b2", mark, we.Event.Data.JobID)
+	}
+	if we := first(jobclient.WatchOptions{After: mark, Since: time.Hour}, ""); we.Event.Data.JobID != "b1" {
+		t.Errorf("after %d within 1h: first %s, want b1", mark, we.Event.Data.JobID)
+	}
+}
