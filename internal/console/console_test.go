@@ -20,8 +20,8 @@ import (
 const token = "console-token-SECRET-81c3"
 
 // serve starts a console with token over a real NATS server set up as a
-// worker would, and returns its base URL and its log.
-func serve(t *testing.T, token string) (string, *bytes.Buffer) {
+// worker would, and returns its base URL, its log and the server.
+func serve(t *testing.T, token string) (string, *bytes.Buffer, *testenv.NATS) {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	if err := contract.Ensure(testenv.Context(t, 10*time.Second), n.JS, contract.Options{}); err != nil {
@@ -39,7 +39,7 @@ func serve(t *testing.T, token string) (string, *bytes.Buffer) {
 	}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return srv.URL, &logs
+	return srv.URL, &logs, n
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -68,7 +68,7 @@ func post(t *testing.T, u, auth string, form url.Values) *http.Response {
 func TestActionsNeedTheToken(t *testing.T) {
 	t.Parallel()
 	t.Run("no token set: read-only", func(t *testing.T) {
-		base, _ := serve(t, "")
+		base, _, _ := serve(t, "")
 		for _, auth := range []string{"", "Bearer anything"} {
 			if resp := post(t, base+"/console/jobs/j1/cancel", auth, nil); resp.StatusCode != http.StatusForbidden {
 				t.Errorf("cancel with %q: %d, want 403", auth, resp.StatusCode)
@@ -81,7 +81,7 @@ func TestActionsNeedTheToken(t *testing.T) {
 		resp.Body.Close()
 	})
 	t.Run("token set", func(t *testing.T) {
-		base, logs := serve(t, token)
+		base, logs, _ := serve(t, token)
 		for _, path := range []string{"/console/jobs/j1/cancel", "/console/jobs/j1/retry", "/console/dlq/1/replay", "/console/dlq/1/purge"} {
 			if resp := post(t, base+path, "", nil); resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s without a token: %d, want 401", path, resp.StatusCode)
@@ -127,7 +127,7 @@ func TestActionsNeedTheToken(t *testing.T) {
 // A redirect after an action never leaves the console.
 func TestBackStaysInTheConsole(t *testing.T) {
 	t.Parallel()
-	base, _ := serve(t, token)
+	base, _, _ := serve(t, token)
 	for _, back := range []string{"https://evil.example/", "//evil.example/console/", "/elsewhere"} {
 		resp := post(t, base+"/console/logout", "", url.Values{"back": {back}})
 		if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/console/") || strings.HasPrefix(loc, "//") {

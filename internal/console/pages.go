@@ -30,14 +30,33 @@ type page struct {
 	Msg, Err string
 	// Actions: a token is set; LoggedIn: this browser may act.
 	Actions, LoggedIn bool
-	Data              any
+	// After is the position of SLUICE_EVENTS before the page read
+	// anything, for its script to start the live stream from; "" when
+	// unknown (the stream then sends only new events).
+	After string
+	Data  any
 }
 
 func (c *Console) newPage(r *http.Request, title, nav string, data any) page {
+	after, _ := r.Context().Value(afterKey{}).(string)
 	return page{
 		Title: title, Nav: nav, Path: r.URL.RequestURI(),
 		Msg: r.URL.Query().Get("msg"), Err: r.URL.Query().Get("error"),
-		Actions: c.cfg.Token != "", LoggedIn: c.loggedIn(r), Data: data,
+		Actions: c.cfg.Token != "", LoggedIn: c.loggedIn(r), After: after, Data: data,
+	}
+}
+
+type afterKey struct{}
+
+// marked notes the position of SLUICE_EVENTS before h reads anything, for
+// the page it renders: its live stream starts there, so no event published
+// while the page is made or before the browser connects is missed.
+func (c *Console) marked(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if seq, err := c.cfg.Client.EventsPosition(r.Context()); err == nil {
+			r = r.WithContext(context.WithValue(r.Context(), afterKey{}, strconv.FormatUint(seq, 10)))
+		}
+		h(w, r)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
@@ -18,11 +20,35 @@ type liveEvent struct {
 	Attempt int    `json:"attempt"`
 	Time    string `json:"time"`
 	Code    string `json:"code,omitempty"`
+	// seq is the event's position on SLUICE_EVENTS, sent as its SSE id.
+	seq uint64
 }
 
-// stream sends every new event on SLUICE_EVENTS as a server-sent event
-// until the browser goes away, with a comment every 15s to keep proxies
-// from closing an idle stream.
+// replayLimit bounds how far back the stream goes when it resumes: a page
+// left open for a day (or a made-up position) gets at most this much
+// history, never a day of events.
+const replayLimit = 10 * time.Minute
+
+// resumeAfter is where the stream resumes: after the last event the
+// browser saw (the Last-Event-ID its EventSource sends when it
+// reconnects), or else after the position of SLUICE_EVENTS the page was
+// rendered at (?after=, from the page's data-after). ok is false when
+// neither is given or valid: then the stream sends only new events.
+func resumeAfter(r *http.Request) (seq uint64, ok bool) {
+	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
+		if seq, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+			return seq, true
+		}
+	}
+	return 0, false
+}
+
+// stream sends the events on SLUICE_EVENTS as server-sent events, each
+// with its sequence as its id, until the browser goes away, with a comment
+// every 15s to keep proxies from closing an idle stream. It starts after
+// resumeAfter's position, going back at most replayLimit (a position past
+// the stream's end counts as its end), or with the new events when there
+// is none.
 func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -37,15 +63,21 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 
 	ctx := r.Context()
+	var o jobclient.WatchOptions
+	if seq, ok := resumeAfter(r); ok {
+		// After 0 (a page rendered on an empty stream) is no position:
+		// then Since alone replays from replayLimit ago.
+		o.After, o.Since = seq, replayLimit
+	}
 	out := make(chan liveEvent, 64)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.cfg.Client.Watch(ctx, jobclient.WatchOptions{}, func(we jobclient.WatchedEvent) error {
+		done <- c.cfg.Client.Watch(ctx, o, func(we jobclient.WatchedEvent) error {
 			if we.Err != nil {
 				return nil
 			}
 			d := we.Event.Data
-			le := liveEvent{JobID: d.JobID, Kind: d.Kind, Status: d.Status, Attempt: d.Attempt, Time: we.Event.Time}
+			le := liveEvent{JobID: d.JobID, Kind: d.Kind, Status: d.Status, Attempt: d.Attempt, Time: we.Event.Time, seq: we.Seq}
 			if d.Error != nil {
 				le.Code = d.Error.Code
 			}
@@ -69,7 +101,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case le := <-out:
 			b, _ := json.Marshal(le)
-			fmt.Fprintf(w, "event: job\ndata: %s\n\n", b)
+			fmt.Fprintf(w, "id: %d\nevent: job\ndata: %s\n\n", le.seq, b)
 			flusher.Flush()
 		case <-keep.C:
 			fmt.Fprint(w, ": keep-alive\n\n")

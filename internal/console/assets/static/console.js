@@ -12,7 +12,13 @@
   });
 
   if (!window.EventSource || !live) { return; }
-  var es = new EventSource("/console/stream");
+  // The stream starts where the page was rendered (data-after, a position
+  // on SLUICE_EVENTS), so an event published before it connects is not
+  // lost; on a reconnect the browser sends the last event's id and the
+  // stream resumes after it. Events are sent oldest first and each handler
+  // below applies them idempotently: the newest one wins.
+  var after = document.body.getAttribute("data-after");
+  var es = new EventSource("/console/stream" + (after ? "?after=" + encodeURIComponent(after) : ""));
   es.onopen = function () { live.textContent = "● live"; live.className = "live on"; };
   es.onerror = function () { live.textContent = "● reconnecting"; live.className = "live"; };
 
