@@ -190,6 +190,11 @@ func runPeer(ctx context.Context) error {
 func runNATS(ctx context.Context) error {
 	dir := flag.String("dir", "", "directory of JetStream's files")
 	flag.Parse()
+	stop, err := bench.ProfileLife(os.Getenv("BENCH_NATS_CPUPROFILE"))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return bench.ServeNATS(ctx, *dir, func(url string) { fmt.Println("READY", url) })
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	rpprof "runtime/pprof"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
@@ -36,7 +37,33 @@ func RunProfiledWorker(ctx context.Context, pprofAddr string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
+	stop, err := ProfileLife(os.Getenv("BENCH_WORKER_CPUPROFILE"))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return sluiceworker.Run(ctx, *cfg, logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel), nil)
+}
+
+// ProfileLife starts a CPU profile of this process, written to
+// path.<pid> when stop is called (a peer run starts a worker and a NATS
+// server per pass, so each gets a file of its own). An empty path profiles
+// nothing. bench peer's processes take the path from BENCH_WORKER_CPUPROFILE
+// (the worker, with -worker naming a script that runs "bench worker") and
+// BENCH_NATS_CPUPROFILE (its nats-server).
+func ProfileLife(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+	if err := rpprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { rpprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // profile saves the worker's profile kind ("heap", "goroutine", or

@@ -255,7 +255,7 @@ func startVersityGW(ctx context.Context, bin, name, dir, logDir string) (*proces
 		return nil, "", err
 	}
 	args := []string{"--access", s3dev.AccessKeyID, "--secret", s3dev.SecretAccessKey, "--region", s3dev.Region,
-		"--port", addr, "--health", "/health", "--quiet", "posix"}
+		"--port", addr, "--health", "/health", "--quiet", "--keep-alive", "posix"}
 	if syscall.Setxattr(data, "user.sluice-bench", []byte("1"), 0) != nil {
 		if err := os.MkdirAll(meta, 0o755); err != nil {
 			return nil, "", err
