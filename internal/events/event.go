@@ -150,7 +150,7 @@ func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, bod
 	var first time.Time
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, cmp.Or(p.ackTimeout, AckTimeout))
-		_, err := p.js.PublishMsg(actx, msg)
+		_, err := natsconn.Publish(actx, p.js.Conn(), msg)
 		cancel()
 		if err == nil {
 			return nil

@@ -164,7 +164,9 @@ func (c *Client) stateStore(ctx context.Context, create bool) (*state.Store, err
 		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", contract.StateBucket, err))
 	}
 	// An empty writer name keeps the worker's name in the records.
-	return state.NewStore(kv, "", c.now), nil
+	st := state.NewStore(kv, "", c.now)
+	st.Direct(c.nc)
+	return st, nil
 }
 
 // eventsStream looks up SLUICE_EVENTS (its CachedInfo is fresh); a

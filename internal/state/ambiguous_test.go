@@ -24,11 +24,13 @@ func TestWriteWithLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(n.Server.ClientURL(), "nats://"))
-	kv, err := drop.JetStream(t).KeyValue(ctx, contract.StateBucket)
+	djs := drop.JetStream(t)
+	kv, err := djs.KeyValue(ctx, contract.StateBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := state.NewStore(kv, "w1", nil)
+	st.Direct(djs.Conn())
 	st.SetTimeout(300 * time.Millisecond)
 	count := func(r *state.Record) error { r.Attempts++; return nil }
 	writes := "$KV." + contract.StateBucket + "."

@@ -15,16 +15,16 @@ var ErrNoSpec = errors.New("state: no spec kept for job")
 // Specs keeps each job's spec, byte for byte as received, in the
 // SLUICE_SPECS bucket under the job id, so that a retry needs only the id.
 type Specs struct {
-	kv jetstream.KeyValue
+	bucket
 }
 
 // NewSpecs returns Specs over kv.
-func NewSpecs(kv jetstream.KeyValue) *Specs { return &Specs{kv: kv} }
+func NewSpecs(kv jetstream.KeyValue) *Specs { return &Specs{bucket{kv: kv}} }
 
 // Keep stores data as jobID's spec unless one is kept already: the first
 // spec received under an id is the one a retry runs again.
 func (s *Specs) Keep(ctx context.Context, jobID string, data []byte) error {
-	_, err := s.kv.Create(ctx, jobID, data)
+	_, err := s.write(ctx, jobID, data, 0)
 	if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
 		return nil
 	}

@@ -30,7 +30,7 @@ var ErrConflict = errors.New("state: record changed concurrently too often")
 
 // Store reads and writes records in the SLUICE_STATE bucket.
 type Store struct {
-	kv      jetstream.KeyValue
+	bucket
 	worker  string
 	now     func() time.Time
 	timeout time.Duration
@@ -57,7 +57,7 @@ func NewStore(kv jetstream.KeyValue, worker string, now func() time.Time) *Store
 	}
 	var p [6]byte
 	_, _ = rand.Read(p[:]) // never fails (crypto/rand)
-	return &Store{kv: kv, worker: worker, now: now, timeout: DefaultTimeout, writePrefix: hex.EncodeToString(p[:])}
+	return &Store{bucket: bucket{kv: kv}, worker: worker, now: now, timeout: DefaultTimeout, writePrefix: hex.EncodeToString(p[:])}
 }
 
 // SetTimeout sets how long one read or write waits for its answer.
@@ -179,11 +179,7 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 			return nil, fmt.Errorf("encode state %s: %w", jobID, err)
 		}
 		octx, cancel := s.op(ctx)
-		if rev == 0 {
-			rev, err = s.kv.Create(octx, jobID, b)
-		} else {
-			rev, err = s.kv.Update(octx, jobID, b, rev)
-		}
+		rev, err = s.write(octx, jobID, b, rev)
 		cancel()
 		switch {
 		case err == nil:

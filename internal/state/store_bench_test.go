@@ -21,6 +21,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := state.NewStore(kv, "bench", nil)
+	st.Direct(n.Conn)
 	step := func(r *state.Record) error { r.Attempts++; return nil }
 
 	b.Run("Update", func(b *testing.B) {

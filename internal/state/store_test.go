@@ -20,7 +20,9 @@ func newStore(t *testing.T) *state.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return state.NewStore(kv, "w1", nil)
+	st := state.NewStore(kv, "w1", nil)
+	st.Direct(n.Conn)
+	return st
 }
 
 func TestUpdateIsCompareAndSet(t *testing.T) {
@@ -124,7 +126,9 @@ func TestManyWritersOfOneRecordOnACluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores = append(stores, state.NewStore(kv, "w1", nil))
+		st := state.NewStore(kv, "w1", nil)
+		st.Direct(n.Conn)
+		stores = append(stores, st)
 	}
 	const writers, each = 12, 5
 	var wg sync.WaitGroup

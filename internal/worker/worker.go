@@ -146,6 +146,9 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	kv, specsKV := buckets.state, buckets.specs
 	st := state.NewStore(kv, cfg.WorkerName, nil)
+	st.Direct(nc)
+	specs := state.NewSpecs(specsKV)
+	specs.Direct(nc)
 	fleet, err := fleetQuota(buckets.quota, limits, cfg, m, log)
 	if err != nil {
 		return err
@@ -177,7 +180,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	// to the next.
 	pool := gopool.New(0)
 	rcfg := runner.Config{
-		Pool: pool, State: st, Specs: state.NewSpecs(specsKV), Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
+		Pool: pool, State: st, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
