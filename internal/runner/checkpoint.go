@@ -60,6 +60,17 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 			return fn(rec)
 		}
 	}
+	if j.unwritten {
+		// The job's first write creates its record; a record found
+		// instead is not this delivery's to write (firstWriteCreates).
+		create := apply
+		apply = func(rec *state.Record) error {
+			if rec.Stored() {
+				return errNotFresh
+			}
+			return create(rec)
+		}
+	}
 	var rec *state.Record
 	var err error
 	if j.rec == nil {
@@ -68,10 +79,16 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 		rec, err = r.cfg.State.UpdateFrom(ctx, j.rec, apply)
 	}
 	if err == nil {
-		j.pending, j.unrecorded = nil, nil
+		j.pending, j.unrecorded, j.unwritten = nil, nil, false
 	}
 	return rec, err
 }
+
+// errNotFresh backs a job out of its first write, which was to create its
+// record, when the record exists (see firstWriteCreates): nothing was paid
+// for, and the job is redelivered at once to read the record and go on
+// from it.
+var errNotFresh = errors.New("the job's record exists already (a cancel that came first, or the same job published again)")
 
 // retryCheckpoint is checkpoint retried with backoff for up to a minute: it
 // records what a paid call returned, which must not be lost to a passing

@@ -187,6 +187,9 @@ type job struct {
 	// unseenTask: a submit's answer was lost, so a task may run upstream
 	// that this job will never poll (settleQuota).
 	unseenTask bool
+	// unwritten: rec is the job's first record, not written yet (see
+	// firstWriteCreates); the job's first write creates it.
+	unwritten bool
 }
 
 // Handle runs the job in d: message → spec → upstream → artifacts → event,
@@ -254,6 +257,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// would fence that delivery out: see paying.
 	inSubmit := false
 	now := r.cfg.Now()
+	if r.firstWriteCreates(j, stray, specErr) {
+		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels}
+		j.unwritten = true
+		return r.started(ctx, j)
+	}
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		held = stray && rec.Status != "" && !rec.Status.Terminal()
@@ -282,17 +290,13 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
-	if !rec.Status.Terminal() && !busy && !inSubmit && r.cfg.Specs != nil {
-		// Kept before anything is paid for, so that every job that may
-		// have run upstream can be retried by its id alone.
-		if err := r.cfg.Specs.Keep(ctx, j.id, d.Msg.Data()); err != nil {
-			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
-			return j, r.settle(j, transient(err)), true
-		}
-	}
 	j.rec = rec
-	j.attempt = rec.Attempts
-	j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
+	if rec.Status.Terminal() || busy || inSubmit {
+		j.attempt = rec.Attempts
+		j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
+	} else if j, out, done := r.started(ctx, j); done {
+		return j, out, done
+	}
 	if rec.Upstream.TaskID != "" {
 		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
 	}
@@ -326,6 +330,42 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.finish(ctx, j, errCancelled), true
 	}
 	return j, consumer.Outcome{}, false
+}
+
+// started keeps j's spec and takes its attempt from j.rec, for a delivery
+// that goes on with the job.
+func (r *Runner) started(ctx context.Context, j *job) (*job, consumer.Outcome, bool) {
+	if r.cfg.Specs != nil {
+		// Kept before anything is paid for, so that every job that may
+		// have run upstream can be retried by its id alone.
+		if err := r.cfg.Specs.Keep(ctx, j.id, j.d.Msg.Data()); err != nil {
+			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
+			return j, r.settle(j, transient(err)), true
+		}
+	}
+	j.attempt = j.rec.Attempts
+	j.log = j.log.With().Int("attempt", j.rec.Attempts).Logger()
+	return j, consumer.Outcome{}, false
+}
+
+// notFreshDelay is how soon a job that backed out of creating its record
+// (errNotFresh) is delivered again.
+const notFreshDelay = 100 * time.Millisecond
+
+// firstWriteCreates reports whether j, at its first delivery, can go
+// without the "received" write: its record is made up here (attempt 1,
+// received) and created by its first write, the "submitting" claim before
+// the paid submit. That saves a write per job (BENCHMARKS.md, "The cost
+// of a job") and weakens no fence: the create fails if any record exists
+// (a cancel that came first, the same job id published again, another
+// delivery), and the job then backs out before paying anything
+// (errNotFresh) and is redelivered at once to take the usual way, which
+// reads the record. Only media jobs with nothing to probe and no fleet
+// quota to wait for go this way: those reach their claim within
+// milliseconds, so that no status reader misses a "received" that lasts.
+func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
+	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
+		(j.kind == "speech" || j.kind == "video" && (r.cfg.Preflight == PreflightOff || len(j.spec.Video.Inputs()) == 0))
 }
 
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
@@ -395,6 +435,10 @@ func (r *Runner) finish(ctx context.Context, j *job, err error) consumer.Outcome
 }
 
 func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
+	if errors.Is(rt.err, errNotFresh) {
+		j.log.Info().Msg("the job's record exists already (a cancel that came first, or the same job published again); nothing was submitted, reading it at the next delivery")
+		return consumer.Outcome{Action: consumer.Retry, Delay: notFreshDelay}
+	}
 	delay := rt.delay
 	if delay == 0 {
 		if ra, ok := apiclient.RetryAfterOf(rt.err); ok {

@@ -90,6 +90,11 @@ type Record struct {
 	revision uint64
 }
 
+// Stored reports whether r was read from or written to the bucket (not
+// made up by its caller, such as a job's first record before its first
+// write).
+func (r *Record) Stored() bool { return r.revision != 0 }
+
 // clone returns a copy of r that shares nothing mutable with it.
 func (r *Record) clone() *Record {
 	c := *r

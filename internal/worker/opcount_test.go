@@ -139,8 +139,8 @@ func TestQueuedCopiesWriteNoCollecting(t *testing.T) {
 	counts := tap.Counts()
 	writes := counts["kv SLUICE_STATE create"] + counts["kv SLUICE_STATE update"] + counts["kv SLUICE_STATE put"]
 	t.Logf("NATS operations per job, %d queued copies:\n%s", jobs, testenv.Table(counts, jobs))
-	if writes > 5*jobs {
-		t.Errorf("%d state writes for %d jobs (%.2f per job), want at most 5 per job: a job queued for a copy slot wrote \"collecting\"",
+	if writes > 4*jobs {
+		t.Errorf("%d state writes for %d jobs (%.2f per job), want at most 4 per job: a job queued for a copy slot wrote \"collecting\"",
 			writes, jobs, float64(writes)/jobs)
 	}
 }
