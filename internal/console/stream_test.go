@@ -89,13 +89,13 @@ func TestStreamStartsAtThePage(t *testing.T) {
 	// stream that sends only new events.
 	next := func(evs <-chan sent, fresh string) sent {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(30 * time.Second)
 		for i := 0; ; i++ {
 			select {
 			case ev := <-evs:
 				return ev
 			case <-deadline:
-				t.Fatal("no event within 10s")
+				t.Fatal("no event within 30s")
 			case <-time.After(100 * time.Millisecond):
 				if fresh != "" {
 					publish(fmt.Sprintf("%s-%d", fresh, i))

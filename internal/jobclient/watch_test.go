@@ -43,10 +43,10 @@ func TestWatchAfter(t *testing.T) {
 		}
 		return seq
 	}
-	// first watches with o and returns the first event; with fresh set, it
+	// first watches through jc with o and returns the first event; with fresh set, it
 	// publishes a new one (job fresh-N) every 100ms while it waits, for a
 	// watch that sends only new events.
-	first := func(o jobclient.WatchOptions, fresh string) jobclient.WatchedEvent {
+	first := func(jc *jobclient.Client, o jobclient.WatchOptions, fresh string) jobclient.WatchedEvent {
 		t.Helper()
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -81,30 +81,39 @@ func TestWatchAfter(t *testing.T) {
 	mark := position()
 	publish("a2")
 	publish("a3")
-	we := first(jobclient.WatchOptions{After: mark}, "")
+	we := first(jc, jobclient.WatchOptions{After: mark}, "")
 	if we.Event.Data.JobID != "a2" || we.Seq != mark+1 {
 		t.Errorf("after %d: first %s at %d, want a2 at %d", mark, we.Event.Data.JobID, we.Seq, mark+1)
 	}
-	we = first(jobclient.WatchOptions{After: we.Seq, Since: time.Hour}, "")
+	we = first(jc, jobclient.WatchOptions{After: we.Seq, Since: time.Hour}, "")
 	if we.Event.Data.JobID != "a3" {
 		t.Errorf("after a2: first %s, want a3", we.Event.Data.JobID)
 	}
 
 	// Past the end: only new events, and they do come.
-	we = first(jobclient.WatchOptions{After: 1 << 40}, "new")
+	we = first(jc, jobclient.WatchOptions{After: 1 << 40}, "new")
 	if !strings.HasPrefix(we.Event.Data.JobID, "new-") {
 		t.Errorf("after a position past the end: first %s", we.Event.Data.JobID)
 	}
 
-	// Since bounds the replay: b1 is older than a second, b2 is not.
+	// Since bounds the replay: b1 was stored before the moment between the
+	// two publishes, b2 after it. A client whose clock reads an hour past
+	// that moment, watching the last hour, starts at b2 whatever the
+	// machine's speed; the real clock's last hour holds both.
 	mark = position()
 	publish("b1")
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	between := time.Now()
+	time.Sleep(10 * time.Millisecond)
 	publish("b2")
-	if we := first(jobclient.WatchOptions{After: mark, Since: time.Second}, ""); we.Event.Data.JobID != "b2" {
-		t.Errorf("after %d within 1s: first %s, want b2", mark, we.Event.Data.JobID)
+	late, err := jobclient.New(n.Conn, func() time.Time { return between.Add(time.Hour) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	if we := first(jobclient.WatchOptions{After: mark, Since: time.Hour}, ""); we.Event.Data.JobID != "b1" {
+	if we := first(late, jobclient.WatchOptions{After: mark, Since: time.Hour}, ""); we.Event.Data.JobID != "b2" {
+		t.Errorf("after %d, from between b1 and b2: first %s, want b2", mark, we.Event.Data.JobID)
+	}
+	if we := first(jc, jobclient.WatchOptions{After: mark, Since: time.Hour}, ""); we.Event.Data.JobID != "b1" {
 		t.Errorf("after %d within 1h: first %s, want b1", mark, we.Event.Data.JobID)
 	}
 }
