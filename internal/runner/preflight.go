@@ -38,6 +38,12 @@ var probeBackoff = backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
 // probeTimeout bounds one try of one input.
 const probeTimeout = 2 * time.Minute
 
+// hasProbes reports whether j has inputs for preflight to probe: a video job
+// with inputs, unless preflight is off.
+func (r *Runner) hasProbes(j *job) bool {
+	return r.cfg.Preflight != PreflightOff && j.kind == "video" && len(j.spec.Video.Inputs()) > 0
+}
+
 // preflight checks every media input of a video job against the media
 // API's input limits (spec/media-api.md 2.4 and 8) before anything is
 // paid for: one place decides whether the job may be submitted. It ends
@@ -49,7 +55,7 @@ const probeTimeout = 2 * time.Minute
 // long ago, and the inputs may have gone since). It returns nil when the
 // job may go on.
 func (r *Runner) preflight(ctx context.Context, j *job) error {
-	if r.cfg.Preflight == PreflightOff || j.kind != "video" {
+	if !r.hasProbes(j) {
 		return nil
 	}
 	again := j.rec.Status == state.StatusSubmitting
@@ -57,9 +63,6 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 		return nil
 	}
 	inputs := j.spec.Video.Inputs()
-	if len(inputs) == 0 {
-		return nil
-	}
 	// Fetching may take a while (a slow host, retries): the job leaves the
 	// consumer's start phase, so jobs behind it are not held up waiting
 	// for it; the probes themselves are bounded by r.probes.

@@ -260,7 +260,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	if r.firstWriteCreates(j, stray, specErr) {
 		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels}
 		j.unwritten = true
-		return r.started(ctx, j)
+		out, done := r.started(ctx, j)
+		return j, out, done
 	}
 	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
@@ -294,8 +295,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	if rec.Status.Terminal() || busy || inSubmit {
 		j.attempt = rec.Attempts
 		j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
-	} else if j, out, done := r.started(ctx, j); done {
-		return j, out, done
+	} else if out, done := r.started(ctx, j); done {
+		return j, out, true
 	}
 	if rec.Upstream.TaskID != "" {
 		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
@@ -334,18 +335,18 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 
 // started keeps j's spec and takes its attempt from j.rec, for a delivery
 // that goes on with the job.
-func (r *Runner) started(ctx context.Context, j *job) (*job, consumer.Outcome, bool) {
+func (r *Runner) started(ctx context.Context, j *job) (consumer.Outcome, bool) {
 	if r.cfg.Specs != nil {
 		// Kept before anything is paid for, so that every job that may
 		// have run upstream can be retried by its id alone.
 		if err := r.cfg.Specs.Keep(ctx, j.id, j.d.Msg.Data()); err != nil {
 			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
-			return j, r.settle(j, transient(err)), true
+			return r.settle(j, transient(err)), true
 		}
 	}
 	j.attempt = j.rec.Attempts
 	j.log = j.log.With().Int("attempt", j.rec.Attempts).Logger()
-	return j, consumer.Outcome{}, false
+	return consumer.Outcome{}, false
 }
 
 // notFreshDelay is how soon a job that backed out of creating its record
@@ -365,7 +366,7 @@ const notFreshDelay = 100 * time.Millisecond
 // milliseconds, so that no status reader misses a "received" that lasts.
 func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
 	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
-		(j.kind == "speech" || j.kind == "video" && (r.cfg.Preflight == PreflightOff || len(j.spec.Video.Inputs()) == 0))
+		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
 }
 
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
