@@ -87,6 +87,52 @@ var (
 	credential = regexp.MustCompile(`(?i)((?:token|api[_-]?key|secret|password|signature|authorization|credential)["']?\s*[:=]\s*["']?)[^\s"',;&}]+`)
 )
 
+// The literal words of bearer and credential, for mayContainFold.
+var (
+	bearerWords     = []string{"bearer"}
+	credentialWords = []string{"token", "api", "secret", "password", "signature", "authorization", "credential"}
+)
+
+// mayContainFold reports whether s may hold one of words (lower-case
+// ASCII) under the case folding of a (?i) pattern. For ASCII text that is
+// an ASCII case-insensitive search; other text may fold onto ASCII
+// letters (U+212A KELVIN SIGN matches 'k', U+017F LONG S 's'), so it
+// answers true and the pattern decides.
+func mayContainFold(s string, words []string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, w := range words {
+		if indexFoldASCII(s, w) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// indexFoldASCII is the index of the first match of lower-case ASCII word
+// in ASCII s, ignoring case, or -1.
+func indexFoldASCII(s, word string) int {
+	for i := 0; i+len(word) <= len(s); i++ {
+		j := 0
+		for ; j < len(word); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != word[j] {
+				break
+			}
+		}
+		if j == len(word) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Text returns s made safe to log: every secret given is replaced with
 // "[redacted]", base64 data URIs with "data:[omitted]", every URL in s
 // goes through URL, bearer tokens and the values of credential-looking
@@ -95,6 +141,12 @@ var (
 // become spaces, invalid UTF-8 becomes '?', and the result is trimmed. Its
 // length is left alone.
 func Text(s string, secrets ...string) string {
+	return text(s, false, secrets)
+}
+
+// text is Text; everyPattern runs every pattern whether or not its
+// literal part occurs, as a reference for the tests.
+func text(s string, everyPattern bool, secrets []string) string {
 	if s == "" {
 		return ""
 	}
@@ -106,10 +158,23 @@ func Text(s string, secrets ...string) string {
 			s = strings.ReplaceAll(s, sec, "[redacted]")
 		}
 	}
-	s = dataURI.ReplaceAllString(s, "data:[omitted]")
-	s = urlInText.ReplaceAllStringFunc(s, URL)
-	s = bearer.ReplaceAllString(s, "${1}[redacted]")
-	s = credential.ReplaceAllString(s, "${1}[redacted]")
+	// Each pattern runs only where its literal part occurs: an artifact's
+	// source URL goes through here for every job, and the two
+	// case-insensitive patterns, which have no literal prefix to search
+	// for, would otherwise try a match at every byte (2.7% of a worker's
+	// CPU per job; BENCHMARKS.md, "The cost of a job").
+	if everyPattern || strings.Contains(s, "data:") {
+		s = dataURI.ReplaceAllString(s, "data:[omitted]")
+	}
+	if everyPattern || strings.Contains(s, "://") {
+		s = urlInText.ReplaceAllStringFunc(s, URL)
+	}
+	if everyPattern || mayContainFold(s, bearerWords) {
+		s = bearer.ReplaceAllString(s, "${1}[redacted]")
+	}
+	if everyPattern || mayContainFold(s, credentialWords) {
+		s = credential.ReplaceAllString(s, "${1}[redacted]")
+	}
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return ' '
