@@ -61,6 +61,15 @@ func (c S3Config) validate() error {
 // (StoreConfig's small slots and MaxUploads at their defaults, 16 and 4).
 const maxIdleS3Conns = 64
 
+// s3WriteBufferSize is the send buffer of every S3 connection. With
+// net/http's default of 4 KiB a PUT went out as its headers and first 4
+// KiB, then the rest through a 32 KiB buffer allocated for every request;
+// with 128 KiB a PUT of up to about that much (a typical speech file, the
+// 64 KiB of the bench's jobs) leaves in one write and allocates nothing,
+// and a larger one in 128 KiB writes. It costs 128 KiB per open
+// connection (BENCHMARKS.md, "The cost of a job").
+const s3WriteBufferSize = 128 << 10
+
 // NewS3Client returns an S3 client for cfg. It fails when cfg is invalid
 // (ErrInvalidArgument) or the AWS configuration cannot be loaded; it does
 // not contact the service.
@@ -83,6 +92,7 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 		// tenth dialed a new connection and closed it after its PUT.
 		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConnsPerHost = maxIdleS3Conns
+			t.WriteBufferSize = s3WriteBufferSize
 		})))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
