@@ -15,9 +15,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -119,6 +121,8 @@ func runWork(ctx context.Context, args []string) error {
 	firstWait := fs.Duration("first-wait", 5*time.Millisecond, "snooze after the submit before the first query (sluice's bench sets SLUICE_POLL_FIRST=5ms)")
 	pollEvery := fs.Duration("poll-every", 5*time.Second, "snooze between later queries (sluice's SLUICE_POLL_INTERVAL default)")
 	fetchCooldown := fs.Duration("fetch-cooldown", river.FetchCooldownDefault, "River's FetchCooldown")
+	s3WriteBuffer := fs.Int("s3-write-buffer", envInt("RIVERPEER_S3_WRITE_BUFFER"),
+		"send buffer of the S3 client's connections in bytes; 0 leaves the SDK's client as it is (net/http's 4 KiB); default from RIVERPEER_S3_WRITE_BUFFER, which bench peer passes on")
 	fetchPoll := fs.Duration("fetch-poll-interval", 100*time.Millisecond, "River's FetchPollInterval (default 1s): how soon a snoozed job is fetched again on a quiet queue")
 	_ = fs.Parse(args)
 	if *dbURL == "" || *mediaURL == "" || *s3Endpoint == "" || *bucket == "" {
@@ -132,12 +136,16 @@ func runWork(ctx context.Context, args []string) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = *maxWorkers
 	hc := &http.Client{Transport: tr, Timeout: 60 * time.Second}
-	s3c := s3.New(s3.Options{
+	s3Opts := s3.Options{
 		Region:       cmp.Or(os.Getenv("AWS_REGION"), "us-east-1"),
 		BaseEndpoint: aws.String(*s3Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
-	})
+	}
+	if *s3WriteBuffer > 0 {
+		s3Opts.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.WriteBufferSize = *s3WriteBuffer })
+	}
+	s3c := s3.New(s3Opts)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &videoWorker{
 		media: &mediaClient{base: *mediaURL, key: os.Getenv("MEDIA_API_KEY"), http: hc},
@@ -239,4 +247,10 @@ func (c *mediaClient) get(ctx context.Context, src string) ([]byte, error) {
 		return nil, fmt.Errorf("download: %s", resp.Status)
 	}
 	return io.ReadAll(resp.Body)
+}
+
+// envInt is the integer in the environment variable name, or 0.
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
 }
