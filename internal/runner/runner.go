@@ -437,7 +437,7 @@ func (r *Runner) finish(ctx context.Context, j *job, err error) consumer.Outcome
 
 func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
 	if errors.Is(rt.err, errNotFresh) {
-		j.log.Info().Msg("the job's record exists already (a cancel that came first, or the same job published again); nothing was submitted, reading it at the next delivery")
+		j.log.Info().Err(rt.err).Msg("nothing was submitted; reading the record at the next delivery")
 		return consumer.Outcome{Action: consumer.Retry, Delay: notFreshDelay}
 	}
 	delay := rt.delay
