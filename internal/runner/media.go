@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -177,9 +178,9 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return nil, transient(err)
 	}
-	task, err := submit(sctx)
+	task, err := r.sendSubmit(sctx, j, submit)
 	if err != nil {
-		return nil, r.submitError(sctx, j, err)
+		return nil, err
 	}
 	now := r.cfg.Now().UTC()
 	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }
@@ -211,8 +212,55 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	return task, nil
 }
 
+// refusedInputRetries bounds the submits sent again, inside one submit
+// window, after upstream refused one because it could not fetch an s3://
+// input that sluice's store serves when sluice looks: the store was away
+// a moment ago (an outage ending between upstream's fetch and sluice's
+// look), and nothing was created upstream. refusedInputBackoff spaces
+// them.
+const refusedInputRetries = 2
+
+var refusedInputBackoff = backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
+
+// sendSubmit sends the paid submit of a job whose submit is claimed, and
+// classifies its failure (submitError). A submit that upstream refused
+// because it could not fetch one of the job's s3:// inputs is judged by
+// reading that input from sluice's store at once: when the store is away,
+// the job waits for it (redelivered, nothing was created); when the store
+// serves it, the submit is sent again, at most refusedInputRetries times,
+// before the job fails with upstream's answer; when the object is gone,
+// the job fails with upstream's answer.
+func (r *Runner) sendSubmit(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
+	for attempt := 0; ; attempt++ {
+		task, err := submit(ctx)
+		if err == nil {
+			return task, nil
+		}
+		ref := r.inputRefusal(ctx, j, err)
+		switch {
+		case ref == nil:
+			return nil, r.submitError(ctx, j, err)
+		case ref.probe != nil && artifacts.IsTemporary(ref.probe):
+			return nil, r.backOutSubmit(ctx, j, err)
+		case ref.probe != nil:
+			return nil, r.submitError(ctx, j, err)
+		case attempt >= refusedInputRetries:
+			f := r.submitError(ctx, j, err)
+			if ff, ok := f.(*failure); ok {
+				ff.msg += fmt.Sprintf(" (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", attempt+1)
+			}
+			return nil, f
+		}
+		j.log.Warn().Str("field", ref.field).Int("refused", attempt+1).Str("upstream", ref.upstream).
+			Msg("upstream could not fetch an input that sluice's store serves; nothing was created, submitting again")
+		if backoff.Sleep(ctx, refusedInputBackoff.Delay(attempt)) != nil {
+			return nil, r.backOutSubmit(ctx, j, err)
+		}
+	}
+}
+
 // submitError classifies a failed submit. Nothing was created upstream on a
-// transient error, so the record goes back to "received"; a refused or
+// transient error, so the job backs out of its submit; a refused or
 // ambiguous submit fails the job without a second try.
 func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 	var f *failure
@@ -223,10 +271,6 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 		j.unseenTask = true
 		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
 			"upstream may or may not have created a task; sluice does not submit again on its own: %v", err)
-	case apiclient.IsPermanent(err) && r.storeAway(ctx, j, err):
-		// Upstream could not fetch an input from sluice's own store
-		// because the store is away: nothing was created, and the job
-		// waits for the store like any other of its transient errors.
 	case apiclient.IsPermanent(err):
 		code := CodeUpstreamRejected
 		var ae *apiclient.APIError
@@ -237,20 +281,35 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 		}
 		return fail(code, state.StageSubmit, true, "%v", err)
 	}
+	return r.backOutSubmit(ctx, j, err)
+}
+
+// backOutSubmit hands back a job whose submit created nothing upstream:
+// its record goes back to "received" and it is redelivered with backoff.
+func (r *Runner) backOutSubmit(ctx context.Context, j *job, err error) error {
 	if cerr := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) { rec.Submits-- }); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	return transient(fmt.Errorf("submit: %w", err))
 }
 
-// storeAway reports whether a refused submit names an s3:// input of the
-// job (sluice's own store) that the store cannot serve now for a reason
-// that may pass: upstream then failed to fetch it because the store was
-// away, not because the input is wrong.
-func (r *Runner) storeAway(ctx context.Context, j *job, err error) bool {
+// inputRefusal is a submit refused by upstream on one of the job's s3://
+// inputs (sluice's own store), and what sluice saw reading that input
+// right after.
+type inputRefusal struct {
+	field    string
+	upstream string // upstream's message
+	probe    error  // nil: the store serves the object
+}
+
+// inputRefusal reports a submit refused with a parameter error naming an
+// s3:// input of the job, reading the input's first byte from the store to
+// tell an input that is gone from a store that is away or was a moment
+// ago. It returns nil for any other error.
+func (r *Runner) inputRefusal(ctx context.Context, j *job, err error) *inputRefusal {
 	var ae *apiclient.APIError
-	if j.kind != "video" || !errors.As(err, &ae) || ae.Param == "" {
-		return false
+	if j.kind != "video" || !apiclient.IsPermanent(err) || !errors.As(err, &ae) || ae.Param == "" {
+		return nil
 	}
 	for _, in := range j.spec.Video.Inputs() {
 		if in.Field != "video."+ae.Param || !strings.HasPrefix(in.URL, "s3://") {
@@ -260,9 +319,9 @@ func (r *Runner) storeAway(ctx context.Context, j *job, err error) bool {
 		if err == nil {
 			_, err = src.ReadAt(make([]byte, 1), 0)
 		}
-		return err != nil && artifacts.IsTemporary(err)
+		return &inputRefusal{field: in.Field, upstream: ae.Message, probe: err}
 	}
-	return false
+	return nil
 }
 
 // observeTask records what a poll saw: the first "running" becomes a

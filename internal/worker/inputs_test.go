@@ -22,14 +22,25 @@ import (
 // set; everything else reaches the store.
 func failingS3(t *testing.T, b *bundle, match string) (endpoint string, down *atomic.Bool) {
 	t.Helper()
+	down = &atomic.Bool{}
+	endpoint = s3Failing(t, b, func(r *http.Request) bool {
+		return down.Load() && strings.Contains(r.URL.Path, match)
+	})
+	return endpoint, down
+}
+
+// s3Failing puts a proxy in front of the bundle's S3 store that answers
+// 500 InternalError to every GET for which fails reports true; everything
+// else reaches the store.
+func s3Failing(t *testing.T, b *bundle, fails func(*http.Request) bool) (endpoint string) {
+	t.Helper()
 	target, err := url.Parse(b.s3.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	down = &atomic.Bool{}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, match) {
+		if r.Method == http.MethodGet && fails(r) {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>`))
@@ -38,7 +49,7 @@ func failingS3(t *testing.T, b *bundle, match string) (endpoint string, down *at
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL, down
+	return srv.URL
 }
 
 // An S3 outage while a compute input is read delays the job (it is
@@ -145,6 +156,70 @@ func TestVideoInputS3OutageAtSubmitIsRetried(t *testing.T) {
 		t.Fatalf("upstream's failed fetch from sluice's store ended the job: %s %+v", rec.Status, rec.Error)
 	}
 	storeBack(t, b, down, id)
+}
+
+// Upstream refusing a submit because it could not fetch an s3:// input
+// that sluice's store serves when sluice looks (an outage that ended
+// between upstream's fetch and sluice's look; here the store fails only
+// the GETs of the first presigned address, which is upstream's) submits
+// again instead of failing the job: the refused submit created nothing.
+func TestVideoInputStoreBackAtSubmitIsSubmittedAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	frame := b.putInput(t, "inputs/back-at-submit.png", testmedia.Fixture(t, "image-384x256.png"))
+	var first atomic.Value
+	endpoint := s3Failing(t, b, func(r *http.Request) bool {
+		sig := r.URL.Query().Get("X-Amz-Signature")
+		if sig == "" {
+			return false // sluice's own reads
+		}
+		first.CompareAndSwap(nil, sig)
+		return first.Load() == sig
+	})
+	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint })
+	const id = "store-back-at-submit"
+	b.publish(t, "video", id, mediaJob(id, [2]string{"first_frame", frame}))
+
+	ev := b.await(t, id, 90*time.Second)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("upstream's failed fetch from a store that serves the input ended the job: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 1 {
+		t.Errorf("paid submits = %d, want 1", n)
+	}
+	if n := b.media.Counters().Requests(apisim.EndpointVideoSubmit); n != 2 {
+		t.Errorf("submit requests = %d, want 2 (one refused, one paid)", n)
+	}
+}
+
+// Upstream that can never fetch an s3:// input which sluice's store serves
+// (its presigned address unreachable from upstream) fails the job with
+// upstream's answer after a bounded number of refused submits, naming the
+// cause; nothing is paid.
+func TestVideoInputUpstreamCannotReachStore(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	frame := b.putInput(t, "inputs/unreachable-store.png", testmedia.Fixture(t, "image-384x256.png"))
+	endpoint := s3Failing(t, b, func(r *http.Request) bool { return r.URL.Query().Has("X-Amz-Signature") })
+	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint })
+	const id = "store-unreachable"
+	b.publish(t, "video", id, mediaJob(id, [2]string{"first_frame", frame}))
+
+	ev := b.await(t, id, 90*time.Second)
+	e := ev.Data.Error
+	if ev.Data.Status != "failed" || e == nil || e.Code != "invalid_parameter" || e.Stage != state.StageSubmit ||
+		!strings.Contains(e.Message, "refused 3 times") || !strings.Contains(e.Message, "input.media[0].url") {
+		t.Fatalf("got %s %+v, want failed invalid_parameter at submit after 3 refusals naming the input", ev.Data.Status, e)
+	}
+	if strings.Contains(e.Message, "X-Amz-") {
+		t.Errorf("the message carries a presigned query string: %s", e.Message)
+	}
+	if n := b.media.SubmitCount("preflight " + id); n != 0 {
+		t.Errorf("paid submits = %d, want 0", n)
+	}
+	if n := b.media.Counters().Requests(apisim.EndpointVideoSubmit); n != 3 {
+		t.Errorf("submit requests = %d, want 3", n)
+	}
 }
 
 // storeBack ends a video job's S3 outage: the job must then succeed, paid
