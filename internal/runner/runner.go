@@ -323,14 +323,27 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
-	case int(d.NumDelivered()) > r.cfg.MaxDeliver:
+	case deliveries(d, rec) > r.cfg.MaxDeliver:
 		return j, r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
-			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", d.NumDelivered(), r.cfg.MaxDeliver)), true
+			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", deliveries(d, rec), r.cfg.MaxDeliver)), true
 	case rec.Cancel != nil && !submittedOrLater(rec.Status):
 		j.log.Info().Msg("job cancelled before it was submitted")
 		return j, r.finish(ctx, j, errCancelled), true
 	}
 	return j, consumer.Outcome{}, false
+}
+
+// deliveries is how often a job has been delivered: its message's count,
+// or, for an orphan, which the sweep hands over as a first delivery every
+// time, the record's count of the deliveries that reached a worker (this
+// one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
+// again and again (a handler that panics on it).
+func deliveries(d *consumer.Delivery, rec *state.Record) int {
+	n := int(d.NumDelivered())
+	if d.Orphaned() {
+		n = max(n, rec.Attempts)
+	}
+	return n
 }
 
 // started keeps j's spec and takes its attempt from j.rec, for a delivery

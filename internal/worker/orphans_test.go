@@ -106,3 +106,33 @@ func TestOrphanedSubmittedJobResumesItsTask(t *testing.T) {
 		t.Error("the job was not handed over by a sweep")
 	}
 }
+
+// A handed-over message always looks first-delivered (the sweep reads it
+// from the stream), so the delivery limit counts an orphan's deliveries by
+// its record: a job handed over more often than SLUICE_MAX_DELIVER (10 in
+// these tests; here a record that counted 20 deliveries already, as a
+// handler that keeps failing on it would leave) fails too_many_deliveries,
+// dead-lettered, instead of being handed over for ever; nothing is
+// submitted.
+func TestOrphanObeysTheDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.leaveRecord(t, "orphan-worn", func(r *state.Record) { r.Kind, r.Status, r.Attempts = "video", state.StatusReceived, 20 })
+	b.publish(t, "video", "orphan-worn", videoSpec("orphan-worn", "an orphan delivered too often"))
+	ctx := testenv.Context(t, 10*time.Second)
+	if _, err := b.nats.JS.ResetConsumerToSequence(ctx, contract.JobsStream, contract.ConsumerName("video"), 2); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+
+	ev := b.await(t, "orphan-worn", 60*time.Second)
+	if e := ev.Data.Error; ev.Data.Status != "failed" || e == nil || e.Code != "too_many_deliveries" || !strings.Contains(e.Message, "delivered 21 times") {
+		t.Fatalf("orphan-worn: %s %+v; want failed too_many_deliveries after 21 deliveries", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("an orphan delivered too often"); n != 0 {
+		t.Errorf("submitted %d times", n)
+	}
+	if n := logLines(b, "handing it over", `"job_id":"orphan-worn"`); n != 1 {
+		t.Errorf("handover logged %d times, want 1", n)
+	}
+}
