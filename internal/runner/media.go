@@ -217,7 +217,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 // input that sluice's store serves when sluice looks: the store was away
 // a moment ago (an outage ending between upstream's fetch and sluice's
 // look), and nothing was created upstream. refusedInputBackoff spaces
-// them.
+// them: 1 s, then 1 to 2 s.
 const refusedInputRetries = 2
 
 var refusedInputBackoff = backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
