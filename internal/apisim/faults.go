@@ -34,6 +34,10 @@ type Fault struct {
 	// MalformedRate replaces the response body with invalid JSON (the
 	// handler's effect happens).
 	MalformedRate float64
+	// Times, when above zero, applies the fault to that many requests
+	// only (counted as they arrive), then clears it: a test can hold one
+	// request without racing the next.
+	Times int
 }
 
 // Faults holds the Fault of each endpoint. Endpoint names are the
@@ -62,13 +66,26 @@ func (f *Faults) Reset() {
 	f.m = nil
 }
 
-func (f *Faults) get(endpoint string) Fault {
+// take returns the fault of a request to endpoint, counting it against
+// the fault's Times.
+func (f *Faults) take(endpoint string) Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if ft, ok := f.m[endpoint]; ok {
-		return ft
+	key := endpoint
+	ft, ok := f.m[key]
+	if !ok {
+		key = "*"
+		ft = f.m[key]
 	}
-	return f.m["*"]
+	switch {
+	case ft.Times == 1:
+		delete(f.m, key)
+	case ft.Times > 1:
+		left := ft
+		left.Times--
+		f.m[key] = left
+	}
+	return ft
 }
 
 func hit(rate float64) bool { return rate > 0 && rand.Float64() < rate }
@@ -77,7 +94,7 @@ func hit(rate float64) bool { return rate > 0 && rand.Float64() < rate }
 // API's own error shape for an injected status.
 func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, status int), next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ft := f.get(endpoint)
+		ft := f.take(endpoint)
 		if ft.Latency > 0 {
 			select {
 			case <-time.After(ft.Latency):

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,16 +73,22 @@ type Poller struct {
 	lastSent time.Time
 }
 
+// watch is one polled task and everyone waiting for it: two deliveries
+// of one job on this worker (a redelivery while the first still waits)
+// share its polls, and each is told every update.
 type watch struct {
 	id       string
 	next     time.Time
 	interval time.Duration
 	misses   int
-	notify   func(PollUpdate)
+	watchers []*watcher
 	// index is the watch's position in the queue; -1 while it is in
 	// flight or stopped.
 	index int
 }
+
+// watcher is one Watch call's notify.
+type watcher struct{ notify func(PollUpdate) }
 
 // dueQueue is a heap of watches ordered by their next poll
 // (container/heap).
@@ -125,26 +132,35 @@ func NewPoller(cfg PollerConfig) *Poller {
 // Watch starts polling taskID and calls notify with every update, from
 // the goroutine that ran the query; notify must not block. No goroutine
 // waits for a watched task: that is what lets a worker wait for thousands.
-// stop ends the watch; notify may still be called once after it returns.
+// Watches of a task that is watched already share its polls, and each is
+// notified. stop ends this watch; notify may still be called once after it
+// returns.
 func (p *Poller) Watch(taskID string, notify func(PollUpdate)) (stop func()) {
-	w := &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay), notify: notify}
+	me := &watcher{notify: notify}
 	p.mu.Lock()
-	if old := p.tasks[taskID]; old != nil && old.index >= 0 {
-		heap.Remove(&p.queue, old.index)
+	w := p.tasks[taskID]
+	if w == nil {
+		w = &watch{id: taskID, interval: p.cfg.FirstDelay, next: p.cfg.Now().Add(p.cfg.FirstDelay)}
+		p.tasks[taskID] = w
+		heap.Push(&p.queue, w)
 	}
-	p.tasks[taskID] = w
-	heap.Push(&p.queue, w)
+	// Appending leaves the elements a query's notes hold as they are.
+	w.watchers = append(w.watchers, me)
 	n := len(p.tasks)
 	p.mu.Unlock()
 	p.cfg.Metrics.PollWatched(n)
 	p.poke()
 	return func() {
 		p.mu.Lock()
-		if p.tasks[taskID] == w {
-			delete(p.tasks, taskID)
-		}
-		if w.index >= 0 {
-			heap.Remove(&p.queue, w.index)
+		// A new slice: a query's notes hold the old one, outside the lock.
+		w.watchers = slices.DeleteFunc(slices.Clone(w.watchers), func(o *watcher) bool { return o == me })
+		if len(w.watchers) == 0 {
+			if p.tasks[taskID] == w {
+				delete(p.tasks, taskID)
+			}
+			if w.index >= 0 {
+				heap.Remove(&p.queue, w.index)
+			}
 		}
 		n := len(p.tasks)
 		p.mu.Unlock()
@@ -263,14 +279,16 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 	now := p.cfg.Now()
 
 	type note struct {
-		w *watch
-		u PollUpdate
+		to []*watcher
+		u  PollUpdate
 	}
 	var notes []note
 	defer func() {
 		// Outside the lock: a watcher may stop its watch from notify.
 		for _, n := range notes {
-			n.w.notify(n.u)
+			for _, to := range n.to {
+				to.notify(n.u)
+			}
 		}
 	}()
 	p.mu.Lock()
@@ -291,7 +309,7 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 		}
 		if apiclient.IsPermanent(err) {
 			for _, w := range batch {
-				notes = append(notes, note{w, PollUpdate{Err: err}})
+				notes = append(notes, note{w.watchers, PollUpdate{Err: err}})
 			}
 		}
 		return
@@ -305,13 +323,13 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 		}
 		seen[w.id] = true
 		w.misses = 0
-		notes = append(notes, note{w, PollUpdate{Task: t}})
+		notes = append(notes, note{w.watchers, PollUpdate{Task: t}})
 	}
 	for _, w := range batch {
 		if !seen[w.id] {
 			if w.misses++; w.misses >= 3 {
 				w.misses = 0
-				notes = append(notes, note{w, PollUpdate{Err: errTaskMissing}})
+				notes = append(notes, note{w.watchers, PollUpdate{Err: errTaskMissing}})
 			}
 		}
 	}

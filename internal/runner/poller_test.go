@@ -192,3 +192,30 @@ func TestPollerNotifiesEveryPollUntilStopped(t *testing.T) {
 		t.Error("polled a stopped watch")
 	}
 }
+
+// Two watches of one task (two deliveries of a job on one worker) share
+// its polls and are both told every update; stopping one leaves the other
+// watching, and the task is polled until the last one stops.
+func TestPollerSharesATaskBetweenWatches(t *testing.T) {
+	f := &fakeTasks{}
+	cp := newClockPoller(f)
+	first, stopFirst := cp.watchLog("t1")
+	second, stopSecond := cp.watchLog("t1")
+	cp.run(1500 * time.Millisecond)
+	if len(f.calls) != 1 || len(f.calls[0]) != 1 {
+		t.Fatalf("queries %v, want one naming t1 once", f.calls)
+	}
+	if len(first()) != 1 || len(second()) != 1 {
+		t.Fatalf("updates: first %d, second %d; want 1 each", len(first()), len(second()))
+	}
+	stopFirst()
+	cp.run(2500 * time.Millisecond)
+	if len(f.calls) != 2 || len(second()) != 2 || len(first()) != 1 {
+		t.Fatalf("after the first stopped: %d queries, first %d, second %d updates; want 2, 1, 2", len(f.calls), len(first()), len(second()))
+	}
+	stopSecond()
+	cp.run(10 * time.Second)
+	if len(f.calls) != 2 {
+		t.Errorf("%d queries after both stopped, want none more", len(f.calls)-2)
+	}
+}

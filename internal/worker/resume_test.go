@@ -213,13 +213,15 @@ func (b *bundle) pendingJobs(t *testing.T) uint64 {
 func TestConcurrentSubmitsCopyOnlyTheRecordedTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	// Longer than two leases (SLUICE_ACK_WAIT 5s): the second delivery
-	// submits while the first still waits.
-	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 20 * time.Second})
+	// The first submit only (Times 1: clearing the fault once the record
+	// says "submitting" could come before that submit's request arrives)
+	// takes longer than two leases (SLUICE_ACK_WAIT 5s): the second
+	// delivery submits, at once, while the first still waits.
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 20 * time.Second, Times: 1})
 	b.start(t)
 	const id = "twice-video"
 	spec := videoSpec(id, "twice video")
-	b.publishAgainWhileSubmitting(t, "video", id, spec, func() { b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{}) })
+	b.publishAgainWhileSubmitting(t, "video", id, spec)
 
 	ev := b.await(t, id, 60*time.Second)
 	if ev.Data.Status != "succeeded" || len(ev.Data.Artifacts) != 1 {
@@ -302,7 +304,7 @@ func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
 	b.start(t)
 	const id = "inside-submit"
 	spec := videoSpec(id, "inside submit")
-	b.publishAgainWhileSubmitting(t, "video", id, spec, nil)
+	b.publishAgainWhileSubmitting(t, "video", id, spec)
 	ev := b.await(t, id, 60*time.Second)
 	if ev.Data.Status != "succeeded" {
 		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
@@ -318,15 +320,49 @@ func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
 }
 
 // publishAgainWhileSubmitting publishes spec (job id, of kind), waits until
-// its first delivery is inside its submit (record at "submitting"), calls
-// between (when set), and publishes the same job again: a second delivery
-// while the first waits for its submit's answer.
-func (b *bundle) publishAgainWhileSubmitting(t *testing.T, kind, id string, spec any, between func()) {
+// its first delivery is inside its submit (record at "submitting"), and
+// publishes the same job again: a second delivery while the first waits
+// for its submit's answer.
+func (b *bundle) publishAgainWhileSubmitting(t *testing.T, kind, id string, spec any) {
 	t.Helper()
 	b.publish(t, kind, "", spec)
 	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Status == state.StatusSubmitting })
-	if between != nil {
-		between()
-	}
 	b.publish(t, kind, "", spec)
+}
+
+// Two deliveries of one job on one worker that wait for the same task (the
+// job published again while its task runs) are both told when it ends:
+// they share the task's polls. Before, the second's watch replaced the
+// first's, which then waited until SLUICE_TASK_TIMEOUT and sent upstream
+// a cancel for a task that had long succeeded.
+func TestTwoDeliveriesWaitingForOneTaskBothEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	const id = "waiting-twice"
+	spec := videoSpec(id, "waiting twice [sim:duration=10s]")
+	b.publish(t, "video", "", spec)
+	b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool {
+		return r.Status == state.StatusSubmitted || r.Status == state.StatusRunning
+	})
+	b.publish(t, "video", "", spec)
+	rec := b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Attempts >= 2 || r.Status.Terminal() })
+	if rec.Status.Terminal() {
+		t.Fatalf("the task ended (%s) before the second delivery read the record", rec.Status)
+	}
+
+	if ev := b.await(t, id, 60*time.Second); ev.Data.Status != "succeeded" {
+		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
+	}
+	b.awaitSettled(t)
+	if n := b.media.Counters().Requests(apisim.EndpointCancel); n != 0 {
+		t.Errorf("cancel requests = %d, want 0: a delivery was never told that its task ended", n)
+	}
+	if n := b.media.SubmitCount("waiting twice [sim:duration=10s]"); n != 1 {
+		t.Errorf("paid submits = %d, want 1", n)
+	}
+	if n := logLines(b, "job failed", `"job_id":"`+id+`"`); n != 0 {
+		t.Errorf("a delivery logged the job failed %d times", n)
+	}
+	t.Logf("result downloads: %d", b.media.Counters().Requests(apisim.EndpointResult))
 }
