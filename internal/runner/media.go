@@ -245,11 +245,7 @@ func (r *Runner) sendSubmit(ctx context.Context, j *job, submit func(context.Con
 		case ref.probe != nil:
 			return nil, r.submitError(ctx, j, err)
 		case attempt >= refusedInputRetries:
-			f := r.submitError(ctx, j, err)
-			if ff, ok := f.(*failure); ok {
-				ff.msg += fmt.Sprintf(" (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", attempt+1)
-			}
-			return nil, f
+			return nil, r.submitError(ctx, j, fmt.Errorf("%w (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", err, attempt+1))
 		}
 		j.log.Warn().Str("field", ref.field).Int("refused", attempt+1).Str("upstream", ref.upstream).
 			Msg("upstream could not fetch an input that sluice's store serves; nothing was created, submitting again")
