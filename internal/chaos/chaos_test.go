@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,7 @@ func TestChaos(t *testing.T) {
 	}
 	if t.Failed() {
 		logWorkerTails(t, filepath.Join(dir, "logs"))
+		logJobLines(t, filepath.Join(dir, "logs"), rep.StuckIDs)
 	}
 	t.Log(rep)
 }
@@ -76,6 +78,33 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		l.t.Log(strings.TrimRight(line, "\n"))
+	}
+}
+
+// logJobLines logs, for each of ids (the stuck jobs of a failed run),
+// the worker-log lines that name it and the quota lines near it: where
+// each delivery of the job stopped, and whether the worker could write
+// the fleet's quota board meanwhile.
+func logJobLines(t *testing.T, dir string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `"quota"`) || slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(line, `"`+id+`"`) }) {
+				lines = append(lines, strings.TrimRight(line, "\n"))
+			}
+		}
+		if len(lines) > 200 {
+			lines = append(lines[:100:100], append([]string{"..."}, lines[len(lines)-100:]...)...)
+		}
+		t.Logf("%s: the lines naming %s or the quota:\n%s", filepath.Base(p), strings.Join(ids, ", "), strings.Join(lines, "\n"))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/chaos"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -199,6 +200,7 @@ func TestClusterFaults(t *testing.T) {
 	}
 	if t.Failed() {
 		logWorkerTails(t, filepath.Join(dir, "logs"))
+		logJobLines(t, filepath.Join(dir, "logs"), rep.StuckIDs)
 		logJobsState(t, c)
 	}
 	for _, rec := range rep.Recoveries {
@@ -231,13 +233,24 @@ func logJobsState(t *testing.T, c *testenv.Cluster) {
 			kind, i.Delivered.Stream, i.AckFloor.Stream, i.NumAckPending, i.NumRedelivered, i.NumPending, i.NumWaiting, i.Cluster.Leader)
 	}
 	// Every replica's own view: a replica whose store lacks a message's
-	// pending ack would never redeliver it once it leads.
+	// pending ack would never redeliver it once it leads; a quota replica
+	// behind the others answers its workers' reads with an old board.
 	for i, n := range c.Nodes {
 		if c.Down(i) {
 			continue
 		}
-		for _, line := range n.Server.ReplicaReport(contract.JobsStream) {
-			t.Logf("replica %s", line)
+		for _, stream := range []string{contract.JobsStream, "KV_" + quota.Bucket} {
+			for _, line := range n.Server.ReplicaReport(stream) {
+				t.Logf("replica %s", line)
+			}
+		}
+	}
+	// The fleet's quota board: a job waiting for a lease waits on it.
+	if kv, err := cl.JS.KeyValue(ctx, quota.Bucket); err == nil {
+		for _, res := range quota.Resources {
+			if e, err := kv.Get(ctx, "leases."+res); err == nil {
+				t.Logf("%s leases.%s (revision %d): %s", quota.Bucket, res, e.Revision(), e.Value())
+			}
 		}
 	}
 	// The messages still in the stream: a stuck job whose message is here

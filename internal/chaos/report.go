@@ -33,6 +33,8 @@ type Report struct {
 	// Lost jobs have neither a terminal event nor a state record; Stuck
 	// jobs have no terminal event; MultiTerminal jobs have more than one.
 	Lost, Stuck, MultiTerminal int
+	// StuckIDs names the stuck jobs (for a failed run's log).
+	StuckIDs []string
 	// Orphaned counts the jobs whose message a worker's sweep found below
 	// its consumer's ack floor and handed over (not a problem: the sweep
 	// recovers them; a figure to watch).

@@ -110,6 +110,7 @@ func (r *run) checkJob(ctx context.Context, rep *Report, j plannedJob) *state.Re
 		return nil
 	case len(evs) == 0:
 		rep.Stuck++
+		rep.StuckIDs = append(rep.StuckIDs, j.ID)
 		rep.problem("%s: stuck at %q after %d attempts (submits %d)", j.ID, rec.Status, rec.Attempts, rec.Submits)
 		return rec
 	case len(evs) > 1:
