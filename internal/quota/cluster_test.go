@@ -29,11 +29,12 @@ func TestLeasesHoldThroughALeaderChange(t *testing.T) {
 	var fleets []*quota.Fleet
 	for i := range 2 {
 		// Each worker talks to all three nodes through its own connection.
-		wkv, err := c.Client(t).JS.KeyValue(ctx, quota.Bucket)
+		wc := c.Client(t)
+		wkv, err := wc.JS.KeyValue(ctx, quota.Bucket)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &bundle{kv: wkv, clock: clock}
+		b := &bundle{js: wc.JS, kv: wkv, clock: clock}
 		f, _ := b.fleet(t, fmt.Sprintf("w%d", i), quota.Limits{MediaTasks: 3})
 		fleets = append(fleets, f)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -36,6 +37,7 @@ type leases struct {
 	holder   string
 	ttl      time.Duration
 	kv       jetstream.KeyValue
+	nc       *nats.Conn
 	log      zerolog.Logger
 	now      func() time.Time
 	observe  func(Status)
@@ -75,7 +77,7 @@ type request struct {
 func newLeases(resource string, limit int, cfg Config) *leases {
 	return &leases{
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
-		kv: cfg.KV, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
+		kv: cfg.KV, nc: cfg.Conn, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]time.Time{},
 	}
@@ -302,13 +304,28 @@ func (l *leases) sync(ctx context.Context) {
 	// bucket answers again a worker renews its leases well within the grace
 	// the others give them (see board.live).
 	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}
+	began, warned, conflict := time.Now(), false, false
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := l.syncOnce(ctx)
+		err := l.syncOnce(ctx, conflict)
+		conflict = errors.Is(err, jetstream.ErrKeyExists)
 		if err == nil {
+			if warned {
+				l.log.Info().Dur("after", time.Since(began).Round(time.Millisecond)).Int("attempts", attempt+1).
+					Msg("quota board written again")
+			}
 			return
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			l.log.Debug().Err(err).Msg("quota board not written; reading it again")
+		}
+		// A board this worker cannot write for a lease life holds its
+		// waiting jobs and lets its leases lapse for the others: say so
+		// once (a conflict is another writer's change, or a read from a
+		// replica behind the last write).
+		if !warned && time.Since(began) >= l.ttl {
+			warned = true
+			l.log.Warn().Err(err).Int("attempts", attempt+1).Int("waiting_here", l.status().WaitingHere).
+				Msg("quota board not written for a lease life: this worker's jobs waiting for a lease wait on, and its leases lapse for the other workers until it writes again")
 		}
 		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
 			return
@@ -316,19 +333,20 @@ func (l *leases) sync(ctx context.Context) {
 	}
 }
 
-func (l *leases) syncOnce(ctx context.Context) error {
+// syncOnce reads the board, plans and writes; after a conflict (leader)
+// it reads the board from the bucket's stream leader, not from whichever
+// replica answers first.
+func (l *leases) syncOnce(ctx context.Context, leader bool) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var cur board
-	var rev uint64
-	e, err := l.kv.Get(cctx, l.key)
+	value, rev, err := read(cctx, l.kv, l.nc, l.key, leader)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
 		return fmt.Errorf("read %s: %w", l.key, err)
 	default:
-		rev = e.Revision()
-		if cur, err = decodeBoard(e.Value()); err != nil {
+		if cur, err = decodeBoard(value); err != nil {
 			// A board nobody can read is replaced: its leases lapse.
 			l.log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
 			cur = board{}

@@ -3,6 +3,7 @@ package quota_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func setup(t *testing.T) *bundle {
 // fleet starts one worker's side of the quotas; stop ends its Run.
 func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quota.Fleet, stop func()) {
 	t.Helper()
-	f, err := quota.New(quota.Config{KV: b.kv, Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now})
+	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,4 +293,42 @@ func TestTwoDeliveriesOfAJobShareItsLease(t *testing.T) {
 	})
 	l.Release()
 	eventually(t, "only k", func() bool { return read(t, b, quota.Media).InUse == 1 })
+}
+
+// A worker whose reads of the board come from a replica behind the last
+// writes still gets its leases and its share of the rate: after a write
+// lost to a conflict it reads the board from the bucket's leader. (Reading
+// the same replica again, it would fail every write for as long as the
+// replica stays behind, its jobs waiting for a lease all that time.)
+func TestABoardReadBehindTheLeaderHoldsNobodyUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.kv = testenv.Behind(b.kv)
+	f, _ := b.fleet(t, "w1", quota.Limits{MediaTasks: 2, MediaRate: 50})
+	ctx := testenv.Context(t, 20*time.Second)
+	for i := range 5 {
+		lease, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i))
+		if err != nil {
+			t.Fatalf("job-%d: no lease: %v", i, err)
+		}
+		lease.Release()
+	}
+	// 50 a second, claimed 5 at a time: 30 requests take 6 claims of the
+	// same window (the test's clock stands still).
+	var sent atomic.Int64
+	client := &http.Client{Transport: f.Transport(quota.Media, roundTripFunc(func() { sent.Add(1) }))}
+	for range 30 {
+		req, err := newRequest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", sent.Load()+1, err)
+		}
+		resp.Body.Close()
+	}
+	if st := read(t, b, quota.Media); st.RateUsed != 30 {
+		t.Errorf("the window counts %d requests, want 30", st.RateUsed)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -43,6 +44,7 @@ type Rate struct {
 	batch    int
 	holder   string
 	kv       jetstream.KeyValue
+	nc       *nats.Conn
 	log      zerolog.Logger
 	now      func() time.Time
 	// claimer is held by the one goroutine claiming from the key.
@@ -65,7 +67,7 @@ func newRate(resource string, rate float64, cfg Config) *Rate {
 		// Small batches: each claim is one write, and tokens a worker
 		// holds at a window's end are lost to the fleet.
 		batch:  max(1, per/10),
-		holder: cfg.Holder, kv: cfg.KV, now: cfg.Now,
+		holder: cfg.Holder, kv: cfg.KV, nc: cfg.Conn, now: cfg.Now,
 		log:     cfg.Logger.With().Str("quota", resource+" rate").Logger(),
 		claimer: make(chan struct{}, 1),
 	}
@@ -114,12 +116,14 @@ func (r *Rate) spend() bool {
 // then sends fewer requests, never more.
 func (r *Rate) claim(ctx context.Context) error {
 	retry := backoff.Exponential{Min: 20 * time.Millisecond, Max: time.Second}
+	conflict := false
 	for attempt := 0; ; attempt++ {
 		now := r.now()
 		win := r.winOf(now)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, wait, err := r.claimOnce(cctx, win)
+		n, wait, err := r.claimOnce(cctx, win, conflict)
 		cancel()
+		conflict = errors.Is(err, jetstream.ErrKeyExists)
 		switch {
 		case err == nil && n > 0:
 			r.mu.Lock()
@@ -134,7 +138,8 @@ func (r *Rate) claim(ctx context.Context) error {
 			}
 			attempt = -1
 		case errors.Is(err, jetstream.ErrKeyExists):
-			// Another worker claimed first: read again at once.
+			// Another worker claimed first: read again at once, from the
+			// bucket's leader.
 		default:
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -148,18 +153,17 @@ func (r *Rate) claim(ctx context.Context) error {
 }
 
 // claimOnce claims up to a batch of window win; n 0 means none is left,
-// and wait how long until the next window starts.
-func (r *Rate) claimOnce(ctx context.Context, win int64) (n int, wait time.Duration, err error) {
+// and wait how long until the next window starts. After a conflict
+// (leader) the key is read from the bucket's stream leader.
+func (r *Rate) claimOnce(ctx context.Context, win int64, leader bool) (n int, wait time.Duration, err error) {
 	var cur window
-	var rev uint64
-	e, err := r.kv.Get(ctx, r.key)
+	value, rev, err := read(ctx, r.kv, r.nc, r.key, leader)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
 		return 0, 0, err
 	default:
-		rev = e.Revision()
-		if json.Unmarshal(e.Value(), &cur) != nil {
+		if json.Unmarshal(value, &cur) != nil {
 			cur = window{}
 		}
 	}

@@ -32,6 +32,23 @@ func (b *bucket) Direct(nc *nats.Conn) {
 	b.nc, b.subject = nc, "$KV."+b.kv.Bucket()+"."
 }
 
+// get returns key's value and revision, or an error matching
+// jetstream.ErrKeyNotFound. With leader, and a connection (Direct), it
+// reads from the bucket's stream leader rather than whichever replica
+// answers first: after a write lost to a conflict, the read before it
+// may have come from a replica behind the last writes, which would fail
+// every retry alike (natsconn.KVGetFromLeader).
+func (b *bucket) get(ctx context.Context, key string, leader bool) ([]byte, uint64, error) {
+	if leader && b.nc != nil && validKey(key) {
+		return natsconn.KVGetFromLeader(ctx, b.nc, b.kv.Bucket(), key)
+	}
+	e, err := b.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.Value(), e.Revision(), nil
+}
+
 // write stores data under key if the key's revision is still rev (0: if
 // it has none), and returns the new revision. A conflict is an error
 // matching jetstream.ErrKeyExists.

@@ -74,9 +74,15 @@ func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // Get returns the record of jobID and its revision, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) {
+	return s.read(ctx, jobID, false)
+}
+
+// read is Get, from the bucket's stream leader when leader is set (see
+// bucket.get).
+func (s *Store) read(ctx context.Context, jobID string, leader bool) (*Record, uint64, error) {
 	octx, cancel := s.op(ctx)
 	defer cancel()
-	e, err := s.kv.Get(octx, jobID)
+	value, rev, err := s.get(octx, jobID, leader)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, ErrNotFound
 	}
@@ -84,11 +90,11 @@ func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) 
 		return nil, 0, fmt.Errorf("get state %s: %w", jobID, err)
 	}
 	var r Record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
+	if err := json.Unmarshal(value, &r); err != nil {
 		return nil, 0, fmt.Errorf("decode state %s: %w", jobID, err)
 	}
-	r.revision = e.Revision()
-	return &r, e.Revision(), nil
+	r.revision = rev
+	return &r, rev, nil
 }
 
 // Update applies fn to the current record of jobID (a fresh one when there
@@ -143,7 +149,8 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 		if guessed {
 			cur, rev, guess = guess.clone(), guess.revision, nil
 		} else {
-			cur, rev, err = s.Get(ctx, jobID)
+			// After a conflict, from the leader (see bucket.get).
+			cur, rev, err = s.read(ctx, jobID, conflicts > 0)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
@@ -186,11 +193,11 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 			cur.revision = rev
 			return cur, nil
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			// Another writer was quicker: read again at once. A conflict
-			// again waits a little, growing and jittered: on a cluster the
-			// read may come from a replica that has not applied the write
-			// yet (direct get), and several writers of one record (a
-			// cancel answered by every worker, the job's own delivery)
+			// Another writer was quicker: read again at once, from the
+			// leader (the last read may have come from a replica that had
+			// not applied that write yet). A conflict again waits a
+			// little, growing and jittered: several writers of one record
+			// (a cancel answered by every worker, the job's own delivery)
 			// must not keep colliding in step.
 			if conflicts++; conflicts > 1 && backoff.Sleep(ctx, conflictSpacing.HalfJitter(conflicts-2)) != nil {
 				return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)

@@ -3,9 +3,12 @@ package state_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -14,15 +17,23 @@ import (
 
 func newStore(t *testing.T) *state.Store {
 	t.Helper()
+	st, _ := newStoreOver(t, func(kv jetstream.KeyValue) jetstream.KeyValue { return kv })
+	return st
+}
+
+// newStoreOver is newStore on a fresh server, whose Store reads and writes
+// through wrap(the bucket); it returns the bucket too.
+func newStoreOver(t *testing.T, wrap func(jetstream.KeyValue) jetstream.KeyValue) (*state.Store, jetstream.KeyValue) {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	ctx := testenv.Context(t, 10*time.Second)
 	kv, err := n.JS.CreateOrUpdateKeyValue(ctx, contract.StateBucketConfig(contract.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := state.NewStore(kv, "w1", nil)
+	st := state.NewStore(wrap(kv), "w1", nil)
 	st.Direct(n.Conn)
-	return st
+	return st, kv
 }
 
 func TestUpdateIsCompareAndSet(t *testing.T) {
@@ -150,5 +161,27 @@ func TestManyWritersOfOneRecordOnACluster(t *testing.T) {
 	}
 	if rec.Attempts != writers*each {
 		t.Fatalf("attempts %d, want %d: a write was lost", rec.Attempts, writers*each)
+	}
+}
+
+// A store whose reads come from a replica behind the last writes still
+// writes: after a conflict it reads the record from the bucket's leader.
+// (Reading the same replica again, every retry would meet the same
+// conflict until the update gave up.)
+func TestUpdateAfterAConflictReadsTheLeader(t *testing.T) {
+	t.Parallel()
+	st, kv := newStoreOver(t, testenv.Behind)
+	ctx := testenv.Context(t, 30*time.Second)
+	for i := range 5 {
+		if _, err := st.Update(ctx, "job-1", func(r *state.Record) error { r.Attempts++; return nil }); err != nil {
+			t.Fatalf("update %d: %v", i+1, err)
+		}
+	}
+	e, err := kv.Get(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(e.Value()), `"attempts":5`) {
+		t.Errorf("record = %s, want 5 attempts", e.Value())
 	}
 }

@@ -149,7 +149,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	st.Direct(nc)
 	specs := state.NewSpecs(specsKV)
 	specs.Direct(nc)
-	fleet, err := fleetQuota(buckets.quota, limits, cfg, m, log)
+	fleet, err := fleetQuota(buckets.quota, nc, limits, cfg, m, log)
 	if err != nil {
 		return err
 	}
@@ -378,15 +378,15 @@ func limitedClient(m *metrics.Metrics, fleet *quota.Fleet, api string, conc int,
 }
 
 // fleetQuota opens the fleet's quotas (SLUICE_FLEET_*) in kv, the
-// SLUICE_QUOTA bucket setUp made; nil when no fleet limit is set.
-func fleetQuota(kv jetstream.KeyValue, limits quota.Limits, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*quota.Fleet, error) {
+// SLUICE_QUOTA bucket setUp made, over nc; nil when no fleet limit is set.
+func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*quota.Fleet, error) {
 	if !limits.Any() {
 		return nil, nil
 	}
 	m.QuotaRate(quota.Media, limits.MediaRate)
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
 	fleet, err := quota.New(quota.Config{
-		KV: kv, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log,
+		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log,
 		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
 	})
 	if err != nil {

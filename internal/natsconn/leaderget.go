@@ -1,0 +1,84 @@
+package natsconn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KVGetFromLeader reads key of the key-value bucket from the leader of the
+// bucket's stream, with the JetStream API's STREAM.MSG.GET request, and
+// returns its value and revision, or an error matching
+// jetstream.ErrKeyNotFound when the key has none (never written, deleted
+// or purged).
+//
+// A bucket's Get is a direct get, which any replica may answer: on a
+// cluster a replica that has not applied the latest writes yet (a
+// follower catching up after a restart, or lagging under load) answers
+// with an older value, and a client's requests keep going to the replica
+// on the server it is connected to. A compare-and-set loop whose reads
+// keep coming from such a replica keeps failing; reading the leader after
+// a conflict gives the next write the revision it must name.
+func KVGetFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (value []byte, revision uint64, err error) {
+	m, err := lastFromLeader(ctx, nc, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, fmt.Errorf("%s in %s: %w", key, bucket, jetstream.ErrKeyNotFound)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	switch m.Header.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return nil, 0, fmt.Errorf("%s in %s: %w", key, bucket, jetstream.ErrKeyNotFound)
+	}
+	return m.Data, m.Sequence, nil
+}
+
+// lastFromLeader reads the last message stored on subject in stream from
+// the stream's leader, or returns an error matching
+// jetstream.ErrMsgNotFound when the stream holds none.
+func lastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, err)
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		Msg   *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, resp.Error)
+	case resp.Msg == nil:
+		return nil, fmt.Errorf("read %s from the leader of %s: an answer without a message", subject, stream)
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Msg.Subject, Sequence: resp.Msg.Seq, Data: resp.Msg.Data, Time: resp.Msg.Time}
+	if len(resp.Msg.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Msg.Header); err != nil {
+			return nil, fmt.Errorf("read %s from the leader of %s: headers: %w", subject, stream, err)
+		}
+	}
+	return m, nil
+}
