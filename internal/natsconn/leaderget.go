@@ -39,6 +39,32 @@ func KVGetFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (va
 	return m.Data, m.Sequence, nil
 }
 
+// KVRead reads key of kv: from the leader of the bucket's stream
+// (KVGetFromLeader) when fromLeader is set and nc, kv's connection, is
+// known, as after a write lost to a conflict; else, or when no leader
+// answers within leaderReadWait (an election), by kv's Get, from any
+// replica, so that the caller goes on as it did before it asked the
+// leader (its write then meets the election, which it knows how to wait
+// out).
+func KVRead(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, key string, fromLeader bool) ([]byte, uint64, error) {
+	if fromLeader && nc != nil {
+		lctx, cancel := context.WithTimeout(ctx, leaderReadWait)
+		value, rev, err := KVGetFromLeader(lctx, nc, kv.Bucket(), key)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
+			return value, rev, err
+		}
+	}
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// leaderReadWait bounds KVRead's wait for the leader's answer.
+const leaderReadWait = 2 * time.Second
+
 // lastFromLeader reads the last message stored on subject in stream from
 // the stream's leader, or returns an error matching
 // jetstream.ErrMsgNotFound when the stream holds none.

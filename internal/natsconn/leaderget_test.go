@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/testenv"
@@ -50,4 +51,29 @@ func TestKVGetFromLeaderReadsAsGetDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	notFound("purged")
+}
+
+// KVRead falls back to the bucket's Get when the leader read fails (here:
+// asked on a server where the bucket's stream does not exist, as no leader
+// answers during an election), and reads as Get does.
+func TestKVReadFallsBackToGet(t *testing.T) {
+	n, other := testenv.StartNATS(t), testenv.StartNATS(t)
+	ctx := testenv.Context(t, 10*time.Second)
+	kv, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "LEADER_TEST", History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.PutString(ctx, "k", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := KVGetFromLeader(ctx, other.Conn, "LEADER_TEST", "k"); err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the leader read on a server without the bucket: %v, want an error", err)
+	}
+	for _, nc := range []*nats.Conn{n.Conn, other.Conn, nil} {
+		got, gotRev, err := KVRead(ctx, kv, nc, "k", true)
+		if err != nil || string(got) != "v" || gotRev != rev {
+			t.Errorf("KVRead = %q at %d (%v), want %q at %d", got, gotRev, err, "v", rev)
+		}
+	}
 }

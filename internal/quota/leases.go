@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // pollEvery is how often a worker reads the board while jobs of its own
@@ -340,7 +341,7 @@ func (l *leases) syncOnce(ctx context.Context, leader bool) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var cur board
-	value, rev, err := read(cctx, l.kv, l.nc, l.key, leader)
+	value, rev, err := natsconn.KVRead(cctx, l.kv, l.nc, l.key, leader)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:

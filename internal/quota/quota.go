@@ -31,8 +31,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-
-	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Bucket is the key-value bucket of the fleet's quotas.
@@ -93,8 +91,8 @@ type Config struct {
 	KV jetstream.KeyValue
 	// Conn is the connection KV uses. When set, a read of the board after
 	// a write lost to a conflict goes to the bucket's stream leader
-	// (natsconn.KVGetFromLeader): a replica behind the last writes must
-	// not keep this worker's writes failing.
+	// (natsconn.KVRead): a replica behind the last writes must not keep
+	// this worker's writes failing.
 	Conn *nats.Conn
 	// Holder names this worker on the board. Required when a limit is set.
 	Holder string
@@ -327,19 +325,4 @@ func (f *Fleet) Statuses() []Status {
 		out = append(out, st)
 	}
 	return out
-}
-
-// read returns key's value and revision in kv, from the bucket's stream
-// leader when leader is set and nc (kv's connection) is known: after a
-// write lost to a conflict, since the read that preceded it may have come
-// from a replica behind the last writes (see natsconn.KVGetFromLeader).
-func read(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, key string, leader bool) ([]byte, uint64, error) {
-	if leader && nc != nil {
-		return natsconn.KVGetFromLeader(ctx, nc, kv.Bucket(), key)
-	}
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return e.Value(), e.Revision(), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // window is the value of a resource's rate key: the requests the fleet
@@ -157,7 +158,7 @@ func (r *Rate) claim(ctx context.Context) error {
 // (leader) the key is read from the bucket's stream leader.
 func (r *Rate) claimOnce(ctx context.Context, win int64, leader bool) (n int, wait time.Duration, err error) {
 	var cur window
-	value, rev, err := read(ctx, r.kv, r.nc, r.key, leader)
+	value, rev, err := natsconn.KVRead(ctx, r.kv, r.nc, r.key, leader)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:

@@ -37,16 +37,9 @@ func (b *bucket) Direct(nc *nats.Conn) {
 // reads from the bucket's stream leader rather than whichever replica
 // answers first: after a write lost to a conflict, the read before it
 // may have come from a replica behind the last writes, which would fail
-// every retry alike (natsconn.KVGetFromLeader).
+// every retry alike (natsconn.KVRead).
 func (b *bucket) get(ctx context.Context, key string, leader bool) ([]byte, uint64, error) {
-	if leader && b.nc != nil && validKey(key) {
-		return natsconn.KVGetFromLeader(ctx, b.nc, b.kv.Bucket(), key)
-	}
-	e, err := b.kv.Get(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return e.Value(), e.Revision(), nil
+	return natsconn.KVRead(ctx, b.kv, b.nc, key, leader && validKey(key))
 }
 
 // write stores data under key if the key's revision is still rev (0: if
