@@ -20,7 +20,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
@@ -28,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -363,42 +363,24 @@ func (r *run) deadLetterHeaders(ctx context.Context) []byte {
 // replica that is still catching up, which is fine for a worker (every
 // decision it takes is a compare-and-set) but not for a verdict.
 func (r *run) record(ctx context.Context, jobID string) (*state.Record, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + contract.StateBucket + "." + jobID})
 	var err error
 	for range 5 {
-		var m *nats.Msg
-		m, err = r.js.Conn().Request("$JS.API.STREAM.MSG.GET.KV_"+contract.StateBucket, req, 5*time.Second)
-		if err != nil {
-			_ = backoff.Sleep(ctx, 500*time.Millisecond)
-			continue
-		}
-		var resp struct {
-			Message *struct {
-				Data []byte `json:"data"`
-			} `json:"message"`
-			Error *struct {
-				Code        int    `json:"code"`
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err = json.Unmarshal(m.Data, &resp); err != nil {
-			return nil, fmt.Errorf("state of %s: %w", jobID, err)
-		}
+		var value []byte
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		value, _, err = natsconn.KVGetFromLeader(rctx, r.js.Conn(), contract.StateBucket, jobID)
+		cancel()
 		switch {
-		case resp.Error != nil && resp.Error.Code == 404:
+		case errors.Is(err, jetstream.ErrKeyNotFound):
 			return nil, state.ErrNotFound
-		case resp.Error != nil:
-			err = fmt.Errorf("state of %s: %s", jobID, resp.Error.Description)
+		case err != nil:
 			_ = backoff.Sleep(ctx, 500*time.Millisecond)
 			continue
-		case resp.Message == nil || len(resp.Message.Data) == 0:
-			return nil, state.ErrNotFound // deleted or purged
 		}
 		var rec state.Record
-		if err := json.Unmarshal(resp.Message.Data, &rec); err != nil {
+		if err := json.Unmarshal(value, &rec); err != nil {
 			return nil, fmt.Errorf("decode state of %s: %w", jobID, err)
 		}
 		return &rec, nil
 	}
-	return nil, err
+	return nil, fmt.Errorf("state of %s: %w", jobID, err)
 }

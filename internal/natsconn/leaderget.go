@@ -25,18 +25,50 @@ import (
 // keep coming from such a replica keeps failing; reading the leader after
 // a conflict gives the next write the revision it must name.
 func KVGetFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (value []byte, revision uint64, err error) {
-	m, err := lastFromLeader(ctx, nc, "KV_"+bucket, "$KV."+bucket+"."+key)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, 0, fmt.Errorf("%s in %s: %w", key, bucket, jetstream.ErrKeyNotFound)
+	stream, subject := "KV_"+bucket, "$KV."+bucket+"."+key
+	fail := func(err error) ([]byte, uint64, error) {
+		return nil, 0, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, err)
 	}
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
 	if err != nil {
-		return nil, 0, err
+		return fail(err)
 	}
-	switch m.Header.Get("KV-Operation") {
-	case "DEL", "PURGE":
-		return nil, 0, fmt.Errorf("%s in %s: %w", key, bucket, jetstream.ErrKeyNotFound)
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return fail(err)
 	}
-	return m.Data, m.Sequence, nil
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		Msg   *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return fail(err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return fail(jetstream.ErrKeyNotFound)
+	case resp.Error != nil:
+		return fail(resp.Error)
+	case resp.Msg == nil:
+		return fail(errors.New("an answer without a message"))
+	}
+	if len(resp.Msg.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Msg.Header)
+		if err != nil {
+			return fail(fmt.Errorf("headers: %w", err))
+		}
+		switch h.Get("KV-Operation") {
+		case "DEL", "PURGE":
+			return fail(jetstream.ErrKeyNotFound)
+		}
+	}
+	return resp.Msg.Data, resp.Msg.Seq, nil
 }
 
 // KVRead reads key of kv: from the leader of the bucket's stream
@@ -64,47 +96,3 @@ func KVRead(ctx context.Context, kv jetstream.KeyValue, nc *nats.Conn, key strin
 
 // leaderReadWait bounds KVRead's wait for the leader's answer.
 const leaderReadWait = 2 * time.Second
-
-// lastFromLeader reads the last message stored on subject in stream from
-// the stream's leader, or returns an error matching
-// jetstream.ErrMsgNotFound when the stream holds none.
-func lastFromLeader(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{subject})
-	if err != nil {
-		return nil, err
-	}
-	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, err)
-	}
-	var resp struct {
-		Error *jetstream.APIError `json:"error"`
-		Msg   *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, jetstream.ErrMsgNotFound
-	case resp.Error != nil:
-		return nil, fmt.Errorf("read %s from the leader of %s: %w", subject, stream, resp.Error)
-	case resp.Msg == nil:
-		return nil, fmt.Errorf("read %s from the leader of %s: an answer without a message", subject, stream)
-	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Msg.Subject, Sequence: resp.Msg.Seq, Data: resp.Msg.Data, Time: resp.Msg.Time}
-	if len(resp.Msg.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Msg.Header); err != nil {
-			return nil, fmt.Errorf("read %s from the leader of %s: headers: %w", subject, stream, err)
-		}
-	}
-	return m, nil
-}
