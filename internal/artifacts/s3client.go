@@ -1,11 +1,14 @@
 package artifacts
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -61,12 +64,11 @@ func (c S3Config) validate() error {
 // (StoreConfig's small slots and MaxUploads at their defaults, 16 and 4).
 const maxIdleS3Conns = 64
 
-// s3WriteBufferSize is the send buffer of every S3 connection. With
-// net/http's default of 4 KiB a PUT went out as its headers and first 4
-// KiB, then the rest through a 32 KiB buffer allocated for every request;
-// with 128 KiB a PUT of up to about that much (a typical speech file, the
-// 64 KiB of the bench's jobs) leaves in one write and allocates nothing,
-// and a larger one in 128 KiB writes. It costs 128 KiB per open
+// s3WriteBufferSize is the send buffer of every S3 connection. net/http's
+// default is 4 KiB; with 128 KiB, and the body handed over whole
+// (wholeBodies), a PUT of up to about that much (a typical speech file,
+// the 64 KiB of the bench's jobs) leaves in one write and allocates
+// nothing, and a larger one in 128 KiB writes. It costs 128 KiB per open
 // connection (BENCHMARKS.md, "The cost of a job").
 const s3WriteBufferSize = 128 << 10
 
@@ -104,9 +106,45 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// After the configuration is loaded, which may have given the
+		// client AWS_CA_BUNDLE's roots through its transport options.
+		o.HTTPClient = wholeBodies{o.HTTPClient}
 		o.EndpointResolverV2 = newCachedResolver(cmp.Or(o.EndpointResolverV2, s3.NewDefaultEndpointResolverV2()))
 		// Stores that send no checksums (gofakes3, some gateways) would
 		// otherwise print a debug line for every download.
 		o.DisableLogOutputChecksumValidationSkipped = true
 	}), nil
+}
+
+// wholeBodyKey is the context key under which putSmall hands its PUT's
+// body to wholeBodies.
+type wholeBodyKey struct{}
+
+// withWholeBody returns ctx carrying b, the whole body of the PUT that is
+// sent with it.
+func withWholeBody(ctx context.Context, b []byte) context.Context {
+	return context.WithValue(ctx, wholeBodyKey{}, b)
+}
+
+// wholeBodies is every S3 client's HTTP client. net/http sends a request's
+// headers in a write of their own, then its body through a 32 KiB buffer
+// allocated per request, unless the body is one it knows to be in memory
+// (a *bytes.Reader, say); the SDK wraps every body in a reader of its own,
+// so a 64 KiB PUT left in three writes whatever the send buffer. When the
+// request's context holds the bytes its body reads (withWholeBody) and the
+// request sends them as they are (their length, not aws-chunked), Do hands
+// net/http those bytes in a *bytes.Reader: the headers and a body that fits
+// s3WriteBufferSize leave in one write. It also sets GetBody, so net/http
+// may send the PUT again on a fresh connection when a kept-alive one turns
+// out closed.
+type wholeBodies struct{ next aws.HTTPClient }
+
+func (c wholeBodies) Do(req *http.Request) (*http.Response, error) {
+	b, ok := req.Context().Value(wholeBodyKey{}).([]byte)
+	if ok && req.Body != nil && req.ContentLength == int64(len(b)) &&
+		!strings.Contains(req.Header.Get("Content-Encoding"), "aws-chunked") {
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return c.next.Do(req)
 }

@@ -365,7 +365,7 @@ func (s *Store) putSmall(ctx context.Context, key, contentType string, b []byte,
 	put := func() error {
 		done := make(chan error, 1)
 		s.puts.Go(func() {
-			_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			_, err := s.client.PutObject(withWholeBody(ctx, b), &s3.PutObjectInput{
 				Bucket:        aws.String(s.cfg.Bucket),
 				Key:           aws.String(key),
 				Body:          bytes.NewReader(b),
