@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -109,4 +111,48 @@ type writeCounter struct {
 func (c writeCounter) Write(p []byte) (int, error) {
 	c.wrote(len(p))
 	return c.Conn.Write(p)
+}
+
+// TestWholeBodiesSendsOnlyTheSameBytes checks that wholeBodies swaps a
+// request's body for the bytes its context carries only when the request
+// sends those bytes as they are: not for an aws-chunked body (the SDK's
+// trailing checksum over HTTPS), not for a length that differs.
+func TestWholeBodiesSendsOnlyTheSameBytes(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	whole := []byte("0123456789")
+	for _, tt := range []struct {
+		name     string
+		body     string
+		encoding string
+		want     string
+	}{
+		{"the same length, plain", "abcdefghij", "", "0123456789"},
+		{"aws-chunked", "abcdefghij", "aws-chunked", "abcdefghij"},
+		{"another length", "abcdefghijk", "", "abcdefghijk"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := withWholeBody(context.Background(), whole)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, io.NopCloser(strings.NewReader(tt.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = int64(len(tt.body))
+			if tt.encoding != "" {
+				req.Header.Set("Content-Encoding", tt.encoding)
+			}
+			resp, err := wholeBodies{srv.Client()}.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got, _ := io.ReadAll(resp.Body); string(got) != tt.want {
+				t.Errorf("sent %q, want %q", got, tt.want)
+			}
+		})
+	}
 }
