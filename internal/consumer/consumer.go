@@ -72,7 +72,17 @@ type Outcome struct {
 	Reason string
 	// JobID is the Sluice-Job-Id header of DeadLetter, when known.
 	JobID string
+	// Unconfirmed, when set on Ack, makes the ack wait for the server's
+	// confirmation (a double ack: on SLUICE_JOBS, a work queue, the
+	// message is then removed for good and never delivered again). When
+	// none comes within AckConfirmTimeout, Unconfirmed runs (with as
+	// long again): the message may be delivered again, and the Handler
+	// records what that delivery needs to know.
+	Unconfirmed func(context.Context)
 }
+
+// AckConfirmTimeout bounds the wait for a confirmed ack (Outcome.Unconfirmed).
+const AckConfirmTimeout = 5 * time.Second
 
 // Delivery is one delivered job message.
 type Delivery struct {
@@ -565,7 +575,21 @@ func (c *Consumer) settle(ctx context.Context, d *Delivery, out Outcome) {
 	var err error
 	switch out.Action {
 	case Ack:
-		err = msg.Ack()
+		if out.Unconfirmed == nil {
+			err = msg.Ack()
+			break
+		}
+		// Waited for even when the worker is stopping: an ack given up
+		// would deliver a finished job again.
+		bg := context.WithoutCancel(ctx)
+		actx, cancel := context.WithTimeout(bg, AckConfirmTimeout)
+		err = msg.DoubleAck(actx)
+		cancel()
+		if err != nil {
+			uctx, cancel := context.WithTimeout(bg, AckConfirmTimeout)
+			out.Unconfirmed(uctx)
+			cancel()
+		}
 	case Retry:
 		err = msg.NakWithDelay(out.Delay)
 	case Release:

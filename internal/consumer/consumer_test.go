@@ -410,3 +410,39 @@ func TestPullsNoMoreThanTheGateAllows(t *testing.T) {
 		t.Fatalf("ack pending %d after the gate allowed one more; want 3", info.NumAckPending)
 	}
 }
+
+// An Ack with Unconfirmed waits for the server's confirmation: the message
+// is gone from SLUICE_JOBS and Unconfirmed does not run. When no
+// confirmation comes (here the durable consumer was deleted meanwhile, so
+// nobody answers the ack), Unconfirmed runs.
+func TestConfirmedAckRunsUnconfirmedOnlyWithoutAnAnswer(t *testing.T) {
+	t.Parallel()
+	for _, lose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("consumer deleted %v", lose), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, 5*time.Second)
+			b.publish(t, 1)
+			var unconfirmed atomic.Int32
+			b.run(t, consumer.Config{FetchWait: 200 * time.Millisecond}, handlerFunc(
+				func(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+					if lose {
+						if err := b.n.JS.DeleteConsumer(ctx, contract.JobsStream, contract.ConsumerName("video")); err != nil {
+							t.Error(err)
+						}
+					}
+					return consumer.Outcome{Action: consumer.Ack, Unconfirmed: func(context.Context) {
+						unconfirmed.Add(1)
+					}}
+				}))
+			waitFor(t, "the message settled", func() bool {
+				return unconfirmed.Load() > 0 || testenv.StoredMsgs(t, b.n.JS, contract.JobsStream) == 0
+			})
+			if got := unconfirmed.Load() == 1; got != lose {
+				t.Errorf("Unconfirmed ran %d times", unconfirmed.Load())
+			}
+			if n := testenv.StoredMsgs(t, b.n.JS, contract.JobsStream); !lose && n != 0 {
+				t.Errorf("%d messages left in %s after a confirmed ack", n, contract.JobsStream)
+			}
+		})
+	}
+}
