@@ -304,8 +304,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 
 	switch {
 	case rec.Status.Terminal():
-		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).
-			Msg("job already finished; its terminal event is published unless the stream holds it")
+		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).Uint64("terminal_seq", rec.TerminalSeq).
+			Msg("job already finished; its terminal event is published unless the stream holds it or another message ended the job")
 		return j, r.republish(ctx, j), true
 	case busy:
 		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
@@ -485,6 +485,7 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		rec.Status = status
 		rec.FinishedAt = &now
+		rec.TerminalSeq = j.d.StreamSeq()
 		if f != nil {
 			rec.Error = &state.Error{Code: f.code, Message: f.msg, Stage: f.stage}
 			rec.DeadLetter = f.deadLetter
@@ -508,26 +509,53 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 }
 
 // republish publishes the terminal event stored in the record (a duplicate
-// inside the window is dropped by the server), records that the stream
-// holds it, and settles the message. An event the record shows stored is
-// not published again: the stream would drop it, but every core
-// subscriber would see it a second time.
+// inside the window is dropped by the server) and settles the message.
+// The event is published by the message that ended the job (the record's
+// TerminalSeq), whose ack then waits for the server's confirmation: a
+// confirmed ack removes the message for good, so the event is not
+// published again. A copy of the spec published again publishes nothing,
+// nor does a delivery after the record shows the stream holds the event:
+// the stream would drop it, but every core subscriber would see it a
+// second time.
 func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	rec := j.rec
 	if len(rec.TerminalEvent) == 0 {
 		ev, _ := json.Marshal(events.FromRecord(rec, rec.Status, r.cfg.Now()))
 		rec.TerminalEvent = ev
 	}
-	if !rec.TerminalEventStored {
-		id := contract.EventID(j.id, string(rec.Status))
-		if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
-			r.publishes.Fail(err)
-			return r.settle(j, transient(err))
-		}
-		r.publishes.OK()
-		r.markEventStored(ctx, j)
+	own := rec.TerminalSeq == j.d.StreamSeq()
+	if !own && rec.TerminalSeq != 0 && !rec.TerminalEventStored {
+		j.log.Info().Str("status", string(rec.Status)).Uint64("terminal_seq", rec.TerminalSeq).
+			Msg("job finished by another message of it, which publishes its terminal event")
+		return settled(j, nil)
 	}
+	if rec.TerminalEventStored {
+		j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
+		return settled(j, nil)
+	}
+	id := contract.EventID(j.id, string(rec.Status))
+	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
+		r.publishes.Fail(err)
+		return r.settle(j, transient(err))
+	}
+	r.publishes.OK()
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
+	if !own || rec.DeadLetter || j.d.Orphaned() {
+		// Only a note stops a second publish: the record is an older
+		// worker's (no TerminalSeq), a dead letter is terminated without
+		// a confirmation, and a message the sweep handed over may be one
+		// acknowledged already whose deletion lagged.
+		r.markEventStored(ctx, j)
+		return settled(j, nil)
+	}
+	return settled(j, func(ctx context.Context) { r.markEventStored(ctx, j) })
+}
+
+// settled is the outcome of finished job j: a dead letter, or an ack
+// (confirmed when unconfirmed is not nil, which runs if no confirmation
+// comes).
+func settled(j *job, unconfirmed func(context.Context)) consumer.Outcome {
+	rec := j.rec
 	if rec.DeadLetter {
 		reason := "job failed"
 		if rec.Error != nil {
@@ -535,7 +563,7 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		}
 		return consumer.Outcome{Action: consumer.DeadLetter, Reason: reason, JobID: j.id}
 	}
-	return consumer.Outcome{Action: consumer.Ack}
+	return consumer.Outcome{Action: consumer.Ack, Unconfirmed: unconfirmed}
 }
 
 // markEventStored records that SLUICE_EVENTS acknowledged j's terminal

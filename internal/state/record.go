@@ -70,11 +70,22 @@ type Record struct {
 	// TerminalEvent is the exact terminal event published, kept so that a
 	// redelivered finished job republishes the same bytes.
 	TerminalEvent json.RawMessage `json:"terminal_event,omitempty"`
+	// TerminalSeq is the SLUICE_JOBS sequence of the message whose
+	// delivery wrote the terminal record. That delivery publishes
+	// TerminalEvent and then acknowledges its message, waiting for the
+	// server to confirm the ack (which removes the message for good); only
+	// that message, delivered again, publishes the event again (its
+	// delivery may have stopped before the publish). A copy of the spec
+	// published again under another sequence publishes nothing.
+	TerminalSeq uint64 `json:"terminal_seq,omitempty"`
 	// TerminalEventStored is set once SLUICE_EVENTS acknowledged
-	// TerminalEvent: from then on the event is not published again (a core
-	// subscriber would see it twice). Until then a redelivered finished
-	// job publishes it, so an event lost between its publish and this
-	// record is still published once.
+	// TerminalEvent, when the message that ended the job may still be
+	// delivered again: its ack was not confirmed, it is dead-lettered, or
+	// the record has no TerminalSeq (written by an older worker). From
+	// then on the event is not published again (a core subscriber would
+	// see it twice). Until then a redelivered finished job publishes it,
+	// so an event lost between its publish and this record is still
+	// published once.
 	TerminalEventStored bool `json:"terminal_event_stored,omitempty"`
 
 	CreatedAt   time.Time  `json:"created_at"`

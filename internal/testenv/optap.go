@@ -87,6 +87,9 @@ func Op(m *nats.Msg) string {
 	case strings.HasPrefix(s, "$JS.ACK."):
 		switch body := bytes.TrimSpace(m.Data); {
 		case len(body) == 0, bytes.Equal(body, []byte("+ACK")):
+			if m.Reply != "" {
+				return "ack, confirmed"
+			}
 			return "ack"
 		case bytes.Equal(body, []byte("+WPI")):
 			return "in progress"

@@ -532,7 +532,8 @@ func (b *bundle) settled(t *testing.T, within time.Duration) {
 
 // A finished job's spec published again (a new Nats-Msg-Id, the same job
 // id) neither runs the job again nor publishes its terminal event again: the
-// record shows the stream holds it, and a core subscriber sees it once.
+// record names the message that ended the job, whose ack the server
+// confirmed, and a core subscriber sees the event once.
 func TestRepublishedFinishedJobPublishesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -541,8 +542,8 @@ func TestRepublishedFinishedJobPublishesNothing(t *testing.T) {
 	b.publish(t, "video", "again-1", videoSpec("again-1", "once"))
 	first := b.await(t, "again-1", 20*time.Second)
 	b.settled(t, 10*time.Second)
-	if rec := b.record(t, "again-1"); !rec.TerminalEventStored {
-		t.Fatalf("record does not show the event stored: %+v", rec)
+	if rec := b.record(t, "again-1"); rec.TerminalSeq != 1 || rec.TerminalEventStored {
+		t.Fatalf("record does not name message 1 as the one that ended the job (its ack confirmed, no note): %+v", rec)
 	}
 	b.publish(t, "video", "again-1-second", videoSpec("again-1", "once"))
 	b.publish(t, "video", "", videoSpec("again-1", "once"))
@@ -569,16 +570,7 @@ func TestTerminalEventLostBeforeRecordIsPublishedOnce(t *testing.T) {
 	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	if _, err := state.NewStore(b.kv(t), "crashed-worker", nil).Update(ctx, "lost-1", func(r *state.Record) error {
-		r.Kind, r.Status, r.Attempts, r.FinishedAt = "video", state.StatusFailed, 1, &now
-		r.Error = &state.Error{Code: "upstream_failed", Message: "the task failed", Stage: state.StagePoll}
-		ev, err := json.Marshal(events.FromRecord(r, r.Status, now))
-		r.TerminalEvent = ev
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	b.crashedAfterTerminalRecord(t, "lost-1", 0)
 	b.start(t)
 	b.publish(t, "video", "lost-1", videoSpec("lost-1", "never sent"))
 	ev := b.await(t, "lost-1", 20*time.Second)
@@ -593,6 +585,68 @@ func TestTerminalEventLostBeforeRecordIsPublishedOnce(t *testing.T) {
 	b.settled(t, 10*time.Second)
 	if n := core.count(t, "lost-1.failed"); n != 1 {
 		t.Errorf("core subscriber received the terminal event %d times, want once", n)
+	}
+	if n := b.media.SubmitCount("never sent"); n != 0 {
+		t.Errorf("a finished job was submitted %d times", n)
+	}
+}
+
+// crashedAfterTerminalRecord writes what a worker that stopped right after
+// ending video job id failed leaves: its terminal record with the event to
+// publish, naming message seq as the one that ended it (0: a record of an
+// older worker, which names none), and no note that the stream holds the
+// event.
+func (b *bundle) crashedAfterTerminalRecord(t *testing.T, id string, seq uint64) {
+	t.Helper()
+	now := time.Now().UTC()
+	if _, err := state.NewStore(b.kv(t), "crashed-worker", nil).Update(testenv.Context(t, 10*time.Second), id, func(r *state.Record) error {
+		r.Kind, r.Status, r.Attempts, r.FinishedAt, r.TerminalSeq = "video", state.StatusFailed, 1, &now, seq
+		r.Error = &state.Error{Code: "upstream_failed", Message: "the task failed", Stage: state.StagePoll}
+		ev, err := json.Marshal(events.FromRecord(r, r.Status, now))
+		r.TerminalEvent = ev
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker that wrote a job's terminal record, naming its message, but
+// stopped before publishing the event leaves it to that message: delivered
+// again, it publishes the event once and its confirmed ack needs no note.
+// A copy of the spec under another sequence publishes nothing, even when
+// it comes first.
+func TestTerminalEventIsPublishedByTheMessageThatEndedTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	core := subscribeEvents(t, b)
+	ctx := testenv.Context(t, 20*time.Second)
+	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(msgID string) uint64 {
+		data, err := json.Marshal(videoSpec("ended-1", "never sent"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(contract.JobSubject("video"))
+		m.Header.Set(contract.HeaderMsgID, msgID)
+		m.Data = data
+		ack, err := b.nats.JS.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	copySeq := publish("ended-1-copy")
+	ownSeq := publish("ended-1")
+	b.crashedAfterTerminalRecord(t, "ended-1", ownSeq)
+	b.start(t)
+	b.settled(t, 20*time.Second)
+	if n := core.count(t, "ended-1.failed"); n != 1 {
+		t.Errorf("core subscriber received the terminal event %d times, want once (copy %d, own %d)", n, copySeq, ownSeq)
+	}
+	if rec := b.record(t, "ended-1"); rec.TerminalSeq != ownSeq || rec.TerminalEventStored || rec.Attempts != 1 {
+		t.Errorf("record %+v: want terminal_seq %d, no note, attempts unchanged", rec, ownSeq)
 	}
 	if n := b.media.SubmitCount("never sent"); n != 0 {
 		t.Errorf("a finished job was submitted %d times", n)

@@ -26,7 +26,7 @@ const opsJobs = 20
 // operations per job"; run with -v to see the tables). The counts of
 // background work (pulls, heartbeats) depend on timing and are only
 // printed; what it asserts holds whatever the timing: one terminal event
-// and one ack per job, and a fence ("submitting" written before the paid
+// and one confirmed ack per job, and a fence ("submitting" written before the paid
 // call) for every submit.
 func TestNATSOperationsPerJob(t *testing.T) {
 	t.Parallel()
@@ -91,15 +91,16 @@ func TestNATSOperationsPerJob(t *testing.T) {
 				t.Fatalf("%s: not every job ended within 60s", kind.name)
 			}
 		}
-		// A job is acked right after its terminal event.
+		// A job is acked right after its terminal event, and the ack waits
+		// for the server's confirmation (it replaces a record write).
 		deadline := time.Now().Add(20 * time.Second)
-		for tap.Counts()["ack"] < opsJobs && time.Now().Before(deadline) {
+		for tap.Counts()["ack, confirmed"] < opsJobs && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		counts := tap.Counts()
 		t.Logf("NATS operations per job, %s (%d jobs):\n%s", kind.name, opsJobs, testenv.Table(counts, opsJobs))
-		if counts["ack"] != opsJobs {
-			t.Errorf("%s: %d acks for %d jobs", kind.name, counts["ack"], opsJobs)
+		if counts["ack, confirmed"] != opsJobs || counts["ack"] != 0 {
+			t.Errorf("%s: %d confirmed and %d other acks for %d jobs", kind.name, counts["ack, confirmed"], counts["ack"], opsJobs)
 		}
 		if n := counts["publish events.succeeded"]; n != opsJobs {
 			t.Errorf("%s: %d terminal event publishes for %d jobs", kind.name, n, opsJobs)
