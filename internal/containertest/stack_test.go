@@ -289,6 +289,17 @@ func stop(t *testing.T, ctr *testcontainers.DockerContainer) {
 	}
 }
 
+// kill stops ctr at once (SIGKILL, no grace): a server given a grace
+// period finishes the requests it is serving, and an outage meant to break
+// them would then depend on timing.
+func kill(t *testing.T, ctr *testcontainers.DockerContainer) {
+	t.Helper()
+	var grace time.Duration
+	if err := ctr.Stop(context.Background(), &grace); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+}
+
 // start starts a stopped container again and waits until it is ready.
 func start(t *testing.T, ctr *testcontainers.DockerContainer) {
 	t.Helper()
