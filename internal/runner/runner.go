@@ -524,13 +524,13 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		rec.TerminalEvent = ev
 	}
 	own := rec.TerminalSeq == j.d.StreamSeq()
-	if !own && rec.TerminalSeq != 0 && !rec.TerminalEventStored {
+	switch {
+	case rec.TerminalEventStored:
+		j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
+		return settled(j, nil)
+	case !own && rec.TerminalSeq != 0:
 		j.log.Info().Str("status", string(rec.Status)).Uint64("terminal_seq", rec.TerminalSeq).
 			Msg("job finished by another message of it, which publishes its terminal event")
-		return settled(j, nil)
-	}
-	if rec.TerminalEventStored {
-		j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
 		return settled(j, nil)
 	}
 	id := contract.EventID(j.id, string(rec.Status))
