@@ -187,8 +187,9 @@ func (b *bundle) launch(t *testing.T, cfg config.Config) (ready <-chan struct{},
 }
 
 // publish sends one spec (any JSON value or raw string) to kind's subject
-// with Nats-Msg-Id = id when id is not empty.
-func (b *bundle) publish(t *testing.T, kind, id string, spec any) {
+// with Nats-Msg-Id = id when id is not empty, and returns its SLUICE_JOBS
+// sequence.
+func (b *bundle) publish(t *testing.T, kind, id string, spec any) uint64 {
 	t.Helper()
 	var data []byte
 	switch s := spec.(type) {
@@ -211,9 +212,11 @@ func (b *bundle) publish(t *testing.T, kind, id string, spec any) {
 	if id != "" {
 		m.Header.Set(contract.HeaderMsgID, id)
 	}
-	if _, err := b.nats.JS.PublishMsg(ctx, m); err != nil {
+	ack, err := b.nats.JS.PublishMsg(ctx, m)
+	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
+	return ack.Sequence
 }
 
 // events returns every event published so far, in order.

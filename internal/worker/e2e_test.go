@@ -623,22 +623,8 @@ func TestTerminalEventIsPublishedByTheMessageThatEndedTheJob(t *testing.T) {
 	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	publish := func(msgID string) uint64 {
-		data, err := json.Marshal(videoSpec("ended-1", "never sent"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := nats.NewMsg(contract.JobSubject("video"))
-		m.Header.Set(contract.HeaderMsgID, msgID)
-		m.Data = data
-		ack, err := b.nats.JS.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ack.Sequence
-	}
-	copySeq := publish("ended-1-copy")
-	ownSeq := publish("ended-1")
+	copySeq := b.publish(t, "video", "ended-1-copy", videoSpec("ended-1", "never sent"))
+	ownSeq := b.publish(t, "video", "ended-1", videoSpec("ended-1", "never sent"))
 	b.crashedAfterTerminalRecord(t, "ended-1", ownSeq)
 	b.start(t)
 	b.settled(t, 20*time.Second)
