@@ -79,6 +79,13 @@ type ComputeConfig struct {
 	// hpcUrls, e.g. the address of a closed listener, to exercise
 	// failover. Defaults to "".
 	DeadURL string
+	// Letter makes the simulator follow compute-api.md to the letter where
+	// the real platform differs from it (spec/platform-evidence.md): center
+	// URLs without their service segment, a token answer holding only
+	// usable clusters and no AK/SK login, finished jobs that stay in the
+	// realtime job detail, no history, cancel or chunked upload. Defaults
+	// to false: the simulator behaves like the platform.
+	Letter bool
 	// StateFile, when set, is where the simulator keeps its jobs (and the
 	// submit counts and the next job id), rewritten after each change and
 	// read back by NewCompute, so that a restarted simulator resumes them
