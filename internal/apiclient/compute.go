@@ -1,31 +1,65 @@
 package apiclient
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
-// ComputeConfig configures a Compute client. Only BaseURL and the three
-// credentials are required.
+// ComputeConfig configures a Compute client. BaseURL, User and either
+// Password and OrgID (the token form of compute-api.md) or AccessKey and
+// SecretKey (the AK/SK login of the platform) are required.
 type ComputeConfig struct {
-	// BaseURL is the platform's main address ({base_url} of the spec),
-	// http or https, without user info, query or fragment. Required.
+	// BaseURL is the platform's main address ({base_url} of the spec:
+	// the center), http or https, without user info, query or fragment.
+	// Required.
 	BaseURL string
 	// User is the platform login sent as header "user". Required.
 	User string
-	// Password is sent as header "password". Required.
+	// Password is sent as header "password" in the token form. Required
+	// unless AccessKey is set.
 	Password string
-	// OrgID is sent as header "orgid". Required.
+	// OrgID is sent as header "orgid" in the token form. Required unless
+	// AccessKey is set.
 	OrgID string
+	// AccessKey, when set, selects the AK/SK login (POST
+	// {AuthURL}/api/user/v3/tokens) instead of the token form. Defaults
+	// to "".
+	AccessKey string
+	// SecretKey signs the AK/SK login; it is never sent, logged or put in
+	// an error. Required with AccessKey. Defaults to "".
+	SecretKey string
+	// AuthURL is the base of the AK/SK token service. Defaults to
+	// BaseURL.
+	AuthURL string
+	// Region is the clusterId or clusterName that Cluster(ctx, "") opens.
+	// Defaults to "", the first usable region of the token answer.
+	Region string
+	// ChunkSize is the size above which Upload switches to the chunked
+	// upload (burst + merge), and the size of its chunks. Defaults to 0,
+	// never (a single request whatever the size).
+	ChunkSize int64
+	// Logger receives the client's warnings (a suspended region). Defaults
+	// to a disabled logger.
+	Logger *zerolog.Logger
 	// HTTPClient sends every request, never following a redirect (a copy
 	// with its own CheckRedirect is used). Its Timeout should be zero: uploads
 	// and downloads are long streams, and each call is bounded by its ctx
@@ -71,31 +105,48 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 		c.Now = time.Now
 	}
 	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, defaultAttemptTimeout)
+	c.AuthURL = cmp.Or(c.AuthURL, c.BaseURL)
+	if c.Logger == nil {
+		l := zerolog.Nop()
+		c.Logger = &l
+	}
 	return c
 }
 
-// validate checks c and returns the parsed base URL. Errors name the field
-// and never echo a credential.
-func (c ComputeConfig) validate() (*url.URL, error) {
-	u, err := ParseBaseURL(c.BaseURL)
+// validate checks c and returns the parsed base and auth URLs. Errors name
+// the field and never echo a credential.
+func (c ComputeConfig) validate() (base, auth *url.URL, err error) {
+	base, err = ParseBaseURL(c.BaseURL)
 	if err != nil {
-		return nil, invalidArg("ComputeConfig.BaseURL", err.Error())
+		return nil, nil, invalidArg("ComputeConfig.BaseURL", err.Error())
+	}
+	auth = base
+	if c.AuthURL != "" {
+		if auth, err = ParseBaseURL(c.AuthURL); err != nil {
+			return nil, nil, invalidArg("ComputeConfig.AuthURL", err.Error())
+		}
 	}
 	switch {
 	case c.User == "":
-		return nil, invalidArg("ComputeConfig.User", "is required")
-	case c.Password == "":
-		return nil, invalidArg("ComputeConfig.Password", "is required")
-	case c.OrgID == "":
-		return nil, invalidArg("ComputeConfig.OrgID", "is required")
+		return nil, nil, invalidArg("ComputeConfig.User", "is required")
+	case c.AccessKey != "" && c.SecretKey == "":
+		return nil, nil, invalidArg("ComputeConfig.SecretKey", "is required with AccessKey")
+	case c.AccessKey == "" && c.SecretKey != "":
+		return nil, nil, invalidArg("ComputeConfig.AccessKey", "is required with SecretKey")
+	case c.AccessKey == "" && c.Password == "":
+		return nil, nil, invalidArg("ComputeConfig.Password", "is required (or AccessKey and SecretKey)")
+	case c.AccessKey == "" && c.OrgID == "":
+		return nil, nil, invalidArg("ComputeConfig.OrgID", "is required (or AccessKey and SecretKey)")
+	case c.ChunkSize < 0:
+		return nil, nil, invalidArg("ComputeConfig.ChunkSize", "must not be negative")
 	case c.MaxAttempts < 0:
-		return nil, invalidArg("ComputeConfig.MaxAttempts", "must not be negative")
+		return nil, nil, invalidArg("ComputeConfig.MaxAttempts", "must not be negative")
 	case c.AttemptTimeout < 0:
-		return nil, invalidArg("ComputeConfig.AttemptTimeout", "must not be negative")
+		return nil, nil, invalidArg("ComputeConfig.AttemptTimeout", "must not be negative")
 	case c.Backoff.Min < 0 || c.Backoff.Max < 0:
-		return nil, invalidArg("ComputeConfig.Backoff", "must not be negative")
+		return nil, nil, invalidArg("ComputeConfig.Backoff", "must not be negative")
 	}
-	return u, nil
+	return base, auth, nil
 }
 
 // Compute is a client of the compute platform (spec/compute-api.md). It
@@ -104,11 +155,15 @@ func (c ComputeConfig) validate() (*url.URL, error) {
 type Compute struct {
 	cfg  ComputeConfig
 	base *url.URL
+	auth *url.URL
 
-	// tokSem serializes token fetches; tokMu guards tokens.
+	// tokSem serializes token fetches; tokMu guards tokens, sigs and
+	// warned.
 	tokSem chan struct{}
 	tokMu  sync.Mutex
 	tokens []*tokenState
+	sigs   []string        // the last AK/SK signatures sent, for scrubbing
+	warned map[string]bool // regions already logged as suspended
 
 	// sessSem serializes session resolution; sessMu guards sessions.
 	sessSem  chan struct{}
@@ -117,22 +172,27 @@ type Compute struct {
 }
 
 // tokenState is one cached token. worked records that some call succeeded
-// with it, which makes a later error envelope look like expiry.
+// with it, which makes a later error envelope look like expiry. refreshAt,
+// when not zero, is when the token is replaced before a call: shortly
+// before the expireTime its JWT payload carries.
 type tokenState struct {
-	entry  TokenEntry
-	worked atomic.Bool
+	entry     TokenEntry
+	refreshAt atomic.Int64 // unix nanoseconds; 0 = none
+	worked    atomic.Bool
 }
 
 // NewCompute validates cfg and returns a client. Nothing is sent until the
 // first call. Errors match ErrInvalidArgument and name the field.
 func NewCompute(cfg ComputeConfig) (*Compute, error) {
-	base, err := cfg.validate()
+	base, auth, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
 	return &Compute{
 		cfg:      cfg.withDefaults(),
 		base:     base,
+		auth:     auth,
+		warned:   make(map[string]bool),
 		tokSem:   make(chan struct{}, 1),
 		sessSem:  make(chan struct{}, 1),
 		sessions: make(map[string]*ClusterSession),
@@ -148,7 +208,8 @@ func (t TokenEntry) String() string {
 // GoString is String for %#v.
 func (t TokenEntry) GoString() string { return "apiclient.TokenEntry" + t.String() }
 
-// Tokens returns the token of every cluster, fetching them on first use and
+// Tokens returns the token of every usable region (suspended regions and
+// the platform's own entry left out), fetching them on first use and
 // after a refresh (see ClusterSession). The token call is retried like an
 // idempotent read: it creates nothing billable. Bad credentials give an
 // *EnvelopeError matching ErrUnauthorized when the platform answers 401 or
@@ -158,9 +219,11 @@ func (c *Compute) Tokens(ctx context.Context) ([]TokenEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TokenEntry, len(states))
-	for i, s := range states {
-		out[i] = s.entry
+	out := make([]TokenEntry, 0, len(states))
+	for _, s := range states {
+		if s.entry.usable() {
+			out = append(out, s.entry)
+		}
 	}
 	return out, nil
 }
@@ -195,23 +258,32 @@ func (c *Compute) tokenStates(ctx context.Context) ([]*tokenState, error) {
 	return c.fetchTokens(ctx)
 }
 
-// token returns the cached token of clusterID.
+// token returns the cached token of clusterID, replaced first when its
+// JWT is about to expire.
 func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, error) {
 	states, err := c.tokenStates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return stateOf(states, clusterID)
+	s, err := stateOf(states, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	if at := s.refreshAt.Load(); at != 0 && !c.cfg.Now().Before(time.Unix(0, at)) {
+		return c.refresh(ctx, clusterID, s)
+	}
+	return s, nil
 }
 
-// stateOf returns the token state of clusterID among states.
+// stateOf returns the token state of the usable region clusterID among
+// states.
 func stateOf(states []*tokenState, clusterID string) (*tokenState, error) {
 	for _, s := range states {
-		if s.entry.ClusterID == clusterID {
+		if s.entry.ClusterID == clusterID && s.entry.usable() {
 			return s, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: cluster id %q is no longer in the token response", ErrClusterNotFound, clusterID)
+	return nil, fmt.Errorf("%w: cluster id %q is no longer a usable region of the token answer", ErrClusterNotFound, clusterID)
 }
 
 // refresh fetches new tokens unless another caller already replaced stale,
@@ -225,7 +297,7 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	cached := c.tokens
 	c.tokMu.Unlock()
 	for _, s := range cached {
-		if s.entry.ClusterID == clusterID && s != stale {
+		if s.entry.ClusterID == clusterID && s != stale && s.entry.usable() {
 			return s, nil
 		}
 	}
@@ -236,82 +308,195 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	return stateOf(states, clusterID)
 }
 
-// fetchTokens calls the token endpoint and replaces the cache. A token that
-// did not change keeps its state. The caller holds tokSem.
+// platform reports whether t is the platform's own entry (clusterId "0",
+// clusterName "ac"), whose token serves no job, file or container call.
+func (t TokenEntry) platform() bool { return t.ClusterID == "0" || t.ClusterName == "ac" }
+
+// usable reports whether t is a region that jobs, files and containers
+// can use: not the platform's entry, and not suspended (token null).
+func (t TokenEntry) usable() bool { return t.Token != "" && !t.platform() }
+
+// fetchTokens calls the token endpoint (the AK/SK login when an access
+// key is configured, else the token form) and replaces the cache. A token
+// that did not change keeps its state. The caller holds tokSem.
 func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
-	h := make(http.Header)
-	h.Set("user", c.cfg.User)
-	h.Set("password", c.cfg.Password)
-	h.Set("orgid", c.cfg.OrgID)
-	res, err := c.exchange(ctx, nil, &request{
-		op: "tokens", method: http.MethodPost, svc: svcBase,
-		path: "/ac/openapi/v2/tokens", header: h, class: classIdempotent,
-	})
+	rq := c.tokenRequest()
+	res, err := c.exchange(ctx, nil, rq)
 	if err != nil {
-		return nil, err
+		return nil, c.loginError(err)
 	}
 	var entries []TokenEntry
 	if err := json.Unmarshal(res.data, &entries); err != nil {
 		return nil, fmt.Errorf("apiclient: compute tokens: %w: data is not a list of token entries", ErrMalformedResponse)
 	}
-	if len(entries) == 0 {
-		return nil, fmt.Errorf("apiclient: compute tokens: %w: the response lists no cluster", ErrMalformedResponse)
-	}
+	var usable, suspended []string
 	for i, e := range entries {
-		if e.ClusterID == "" || e.Token == "" {
-			return nil, fmt.Errorf("apiclient: compute tokens: %w: entry %d lacks clusterId or token", ErrMalformedResponse, i)
+		switch {
+		case e.ClusterID == "":
+			return nil, fmt.Errorf("apiclient: compute tokens: %w: entry %d lacks clusterId", ErrMalformedResponse, i)
+		case e.usable():
+			usable = append(usable, e.ClusterName)
+		case e.Token == "":
+			suspended = append(suspended, e.ClusterName)
 		}
 	}
+	if len(usable) == 0 {
+		return nil, fmt.Errorf("apiclient: compute tokens: %w: the token answer lists no usable region (suspended: %s)", ErrClusterNotFound, strings.Join(suspended, ", "))
+	}
+	now := c.cfg.Now()
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	states := make([]*tokenState, len(entries))
 	for i, e := range entries {
+		if e.Token == "" && !e.platform() && !c.warned[e.ClusterID] {
+			c.warned[e.ClusterID] = true
+			c.cfg.Logger.Warn().Str("region", e.ClusterName).Str("cluster_id", e.ClusterID).
+				Msg("compute region is suspended (the token answer gives it no token); jobs cannot use it")
+		}
 		for _, old := range c.tokens {
 			if old.entry == e {
+				// The platform handed the same token back: refreshing
+				// ahead of its expiry again would only repeat this.
+				old.refreshAt.Store(0)
 				states[i] = old
 			}
 		}
 		if states[i] == nil {
 			states[i] = &tokenState{entry: e}
+			if exp, ok := jwtExpiry(e.Token); ok && exp.After(now) {
+				states[i].refreshAt.Store(exp.Add(-refreshMargin(exp.Sub(now))).UnixNano())
+			}
 		}
 	}
 	c.tokens = states
 	return states, nil
 }
 
-// secrets lists what must never appear in an error: the password and
-// every token known. The user name is not one: it appears in the user's
-// own paths (/home/<user>/run.sh), which a failed job's message must show.
+// refreshMargin is how long before its expiry a token of lifetime life
+// is replaced: a fifth of its life, at most 5 minutes.
+func refreshMargin(life time.Duration) time.Duration { return min(5*time.Minute, life/5) }
+
+// jwtExpiry reads expireTime (milliseconds since the epoch, a string or a
+// number) from the payload of a JWT-shaped token. The signature is not
+// checked: the expiry only schedules a refresh.
+func jwtExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		ExpireTime json.Number `json:"expireTime"`
+	}
+	if err := json.Unmarshal(b, &claims); err != nil {
+		return time.Time{}, false
+	}
+	ms, err := claims.ExpireTime.Int64()
+	if err != nil || ms <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// tokenRequest builds the login: the AK/SK form (platform-evidence.md
+// section 4) when an access key is set, else the token form of
+// compute-api.md.
+func (c *Compute) tokenRequest() *request {
+	h := make(http.Header)
+	h.Set("user", c.cfg.User)
+	if c.cfg.AccessKey == "" {
+		h.Set("password", c.cfg.Password)
+		h.Set("orgid", c.cfg.OrgID)
+		return &request{
+			op: "tokens", method: http.MethodPost, svc: svcBase,
+			path: "/ac/openapi/v2/tokens", header: h, class: classIdempotent,
+		}
+	}
+	ts := strconv.FormatInt(c.cfg.Now().Unix(), 10)
+	sig := SignAKSK(c.cfg.AccessKey, c.cfg.SecretKey, c.cfg.User, ts)
+	c.tokMu.Lock()
+	c.sigs = append(c.sigs, sig)
+	if len(c.sigs) > 8 {
+		c.sigs = c.sigs[len(c.sigs)-8:]
+	}
+	c.tokMu.Unlock()
+	h.Set("accessKey", c.cfg.AccessKey)
+	h.Set("timestamp", ts)
+	h.Set("signature", sig)
+	return &request{
+		op: "tokens", method: http.MethodPost, svc: svcAuth,
+		path: "/api/user/v3/tokens", header: h, class: classIdempotent,
+	}
+}
+
+// SignAKSK returns the signature of the AK/SK login: lower-case hex
+// HMAC-SHA256, keyed with secretKey, over exactly
+// {"accessKey":"<ak>","timestamp":"<ts>","user":"<user>"} (that key
+// order, no spaces, no HTML escaping).
+func SignAKSK(accessKey, secretKey, user, timestamp string) string {
+	mac := hmac.New(sha256.New, []byte(secretKey))
+	mac.Write([]byte(`{"accessKey":` + jsonString(accessKey) + `,"timestamp":` + jsonString(timestamp) + `,"user":` + jsonString(user) + `}`))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// jsonString encodes s as a JSON string without HTML escaping, as the
+// platform's signers (Python's json.dumps) do.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// loginError names the variables to check when the platform refuses the
+// AK/SK login: an error envelope (10009 for a bad signature or unknown
+// user) or HTTP 401/403. The error matches ErrUnauthorized.
+func (c *Compute) loginError(err error) error {
+	env, ok := errors.AsType[*EnvelopeError](err)
+	if c.cfg.AccessKey == "" || !ok || env.Temporary() {
+		return err
+	}
+	if env.Status >= 200 && env.Status < 300 || env.authRejected() {
+		return fmt.Errorf("%w: the AK/SK login was refused (%w); check SLUICE_COMPUTE_SECRET_KEY, SLUICE_COMPUTE_ACCESS_KEY and SLUICE_COMPUTE_USER", ErrUnauthorized, err)
+	}
+	return err
+}
+
+// secrets lists what must never appear in an error: the password, the
+// secret key, the AK/SK signatures sent and every token known. The user
+// name is not one: it appears in the user's own paths
+// (/home/<user>/run.sh), which a failed job's message must show.
 func (c *Compute) secrets() []string {
-	s := []string{c.cfg.Password}
+	s := []string{c.cfg.Password, c.cfg.SecretKey}
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
+	s = append(s, c.sigs...)
 	for _, t := range c.tokens {
 		s = append(s, t.entry.Token)
 	}
 	return s
 }
 
-// Cluster returns the session of the cluster whose clusterName or clusterId
-// is nameOrID ("" = the first cluster of the token response). The first
-// call for a cluster fetches the tokens (if not cached) and the center; the
-// session is cached and reused. Errors: ErrClusterNotFound for an unknown
-// cluster, ErrNoServiceURL when the center lists no enabled efile or hpc
-// address, or the failed call's error.
+// Cluster returns the session of the region whose clusterName or clusterId
+// is nameOrID ("" = ComputeConfig.Region, or else the first usable region
+// of the token answer). The first call for a region fetches the tokens
+// (if not cached) and the center (with the region's token); the session
+// is cached and reused. Errors: ErrClusterNotFound for an unknown,
+// suspended (token null) or platform ("0"/"ac") region, ErrNoServiceURL
+// when the center lists no enabled efile or hpc address, or the failed
+// call's error.
 func (c *Compute) Cluster(ctx context.Context, nameOrID string) (*ClusterSession, error) {
 	states, err := c.tokenStates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var entry *TokenEntry
-	for _, s := range states {
-		if nameOrID == "" || s.entry.ClusterName == nameOrID || s.entry.ClusterID == nameOrID {
-			entry = &s.entry
-			break
-		}
-	}
-	if entry == nil {
-		return nil, fmt.Errorf("%w: no cluster named %q in the token response", ErrClusterNotFound, nameOrID)
+	entry, err := c.pickRegion(states, nameOrID)
+	if err != nil {
+		return nil, err
 	}
 	c.sessMu.Lock()
 	s := c.sessions[entry.ClusterID]
@@ -334,15 +519,42 @@ func (c *Compute) Cluster(ctx context.Context, nameOrID string) (*ClusterSession
 	if err != nil {
 		return nil, err
 	}
-	if s.efile, err = enabledURLs("efileUrls", center.EfileURLs); err != nil {
+	if s.efile, err = enabledURLs("efileUrls", "/efile", center.EfileURLs); err != nil {
 		return nil, err
 	}
-	if s.hpc, err = enabledURLs("hpcUrls", center.HPCURLs); err != nil {
+	if s.hpc, err = enabledURLs("hpcUrls", "/hpc", center.HPCURLs); err != nil {
 		return nil, err
 	}
+	// Containers are a later call's business: a region without them
+	// still runs jobs.
+	s.ai, _ = enabledURLs("aiUrls", "/ai", center.AIURLs)
 	s.center = center
 	c.sessMu.Lock()
 	c.sessions[entry.ClusterID] = s
 	c.sessMu.Unlock()
 	return s, nil
+}
+
+// pickRegion finds the region nameOrID names (or the configured default,
+// or the first usable one) and refuses the ones no job can use.
+func (c *Compute) pickRegion(states []*tokenState, nameOrID string) (TokenEntry, error) {
+	what := "cluster"
+	if nameOrID == "" && c.cfg.Region != "" {
+		nameOrID, what = c.cfg.Region, "ComputeConfig.Region (SLUICE_COMPUTE_REGION)"
+	}
+	for _, s := range states {
+		e := s.entry
+		switch {
+		case nameOrID == "" && e.usable():
+			return e, nil
+		case nameOrID == "" || (e.ClusterName != nameOrID && e.ClusterID != nameOrID):
+		case e.platform():
+			return TokenEntry{}, fmt.Errorf("%w: %s %q is the platform's own entry (clusterId 0, clusterName ac), which cannot run jobs, files or containers", ErrClusterNotFound, what, nameOrID)
+		case !e.usable():
+			return TokenEntry{}, fmt.Errorf("%w: %s %q is a suspended region (the token answer gives it no token)", ErrClusterNotFound, what, nameOrID)
+		default:
+			return e, nil
+		}
+	}
+	return TokenEntry{}, fmt.Errorf("%w: %s %q names no region of the token answer", ErrClusterNotFound, what, nameOrID)
 }

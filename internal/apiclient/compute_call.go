@@ -28,9 +28,11 @@ import (
 type service int
 
 const (
-	svcBase  service = iota // {base_url}: tokens, center
+	svcBase  service = iota // {base_url}: token form, center
+	svcAuth                 // the AK/SK token service (ComputeConfig.AuthURL)
 	svcEfile                // {efile_url}: upload, download
 	svcHPC                  // {hpc_url}: cluster, queues, submit, job
+	svcAI                   // {ai_url}: containers
 )
 
 // callClass says what a repeat of the request may cost.
@@ -44,8 +46,13 @@ const (
 	// platform certainly did not act (no connection, 429, 503, 401/403).
 	classSubmit
 	// classUpload re-opens its source for each attempt; ambiguous failures
-	// are retried only when the upload overwrites (cover).
+	// are retried only when the request is repeatable (an upload that
+	// overwrites, a chunk).
 	classUpload
+	// classMerge joins uploaded chunks: repeated only when the platform
+	// certainly did not act; any other failure is the chunked upload's to
+	// handle (it sends the chunks again).
+	classMerge
 )
 
 // request describes one compute call.
@@ -59,6 +66,7 @@ type request struct {
 	query    url.Values
 	header   http.Header
 	jsonBody []byte
+	form     url.Values  // application/x-www-form-urlencoded body
 	upload   *uploadSpec // multipart body, streamed
 	class    callClass
 	stream   bool // keep the 2xx body open (download)
@@ -132,6 +140,9 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			urls = s.service(rq.svc)
 		}
 		base, idx := c.base, 0
+		if rq.svc == svcAuth {
+			base = c.auth
+		}
 		if urls != nil {
 			idx = int(urls.pref.Load()) % len(urls.urls)
 			base = urls.get(idx)
@@ -159,7 +170,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			switch {
 			case rq.class == classSubmit:
 				return nil, c.ambiguous(rq, o.err)
-			case rq.class == classUpload && !rq.upload.cover, ctx.Err() != nil:
+			case !rq.repeatable(), ctx.Err() != nil:
 				return nil, c.wrap(rq, o.err)
 			}
 		case outStatus:
@@ -180,7 +191,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 				retryAfter = env.RetryAfter
 			case env.Status >= 500 && rq.class == classSubmit:
 				return nil, c.ambiguous(rq, env)
-			case env.Status >= 500 && rq.class == classUpload && !rq.upload.cover:
+			case env.Status >= 500 && !rq.repeatable():
 				return nil, env
 			case env.Status >= 500:
 			default:
@@ -191,7 +202,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			switch {
 			case rq.class == classSubmit:
 				return nil, c.ambiguous(rq, o.err)
-			case rq.class == classUpload && !rq.upload.cover:
+			case !rq.repeatable():
 				return nil, c.wrap(rq, o.err)
 			}
 		case outEnvelope:
@@ -232,6 +243,18 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 	}
 }
 
+// repeatable reports whether repeating rq after an ambiguous failure is
+// harmless. A submit's ambiguity is handled before (ErrAmbiguous).
+func (rq *request) repeatable() bool {
+	switch rq.class {
+	case classUpload:
+		return rq.upload.repeatable
+	case classMerge:
+		return false
+	}
+	return true
+}
+
 // service returns the address list of svc, nil for the base URL.
 func (s *ClusterSession) service(svc service) *serviceURLs {
 	switch svc {
@@ -239,6 +262,8 @@ func (s *ClusterSession) service(svc service) *serviceURLs {
 		return s.efile
 	case svcHPC:
 		return s.hpc
+	case svcAI:
+		return s.ai
 	}
 	return nil
 }
@@ -301,6 +326,8 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 		body, contentType = up.body, up.contentType
 	case rq.jsonBody != nil:
 		body = bytes.NewReader(rq.jsonBody)
+	case rq.form != nil:
+		body, contentType = strings.NewReader(rq.form.Encode()), "application/x-www-form-urlencoded"
 	}
 	req, err := http.NewRequestWithContext(actx, rq.method, target, body)
 	if err != nil {

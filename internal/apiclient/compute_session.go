@@ -15,7 +15,7 @@ import (
 
 // ClusterSession is the client's view of one cluster: its token (kept
 // fresh by the parent Compute), its center information and the enabled
-// efile and hpc addresses. Calls go to the first enabled address of each
+// efile, hpc and ai addresses. Calls go to the first enabled address of each
 // list and move on to the next when a connection cannot be made; the
 // address that worked is kept for later calls. Safe for concurrent use.
 type ClusterSession struct {
@@ -24,6 +24,7 @@ type ClusterSession struct {
 	clusterName string
 	center      Center
 	efile, hpc  *serviceURLs
+	ai          *serviceURLs // nil when the center lists no container service
 
 	schedMu sync.Mutex
 	schedID string
@@ -39,8 +40,11 @@ type serviceURLs struct {
 func (s *serviceURLs) get(i int) *url.URL { return s.urls[i%len(s.urls)] }
 
 // enabledURLs keeps the addresses whose enable is "true" and that parse as
-// http(s) URLs, in the center's order.
-func enabledURLs(field string, list []ServiceURL) (*serviceURLs, error) {
+// http(s) URLs, in the center's order, each without a trailing segment
+// (e.g. "/efile"): the platform lists https://host:port/efile, the
+// documents write {efile_url}/efile/..., and every request path starts
+// with its segment, so it appears exactly once either way.
+func enabledURLs(field, segment string, list []ServiceURL) (*serviceURLs, error) {
 	out := &serviceURLs{}
 	for _, su := range list {
 		if !strings.EqualFold(strings.TrimSpace(su.Enable), "true") {
@@ -50,7 +54,7 @@ func enabledURLs(field string, list []ServiceURL) (*serviceURLs, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			continue
 		}
-		u.Path = strings.TrimRight(u.Path, "/")
+		u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), segment)
 		u.RawPath, u.RawQuery, u.Fragment = "", "", ""
 		out.urls = append(out.urls, u)
 	}

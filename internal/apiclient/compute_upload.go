@@ -1,21 +1,32 @@
 package apiclient
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 )
 
-// uploadSpec is the multipart body of one upload; each attempt re-opens
-// the source.
+// formField is one non-file field of a multipart upload.
+type formField struct{ name, value string }
+
+// uploadSpec is the multipart body of one upload request; each attempt
+// re-opens the source.
 type uploadSpec struct {
-	dir, name string
-	cover     bool
-	open      func() (io.ReadCloser, error)
+	fields []formField // written before the file, in this order
+	name   string      // file name of the "file" part
+	// repeatable says a repeat after an ambiguous failure is harmless: an
+	// upload that overwrites, or one chunk of a chunked upload.
+	repeatable bool
+	open       func() (io.ReadCloser, error)
 }
 
 // uploadRun is one attempt's body: a pipe fed by a goroutine that streams
@@ -61,18 +72,13 @@ func (u *uploadSpec) start(arm func()) (*uploadRun, error) {
 	return run, nil
 }
 
-// writeForm writes the fields path and cover before the file, so a
-// streaming server knows the target before the bytes arrive.
+// writeForm writes the fields before the file, so a streaming server
+// knows the target before the bytes arrive.
 func (u *uploadSpec) writeForm(mw *multipart.Writer, src io.Reader) error {
-	if err := mw.WriteField("path", u.dir); err != nil {
-		return err
-	}
-	cover := "false"
-	if u.cover {
-		cover = "true"
-	}
-	if err := mw.WriteField("cover", cover); err != nil {
-		return err
+	for _, f := range u.fields {
+		if err := mw.WriteField(f.name, f.value); err != nil {
+			return err
+		}
 	}
 	part, err := mw.CreateFormFile("file", u.name)
 	if err != nil {
@@ -107,11 +113,32 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Upload stores the bytes of open() as dir/fileName on the cluster (POST
-// .../file/upload, multipart fields path, cover and file). The body is
-// streamed from the reader open returns, never buffered whole, and sent
-// chunked (its length is not known in advance). cover "true" overwrites an
-// existing file.
+// coverValue spells the overwrite flag as the platform reads it: "cover"
+// overwrites, "uncover" keeps an existing file (platform-evidence.md
+// section 3; compute-api.md only says "overwrite indicator").
+func coverValue(cover bool) string {
+	if cover {
+		return "cover"
+	}
+	return "uncover"
+}
+
+// Sizer is implemented by an upload source that knows its length up
+// front (an S3 object, a download with Content-Length). Size returns -1
+// when it does not.
+type Sizer interface{ Size() int64 }
+
+// Upload stores the bytes of open() as dir/fileName on the cluster. The
+// body is streamed from the reader open returns, never buffered whole.
+// cover true overwrites an existing file (field cover = "cover"), false
+// keeps it ("uncover").
+//
+// Up to ComputeConfig.ChunkSize bytes (or whatever the size when it is 0)
+// go in one request (POST .../file/upload, multipart path, cover, file).
+// Larger sources go through the chunked upload (see uploadChunked). The
+// size is the source's Size (see Sizer) when it reports one; otherwise
+// the source is read once to count its bytes and opened again to send
+// them.
 //
 // open is called once per attempt and its reader closed after each.
 // Attempts are repeated after no connection (on the next enabled efile
@@ -137,11 +164,184 @@ func (s *ClusterSession) Upload(ctx context.Context, dir, fileName string, cover
 	case open == nil:
 		return invalidArg("open", "is required")
 	}
+	chunk := s.c.cfg.ChunkSize
+	if chunk <= 0 {
+		return s.uploadWhole(ctx, dir, fileName, cover, open)
+	}
+	src, err := open()
+	if err != nil {
+		return fmt.Errorf("apiclient: compute upload: open upload source: %w", err)
+	}
+	if src == nil {
+		return fmt.Errorf("apiclient: compute upload: open upload source: %w: open returned a nil reader", ErrInvalidArgument)
+	}
+	size := int64(-1)
+	if sz, ok := src.(Sizer); ok {
+		size = sz.Size()
+	}
+	if size < 0 {
+		rec := &sourceReader{r: src}
+		n, err := io.Copy(io.Discard, rec)
+		_ = src.Close()
+		if err != nil {
+			return fmt.Errorf("apiclient: compute upload: read upload source: %w", err)
+		}
+		size, src = n, nil
+	}
+	first := &firstOpen{src: src, open: open}
+	defer first.close()
+	if size <= chunk {
+		return s.uploadWhole(ctx, dir, fileName, cover, first.next)
+	}
+	return s.uploadChunked(ctx, dir, fileName, cover, size, first.next)
+}
+
+// firstOpen hands out an already open source on the first call and opens
+// the source afresh on the later ones; close releases it if it was never
+// handed out.
+type firstOpen struct {
+	src  io.ReadCloser
+	open func() (io.ReadCloser, error)
+}
+
+func (f *firstOpen) next() (io.ReadCloser, error) {
+	if src := f.src; src != nil {
+		f.src = nil
+		return src, nil
+	}
+	return f.open()
+}
+
+func (f *firstOpen) close() {
+	if f.src != nil {
+		_ = f.src.Close()
+	}
+}
+
+// uploadWhole sends the file in one request.
+func (s *ClusterSession) uploadWhole(ctx context.Context, dir, fileName string, cover bool, open func() (io.ReadCloser, error)) error {
 	_, err := s.c.exchange(ctx, s, &request{
 		op: "upload", method: http.MethodPost, svc: svcEfile, auth: true,
-		path:   "/efile/openapi/v2/file/upload",
-		upload: &uploadSpec{dir: dir, name: fileName, cover: cover, open: open},
-		class:  classUpload,
+		path: "/efile/openapi/v2/file/upload",
+		upload: &uploadSpec{
+			fields:     []formField{{"path", dir}, {"cover", coverValue(cover)}},
+			name:       fileName,
+			repeatable: cover,
+			open:       open,
+		},
+		class: classUpload,
 	})
 	return err
+}
+
+// mergeError marks a failed merge, which uploadChunked may answer by
+// sending every chunk again.
+type mergeError struct{ err error }
+
+func (e *mergeError) Error() string { return e.err.Error() }
+func (e *mergeError) Unwrap() error { return e.err }
+
+// uploadChunked sends size bytes of the source in chunks of ChunkSize
+// (POST .../file/burst, chunkNumber from 1) and then asks the platform to
+// join them (POST .../file/merge). The source is read once, one chunk at
+// a time into one buffer, so memory stays bounded by a chunk; each chunk
+// is retried on its own from that buffer (a repeated chunk replaces
+// itself). The merge is sent only after every chunk was acknowledged.
+//
+// A merge that fails after its own retries is retried whole: the source
+// opened again and every chunk sent again under a new identifier, up to
+// MaxAttempts rounds, when cover is true (with uncover a lost merge
+// answer would make the repeat fail on the file it created). The target
+// appears only when a merge succeeds; chunks of an abandoned identifier
+// are the platform's to discard.
+func (s *ClusterSession) uploadChunked(ctx context.Context, dir, fileName string, cover bool, size int64, open func() (io.ReadCloser, error)) error {
+	buf := make([]byte, s.c.cfg.ChunkSize)
+	for round := 1; ; round++ {
+		err := s.chunkRound(ctx, dir, fileName, cover, size, buf, open)
+		me, merge := errors.AsType[*mergeError](err)
+		if err == nil || !merge {
+			return err
+		}
+		if !cover || !IsTransient(me.err) || round >= s.c.cfg.MaxAttempts {
+			return me.err
+		}
+		if err := s.c.cfg.Sleep(ctx, s.c.cfg.Backoff.Delay(round-1)); err != nil {
+			return fmt.Errorf("apiclient: compute upload merge: %w", err)
+		}
+	}
+}
+
+// chunkRound sends every chunk under a new identifier, then the merge.
+func (s *ClusterSession) chunkRound(ctx context.Context, dir, fileName string, cover bool, size int64, buf []byte, open func() (io.ReadCloser, error)) error {
+	src, err := open()
+	if err != nil {
+		return fmt.Errorf("apiclient: compute upload: open upload source: %w", err)
+	}
+	if src == nil {
+		return fmt.Errorf("apiclient: compute upload: open upload source: %w: open returned a nil reader", ErrInvalidArgument)
+	}
+	defer func() { _ = src.Close() }()
+	rec := &sourceReader{r: src}
+	chunk := int64(len(buf))
+	total := (size + chunk - 1) / chunk
+	id := newIdentifier()
+	common := []formField{
+		{"totalChunks", strconv.FormatInt(total, 10)},
+		{"totalSize", strconv.FormatInt(size, 10)},
+		{"chunkSize", strconv.FormatInt(chunk, 10)},
+	}
+	for n := int64(1); n <= total; n++ {
+		want := min(chunk, size-(n-1)*chunk)
+		part := buf[:want]
+		if _, err := io.ReadFull(rec, part); err != nil {
+			if rec.err == nil {
+				err = fmt.Errorf("%w: the source ended before its announced %d bytes", io.ErrUnexpectedEOF, size)
+			}
+			return fmt.Errorf("apiclient: compute upload: read upload source: %w", err)
+		}
+		fields := append([]formField{{"chunkNumber", strconv.FormatInt(n, 10)}}, common...)
+		fields = append(fields,
+			formField{"currentChunkSize", strconv.FormatInt(want, 10)},
+			formField{"identifier", id},
+			formField{"filename", fileName},
+			formField{"relativePath", fileName},
+			formField{"path", dir},
+			formField{"cover", coverValue(cover)},
+		)
+		_, err := s.c.exchange(ctx, s, &request{
+			op: "upload chunk", method: http.MethodPost, svc: svcEfile, auth: true,
+			path: "/efile/openapi/v2/file/burst",
+			upload: &uploadSpec{
+				fields: fields, name: fileName, repeatable: true,
+				open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(part)), nil },
+			},
+			class: classUpload,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if n, _ := rec.Read(buf[:1]); n > 0 {
+		return fmt.Errorf("apiclient: compute upload: read upload source: the source holds more than its announced %d bytes", size)
+	}
+	_, err = s.c.exchange(ctx, s, &request{
+		op: "upload merge", method: http.MethodPost, svc: svcEfile, auth: true,
+		path: "/efile/openapi/v2/file/merge",
+		form: url.Values{
+			"cover": {coverValue(cover)}, "filename": {fileName}, "identifier": {id},
+			"path": {dir}, "relativePath": {fileName},
+		},
+		class: classMerge,
+	})
+	if err != nil {
+		return &mergeError{err: err}
+	}
+	return nil
+}
+
+// newIdentifier names one round of a chunked upload.
+func newIdentifier() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

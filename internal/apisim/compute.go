@@ -2,8 +2,12 @@ package apisim
 
 import (
 	"cmp"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"os"
 	"strconv"
@@ -22,6 +26,13 @@ const (
 	EndpointComputeSubmit   = "compute.submit"
 	EndpointComputeJob      = "compute.job"
 	EndpointComputeDownload = "compute.download"
+	// EndpointComputeAKSK is the AK/SK login (platform mode only).
+	EndpointComputeAKSK = "compute.aksk"
+	// EndpointComputeBurst receives one chunk of a chunked upload
+	// (platform mode only).
+	EndpointComputeBurst = "compute.burst"
+	// EndpointComputeMerge joins the chunks (platform mode only).
+	EndpointComputeMerge = "compute.merge"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -43,6 +54,17 @@ const (
 	ComputeCodeExists = "20003"
 	// ComputeCodeInternal: the simulator itself failed (HTTP 500).
 	ComputeCodeInternal = "50001"
+	// ComputeCodePlatformInternal is the platform's "internal error"
+	// (HTTP 200), which the center answers to the platform's own token
+	// (platform mode).
+	ComputeCodePlatformInternal = "10001"
+	// ComputeCodeDenied is the platform's "permission denied" (HTTP
+	// 200), answered to the platform's own token on a region's service
+	// (platform mode).
+	ComputeCodeDenied = "10008"
+	// ComputeCodeCheckFailed is the platform's "check failed" (HTTP 200):
+	// the AK/SK login's user, access key or signature is wrong.
+	ComputeCodeCheckFailed = "10009"
 )
 
 // ComputeConfig configures the compute platform simulator. Fields are in a
@@ -52,6 +74,15 @@ type ComputeConfig struct {
 	// carry; User is also the cluster user (clusterUserInfo.userName).
 	// Empty values accept any non-empty header. Defaults to "".
 	User, Password, OrgID string
+	// AccessKey and SecretKey are the AK/SK login's credentials (platform
+	// mode): the login must carry AccessKey and a signature made with
+	// SecretKey. Empty values accept any non-empty header. Defaults to "".
+	AccessKey, SecretKey string
+	// TokenLifetime is how long a token stays valid (platform mode): its
+	// JWT payload carries the expireTime, an expired token answers 401,
+	// and a login hands out a new token once half of it has passed.
+	// Defaults to 12h.
+	TokenLifetime time.Duration
 	// BaseURL is the scheme://host[:port] the center lists as efile and
 	// hpc address. Defaults to "", which builds it from the request's Host
 	// (and TLS state).
@@ -96,6 +127,7 @@ type ComputeConfig struct {
 func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
+	c.TokenLifetime = cmp.Or(c.TokenLifetime, 12*time.Hour)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -109,6 +141,8 @@ type simCluster struct {
 	schedType   string
 	token       string // the current token; "" before the first token call
 	tokenUses   int
+	issuedAt    time.Time // when token was handed out
+	suspended   bool      // platform mode: listed with token null
 	queues      []simQueue
 	schedName   string
 	managerAddr string
@@ -187,6 +221,8 @@ type Compute struct {
 	nextJob  int64
 	submits  map[string]int64
 	issued   []string // every token handed out
+	platTok  string   // platform mode: the platform's own token ("0"/"ac")
+	uploads  map[string]*chunkedUpload
 }
 
 // NewCompute returns a compute simulator. When cfg.Root is empty it creates
@@ -198,6 +234,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		jobs:    make(map[string]*simJob),
 		nextJob: 4000,
 		submits: make(map[string]int64),
+		uploads: make(map[string]*chunkedUpload),
 	}
 	c.root = cfg.Root
 	if c.root == "" {
@@ -208,9 +245,17 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		{id: "1001", name: "cluster-a", schedID: 2001, schedType: "SLURM", schedName: "slurm-a", managerAddr: "10.0.0.11", queues: defaultQueues()},
 		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
 	}
+	if !c.cfg.Letter {
+		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
+	}
 	c.loadErr = c.load()
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
+	if !c.cfg.Letter {
+		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
+		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
+		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
+	}
 	c.handle(mux, "GET /ac/openapi/v2/center", EndpointComputeCenter, c.center)
 	c.handle(mux, "POST /efile/openapi/v2/file/upload", EndpointComputeUpload, c.upload)
 	c.handle(mux, "GET /efile/openapi/v2/file/download", EndpointComputeDownload, c.download)
@@ -302,51 +347,139 @@ func (c *Compute) writeFaultError(w http.ResponseWriter, status int) {
 	writeEnvelopeError(w, status, strconv.Itoa(status), "simulated "+http.StatusText(status))
 }
 
-func newToken() string {
+func randomHex() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-// tokenUsable reports whether cl's current token may serve another request.
-func (c *Compute) tokenUsable(cl *simCluster) bool {
-	return cl.token != "" && (c.cfg.TokenMaxUses <= 0 || cl.tokenUses < c.cfg.TokenMaxUses)
+// newToken returns a token for clusterID issued at now: random hex in
+// Letter mode, a JWT-shaped token whose payload carries clusterId, user
+// and expireTime (milliseconds, as a string) in platform mode. The
+// signature part is random: only the simulator checks tokens, by value.
+func (c *Compute) newToken(clusterID string, now time.Time) string {
+	if c.cfg.Letter {
+		return randomHex()
+	}
+	seg := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	return seg(map[string]string{"alg": "HS256", "typ": "JWT"}) + "." +
+		seg(map[string]string{
+			"clusterId":  clusterID,
+			"user":       c.clusterUser(),
+			"expireTime": strconv.FormatInt(now.Add(c.cfg.TokenLifetime).UnixMilli(), 10),
+		}) + "." + randomHex()
 }
 
-// tokens answers the token call: the current token of every cluster, a new
-// one where there is none or it is used up.
+// tokenUsable reports whether cl's current token may serve another
+// request: issued, not used up, and (platform mode) not expired.
+func (c *Compute) tokenUsable(cl *simCluster, now time.Time) bool {
+	return cl.token != "" && (c.cfg.TokenMaxUses <= 0 || cl.tokenUses < c.cfg.TokenMaxUses) &&
+		(c.cfg.Letter || now.Before(cl.issuedAt.Add(c.cfg.TokenLifetime)))
+}
+
+// tokens answers the token form of compute-api.md (user, password,
+// orgid).
 func (c *Compute) tokens(w http.ResponseWriter, r *http.Request) {
 	user, pass, org := r.Header.Get("user"), r.Header.Get("password"), r.Header.Get("orgid")
 	if !credOK(c.cfg.User, user) || !credOK(c.cfg.Password, pass) || !credOK(c.cfg.OrgID, org) {
 		writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadCredentials, "user, password or orgid is wrong")
 		return
 	}
+	writeOK(w, c.issueTokens())
+}
+
+// akskTokens answers the AK/SK login (platform-evidence.md section 4):
+// headers user, accessKey, timestamp (seconds) and signature, the
+// lower-case hex HMAC-SHA256 keyed with the secret key over
+// {"accessKey":"<ak>","timestamp":"<ts>","user":"<user>"}. A wrong one
+// answers 10009 in an HTTP 200 envelope, as the platform does.
+func (c *Compute) akskTokens(w http.ResponseWriter, r *http.Request) {
+	user, ak, ts, sig := r.Header.Get("user"), r.Header.Get("accessKey"), r.Header.Get("timestamp"), r.Header.Get("signature")
+	if user == "" || ak == "" || ts == "" || sig == "" {
+		writeEnvelopeError(w, http.StatusOK, "10003", "user, accessKey, timestamp and signature are required")
+		return
+	}
+	if _, err := strconv.ParseInt(ts, 10, 64); err != nil {
+		writeEnvelopeError(w, http.StatusOK, "10004", "timestamp must be seconds since the epoch")
+		return
+	}
+	ok := credOK(c.cfg.User, user) && credOK(c.cfg.AccessKey, ak)
+	if ok && c.cfg.SecretKey != "" {
+		mac := hmac.New(sha256.New, []byte(c.cfg.SecretKey))
+		b, _ := json.Marshal(struct {
+			AccessKey string `json:"accessKey"`
+			Timestamp string `json:"timestamp"`
+			User      string `json:"user"`
+		}{ak, ts, user})
+		mac.Write(b)
+		ok = hmac.Equal([]byte(hex.EncodeToString(mac.Sum(nil))), []byte(sig))
+	}
+	if !ok {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeCheckFailed, "check failed: unknown user or bad signature")
+		return
+	}
+	writeOK(w, c.issueTokens())
+}
+
+// issueTokens lists every region with its current token, a new one where
+// there is none, it is used up or expired, or (platform mode) half its
+// lifetime has passed. In platform mode the list also holds the
+// suspended region (token null) and the platform's own entry.
+func (c *Compute) issueTokens() []map[string]any {
+	now := c.cfg.Now()
 	c.mu.Lock()
-	out := make([]map[string]string, 0, len(c.clusters))
+	defer c.mu.Unlock()
+	out := make([]map[string]any, 0, len(c.clusters)+1)
 	for _, cl := range c.clusters {
-		if !c.tokenUsable(cl) {
-			cl.token, cl.tokenUses = newToken(), 0
+		if cl.suspended {
+			out = append(out, map[string]any{"clusterId": cl.id, "clusterName": cl.name, "token": nil})
+			continue
+		}
+		stale := !c.cfg.Letter && !now.Before(cl.issuedAt.Add(c.cfg.TokenLifetime/2))
+		if !c.tokenUsable(cl, now) || stale {
+			cl.token, cl.tokenUses, cl.issuedAt = c.newToken(cl.id, now), 0, now
 			c.issued = append(c.issued, cl.token)
 		}
-		out = append(out, map[string]string{"clusterId": cl.id, "clusterName": cl.name, "token": cl.token})
+		out = append(out, map[string]any{"clusterId": cl.id, "clusterName": cl.name, "token": cl.token})
 	}
-	c.mu.Unlock()
-	writeOK(w, out)
+	if !c.cfg.Letter {
+		if c.platTok == "" {
+			c.platTok = c.newToken("0", now)
+			c.issued = append(c.issued, c.platTok)
+		}
+		out = append(out, map[string]any{"clusterId": "0", "clusterName": "ac", "token": c.platTok})
+	}
+	return out
 }
 
 func credOK(want, got string) bool { return got != "" && (want == "" || want == got) }
 
 // authorize checks the token header, counts one use, and returns the
-// token's cluster; on failure it has answered 401.
+// token's cluster; on failure it has answered: 401 for a missing,
+// unknown, replaced, used-up or expired token; in platform mode the
+// platform's own token gets 10001 from the center and 10008 elsewhere
+// (HTTP 200).
 func (c *Compute) authorize(w http.ResponseWriter, r *http.Request) (*simCluster, bool) {
 	tok := r.Header.Get("token")
+	now := c.cfg.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, cl := range c.clusters {
-		if tok != "" && tok == cl.token && c.tokenUsable(cl) {
+		if tok != "" && tok == cl.token && c.tokenUsable(cl, now) {
 			cl.tokenUses++
 			return cl, true
 		}
+	}
+	if tok != "" && tok == c.platTok {
+		if r.URL.Path == "/ac/openapi/v2/center" {
+			writeEnvelopeError(w, http.StatusOK, ComputeCodePlatformInternal, "internal error")
+		} else {
+			writeEnvelopeError(w, http.StatusOK, ComputeCodeDenied, "permission denied")
+		}
+		return nil, false
 	}
 	writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadToken, "token is missing, invalid or expired")
 	return nil, false
@@ -365,20 +498,33 @@ func (c *Compute) baseURL(r *http.Request) string {
 }
 
 // center answers the center call. efileUrls lists a disabled address
-// before the simulator's own, and DeadURL (if set) first of all.
+// before the simulator's own, and DeadURL (if set) first of all. In
+// platform mode every service address ends in its segment (.../efile,
+// .../hpc, .../ai) and aiUrls lists one; in Letter mode they are the bare
+// address and aiUrls is empty.
 func (c *Compute) center(w http.ResponseWriter, r *http.Request) {
 	if _, ok := c.authorize(w, r); !ok {
 		return
 	}
 	base := c.baseURL(r)
+	svc := func(u, segment string) string {
+		if c.cfg.Letter {
+			return u
+		}
+		return u + segment
+	}
 	efile := []map[string]string{
 		{"nodeName": "efile-off", "enable": "false", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": "http://efile-disabled.invalid"},
-		{"nodeName": "efile-1", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": base},
+		{"nodeName": "efile-1", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": svc(base, "/efile")},
 	}
-	hpc := []map[string]string{{"enable": "true", "isManagerNode": "true", "version": "v2", "url": base}}
+	hpc := []map[string]string{{"enable": "true", "isManagerNode": "true", "version": "v2", "url": svc(base, "/hpc")}}
+	ai := []map[string]string{}
+	if !c.cfg.Letter {
+		ai = append(ai, map[string]string{"enable": "true", "version": "v2", "url": base + "/ai"})
+	}
 	if c.cfg.DeadURL != "" {
-		efile = append([]map[string]string{{"nodeName": "efile-dead", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": c.cfg.DeadURL}}, efile...)
-		hpc = append([]map[string]string{{"enable": "true", "isManagerNode": "false", "version": "v2", "url": c.cfg.DeadURL}}, hpc...)
+		efile = append([]map[string]string{{"nodeName": "efile-dead", "enable": "true", "fastTransEnable": "false", "udpPort": "", "version": "v2", "url": svc(c.cfg.DeadURL, "/efile")}}, efile...)
+		hpc = append([]map[string]string{{"enable": "true", "isManagerNode": "false", "version": "v2", "url": svc(c.cfg.DeadURL, "/hpc")}}, hpc...)
 	}
 	writeOK(w, map[string]any{
 		"id":          1,
@@ -392,7 +538,7 @@ func (c *Compute) center(w http.ResponseWriter, r *http.Request) {
 		"efileUrls":      efile,
 		"eshellUrls":     []map[string]string{},
 		"hpcUrls":        hpc,
-		"aiUrls":         []map[string]string{},
+		"aiUrls":         ai,
 		"eshellSshHosts": []map[string]string{},
 	})
 }

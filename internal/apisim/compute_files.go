@@ -54,8 +54,9 @@ const maxFormField = 64 << 10
 
 // upload stores the multipart field "file" as <path>/<file name>. The file
 // is streamed to a temporary file next to its target and renamed into
-// place, so a broken upload leaves nothing behind. cover "true" or "1"
-// overwrites; the target directory is created if missing.
+// place, so a broken upload leaves nothing behind. cover (see
+// overwriteOf) says whether an existing file is replaced; the target
+// directory is created if missing.
 func (c *Compute) upload(w http.ResponseWriter, r *http.Request) {
 	if _, ok := c.authorize(w, r); !ok {
 		return
@@ -136,31 +137,62 @@ func (c *Compute) upload(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "file name "+strconv.Quote(name)+" is not a plain file name")
 		return
 	}
-	hdir, err := c.hostPath(dir)
-	if err != nil {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path "+strconv.Quote(dir)+" is not an absolute path")
-		return
-	}
-	target := filepath.Join(hdir, name)
-	overwrite := strings.EqualFold(cover, "true") || cover == "1"
-	if _, err := os.Stat(target); err == nil && !overwrite {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeExists, "file "+path.Join(dir, name)+" exists and cover is not true")
-		return
-	}
-	if err := os.MkdirAll(hdir, 0o755); err != nil {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "cannot create directory "+dir)
+	overwrite, ok := c.overwriteOf(cover)
+	if !ok {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "cover "+strconv.Quote(cover)+" must be cover or uncover")
 		return
 	}
 	if err := tmp.Close(); err != nil {
 		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot store the upload")
 		return
 	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
-		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot store the upload")
-		return
+	if c.place(w, tmp.Name(), dir, name, overwrite) {
+		tmp = nil
+		writeOK(w, nil)
 	}
-	tmp = nil
-	writeOK(w, nil)
+}
+
+// overwriteOf reads the cover field. Platform mode: "cover" overwrites,
+// "uncover" or nothing keeps (platform-evidence.md section 3); anything
+// else is refused, so a client sending another spelling is caught. Letter
+// mode (compute-api.md says only "overwrite indicator"): "cover", "true"
+// or "1" overwrite, anything else keeps.
+func (c *Compute) overwriteOf(cover string) (overwrite, ok bool) {
+	if c.cfg.Letter {
+		return cover == "cover" || strings.EqualFold(cover, "true") || cover == "1", true
+	}
+	switch cover {
+	case "cover":
+		return true, true
+	case "uncover", "":
+		return false, true
+	}
+	return false, false
+}
+
+// place renames the staged file tmp into dir/name, refusing to replace an
+// existing file unless overwrite. It reports whether it did; if not, it
+// has answered.
+func (c *Compute) place(w http.ResponseWriter, tmp, dir, name string, overwrite bool) bool {
+	hdir, err := c.hostPath(dir)
+	if err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path "+strconv.Quote(dir)+" is not an absolute path")
+		return false
+	}
+	target := filepath.Join(hdir, name)
+	if _, err := os.Stat(target); err == nil && !overwrite {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeExists, "file "+path.Join(dir, name)+" exists and cover is not set")
+		return false
+	}
+	if err := os.MkdirAll(hdir, 0o755); err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "cannot create directory "+dir)
+		return false
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot store the upload")
+		return false
+	}
+	return true
 }
 
 // countingWriter adds every byte written to "bytes:compute.upload", so a

@@ -105,11 +105,11 @@ func (b *csBundle) tokens(t *testing.T) (string, string) {
 	if a.status != http.StatusOK || a.Code != "0" {
 		t.Fatalf("tokens: %d %s", a.status, a.raw)
 	}
-	var list []map[string]string
-	if err := json.Unmarshal(a.Data, &list); err != nil || len(list) != 2 {
+	var list []struct{ ClusterID, Token *string }
+	if err := json.Unmarshal(a.Data, &list); err != nil || len(list) < 2 || list[0].Token == nil || list[1].Token == nil {
 		t.Fatalf("tokens data: %s", a.Data)
 	}
-	return list[0]["token"], list[1]["token"]
+	return *list[0].Token, *list[1].Token
 }
 
 // upload sends a multipart upload.
@@ -155,7 +155,7 @@ const csSubmitPath = "/hpc/openapi/v2/apptemplates/BASIC/BASE/job"
 // submit uploads script to /work/<name>/job.sh and submits it.
 func (b *csBundle) submit(t *testing.T, token, name, script string, edit func(m map[string]any)) string {
 	t.Helper()
-	if a := b.upload(t, token, "/work/"+name, "job.sh", "true", script); a.Code != "0" {
+	if a := b.upload(t, token, "/work/"+name, "job.sh", "cover", script); a.Code != "0" {
 		t.Fatalf("upload script: %s", a.raw)
 	}
 	a := b.postJSON(t, csSubmitPath, token, csJob(name, "/work/"+name+"/job.sh", edit))
@@ -244,7 +244,7 @@ func TestComputeSimTokens(t *testing.T) {
 
 func TestComputeSimCenterAndLists(t *testing.T) {
 	t.Parallel()
-	b := setupComputeSim(t, func(c *apisim.ComputeConfig) { c.DeadURL = "http://127.0.0.1:9" })
+	b := setupComputeSim(t, func(c *apisim.ComputeConfig) { c.DeadURL = "http://127.0.0.1:9"; c.Letter = true })
 	ta, tb := b.tokens(t)
 
 	a := b.get(t, "/ac/openapi/v2/center", ta)
@@ -291,7 +291,7 @@ func TestComputeSimCenterAndLists(t *testing.T) {
 
 func TestComputeSimFiles(t *testing.T) {
 	t.Parallel()
-	b := setupComputeSim(t, nil)
+	b := setupComputeSim(t, func(c *apisim.ComputeConfig) { c.Letter = true })
 	tok, _ := b.tokens(t)
 
 	if a := b.upload(t, tok, "/data/in", "a.txt", "", "one"); a.Code != "0" {
@@ -300,7 +300,7 @@ func TestComputeSimFiles(t *testing.T) {
 	if a := b.upload(t, tok, "/data/in", "a.txt", "false", "two"); a.Code != apisim.ComputeCodeExists {
 		t.Errorf("upload without cover over a file: %s", a.raw)
 	}
-	if a := b.upload(t, tok, "/data/in", "a.txt", "true", "three"); a.Code != "0" {
+	if a := b.upload(t, tok, "/data/in", "a.txt", "cover", "three"); a.Code != "0" {
 		t.Errorf("upload with cover: %s", a.raw)
 	}
 	a := b.download(t, tok, "/data/in/a.txt")
@@ -324,7 +324,7 @@ func TestComputeSimFiles(t *testing.T) {
 	}
 
 	// ".." cannot leave the root.
-	if a := b.upload(t, tok, "/../../escape", "e.txt", "true", "e"); a.Code != "0" {
+	if a := b.upload(t, tok, "/../../escape", "e.txt", "cover", "e"); a.Code != "0" {
 		t.Fatalf("dotdot upload: %s", a.raw)
 	}
 	if _, err := os.Stat(filepath.Join(b.sim.Root(), "escape", "e.txt")); err != nil {
@@ -336,9 +336,9 @@ func TestComputeSimFiles(t *testing.T) {
 		dir, file, cover, content string
 		code                      string
 	}{
-		{"no file", "/d", "", "true", "", apisim.ComputeCodeInvalid},
-		{"no path", "", "f", "true", "x", apisim.ComputeCodeInvalid},
-		{"relative path", "d/e", "f", "true", "x", apisim.ComputeCodeInvalid},
+		{"no file", "/d", "", "cover", "", apisim.ComputeCodeInvalid},
+		{"no path", "", "f", "cover", "x", apisim.ComputeCodeInvalid},
+		{"relative path", "d/e", "f", "cover", "x", apisim.ComputeCodeInvalid},
 	}
 	for _, tt := range tests {
 		if a := b.upload(t, tok, tt.dir, tt.file, tt.cover, tt.content); a.Code != tt.code {
@@ -362,7 +362,7 @@ func TestComputeSimSubmitValidation(t *testing.T) {
 	t.Parallel()
 	b := setupComputeSim(t, nil)
 	tok, tokB := b.tokens(t)
-	if a := b.upload(t, tok, "/work/v", "job.sh", "true", "echo hi\n"); a.Code != "0" {
+	if a := b.upload(t, tok, "/work/v", "job.sh", "cover", "echo hi\n"); a.Code != "0" {
 		t.Fatal(string(a.raw))
 	}
 	script := "/work/v/job.sh"
@@ -407,10 +407,10 @@ func TestComputeSimJobLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setupComputeSim(t, nil)
 	tok, tokB := b.tokens(t)
-	if a := b.upload(t, tok, "/work/life", "input.dat", "true", "INPUT"); a.Code != "0" {
+	if a := b.upload(t, tok, "/work/life", "input.dat", "cover", "INPUT"); a.Code != "0" {
 		t.Fatal(string(a.raw))
 	}
-	if a := b.upload(t, tok, "/work/life/outdir", "keep", "true", ""); a.Code != "0" {
+	if a := b.upload(t, tok, "/work/life/outdir", "keep", "cover", ""); a.Code != "0" {
 		t.Fatal(string(a.raw))
 	}
 	script := strings.Join([]string{
@@ -530,7 +530,7 @@ func TestComputeSimScriptOutcomes(t *testing.T) {
 		t.Parallel()
 		b := setupComputeSim(t, nil)
 		tok, _ := b.tokens(t)
-		_ = b.upload(t, tok, "/work/bad", "job.sh", "true", "#SIM runfor soon\n")
+		_ = b.upload(t, tok, "/work/bad", "job.sh", "cover", "#SIM runfor soon\n")
 		a := b.postJSON(t, csSubmitPath, tok, csJob("bad", "/work/bad/job.sh", nil))
 		if a.Code != apisim.ComputeCodeInvalid || !strings.Contains(a.Msg, "runfor") {
 			t.Errorf("%s", a.raw)
@@ -563,7 +563,7 @@ func TestComputeSimFaultsAndCounters(t *testing.T) {
 	t.Parallel()
 	b := setupComputeSim(t, nil)
 	tok, _ := b.tokens(t)
-	_ = b.upload(t, tok, "/work/f", "job.sh", "true", "echo\n")
+	_ = b.upload(t, tok, "/work/f", "job.sh", "cover", "echo\n")
 	b.sim.Faults().Set(apisim.EndpointComputeSubmit, apisim.Fault{Error500AfterRate: 1})
 	a := b.postJSON(t, csSubmitPath, tok, csJob("f", "/work/f/job.sh", nil))
 	if a.status != http.StatusInternalServerError || a.Code != "500" {
@@ -609,7 +609,7 @@ func TestComputeSimLargeUploadStreams(t *testing.T) {
 	mw := multipart.NewWriter(pw)
 	go func() {
 		_ = mw.WriteField("path", "/big")
-		_ = mw.WriteField("cover", "true")
+		_ = mw.WriteField("cover", "cover")
 		fw, _ := mw.CreateFormFile("file", "f.bin")
 		_, _ = io.Copy(fw, apisim.ResultBytes("sim-big", 0, size))
 		_ = pw.CloseWithError(mw.Close())

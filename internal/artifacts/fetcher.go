@@ -165,6 +165,7 @@ func (f *Fetcher) Open(ctx context.Context, rawURL string) (body io.ReadCloser, 
 	return &fetchBody{
 		body:   resp.Body,
 		limit:  f.cfg.MaxBytes,
+		size:   resp.ContentLength,
 		status: resp.StatusCode,
 		url:    scrubbed,
 	}, resp.Header.Get("Content-Type"), nil
@@ -188,9 +189,13 @@ type fetchBody struct {
 	body   io.ReadCloser
 	limit  int64
 	n      int64
+	size   int64 // Content-Length, -1 when unknown
 	status int
 	url    string
 }
+
+// Size returns the Content-Length the server announced, -1 when unknown.
+func (b *fetchBody) Size() int64 { return b.size }
 
 func (b *fetchBody) Read(p []byte) (int, error) {
 	if b.n > b.limit {

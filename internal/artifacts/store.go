@@ -495,15 +495,30 @@ func (s *Store) Presign(ctx context.Context, bucket, key string, ttl time.Durati
 	return req.URL, nil
 }
 
-// Open starts reading the object bucket/key; the caller closes the body.
+// Open starts reading the object bucket/key; the caller closes the body,
+// whose Size method reports the object's length (-1 when S3 gave none).
 // A missing object or bucket fails with ErrNotFound.
 func (s *Store) Open(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		return nil, fmt.Errorf("artifacts: open s3://%s/%s: %w", bucket, key, notFound(err))
 	}
-	return out.Body, nil
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	return sizedBody{ReadCloser: out.Body, size: size}, nil
 }
+
+// sizedBody is an object's body that knows its length, so a consumer
+// that needs it up front (the compute chunked upload) need not count.
+type sizedBody struct {
+	io.ReadCloser
+	size int64
+}
+
+// Size returns the object's length, -1 when unknown.
+func (b sizedBody) Size() int64 { return b.size }
 
 // Stat returns the size and the sha256 metadata ("" when absent) of the
 // object key in the store's bucket. A missing object fails with

@@ -335,6 +335,15 @@ func (e *inputError) Unwrap() error { return e.err }
 // inputReader marks the read errors of an input's body as *inputError.
 type inputReader struct{ io.ReadCloser }
 
+// Size passes on the length the source announced (-1 when unknown): the
+// chunked upload needs it before the first chunk.
+func (r inputReader) Size() int64 {
+	if s, ok := r.ReadCloser.(interface{ Size() int64 }); ok {
+		return s.Size()
+	}
+	return -1
+}
+
 func (r inputReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
