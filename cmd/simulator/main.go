@@ -26,6 +26,9 @@ func main() {
 	user := flag.String("compute-user", envOr("SIM_COMPUTE_USER", devstack.ComputeUser), "compute user (SIM_COMPUTE_USER)")
 	password := flag.String("compute-password", envOr("SIM_COMPUTE_PASSWORD", devstack.ComputePassword), "compute password (SIM_COMPUTE_PASSWORD)")
 	org := flag.String("compute-orgid", envOr("SIM_COMPUTE_ORGID", devstack.ComputeOrgID), "compute org id (SIM_COMPUTE_ORGID)")
+	accessKey := flag.String("compute-access-key", envOr("SIM_COMPUTE_ACCESS_KEY", devstack.ComputeAccessKey), "compute AK/SK login access key (SIM_COMPUTE_ACCESS_KEY)")
+	secretKey := flag.String("compute-secret-key", envOr("SIM_COMPUTE_SECRET_KEY", devstack.ComputeSecretKey), "compute AK/SK login secret key (SIM_COMPUTE_SECRET_KEY)")
+	letter := flag.Bool("compute-letter", os.Getenv("SIM_COMPUTE_LETTER") == "true", "follow compute-api.md to the letter instead of the platform's behaviour (SIM_COMPUTE_LETTER=true)")
 	taskTime := flag.Duration("task-time", 3*time.Second, "how long a media task takes")
 	resultSize := flag.Int64("result-size", 256<<10, "bytes of each media result")
 	runFor := flag.Duration("compute-time", 4*time.Second, "how long a compute job runs")
@@ -34,7 +37,8 @@ func main() {
 
 	media := apisim.NewMedia(apisim.MediaConfig{APIKey: *apiKey, TaskDuration: *taskTime, ResultSize: *resultSize, ResultBaseURL: *baseURL})
 	compute := apisim.NewCompute(apisim.ComputeConfig{
-		User: *user, Password: *password, OrgID: *org, BaseURL: *baseURL,
+		User: *user, Password: *password, OrgID: *org, AccessKey: *accessKey, SecretKey: *secretKey,
+		BaseURL: *baseURL, Letter: *letter,
 		QueuedFor: time.Second, RunFor: *runFor, Root: *root,
 	})
 	defer compute.Close()

@@ -29,7 +29,8 @@ const Prefix = "SLUICE"
 
 // Config is the worker's configuration. The first block is the contract's;
 // the second holds sluice's own extensions, each with a default that suits
-// most deployments. Secrets (MediaAPIKey, ComputePassword) must never be
+// most deployments. Secrets (MediaAPIKey, ComputePassword,
+// ComputeSecretKey) must never be
 // logged: use Summary for logging.
 type Config struct {
 	Dev              bool          `envconfig:"DEV" default:"false"`
@@ -51,6 +52,11 @@ type Config struct {
 	ComputeUser      string        `envconfig:"COMPUTE_USER"`
 	ComputePassword  string        `envconfig:"COMPUTE_PASSWORD"`
 	ComputeOrgID     string        `envconfig:"COMPUTE_ORGID"`
+	ComputeAccessKey string        `envconfig:"COMPUTE_ACCESS_KEY"`
+	ComputeSecretKey string        `envconfig:"COMPUTE_SECRET_KEY"`
+	ComputeAuthURL   string        `envconfig:"COMPUTE_AUTH_URL"`
+	ComputeRegion    string        `envconfig:"COMPUTE_REGION"`
+	ComputeChunkSize ByteSize      `envconfig:"COMPUTE_CHUNK_SIZE" default:"8MiB"`
 	MaxInflight      int           `envconfig:"MAX_INFLIGHT" default:"256"`
 	PollInterval     time.Duration `envconfig:"POLL_INTERVAL" default:"5s"`
 	PollFirst        time.Duration `envconfig:"POLL_FIRST" default:"1s"`
@@ -186,6 +192,8 @@ func wantOf(typeName string) string {
 		return "want a whole number"
 	case "float64":
 		return "want a number"
+	case "config.ByteSize":
+		return "want a size like 8MiB, 512KiB or 1048576"
 	}
 	return "want a " + typeName
 }
@@ -239,7 +247,18 @@ func (c *Config) Validate() error {
 	if strings.HasPrefix(c.S3Prefix, "/") || strings.HasSuffix(c.S3Prefix, "/") || strings.Contains(c.S3Prefix, "..") {
 		bad("S3_PREFIX", "must not start or end with / or contain ..")
 	}
-	for name, u := range map[string]string{"S3_ENDPOINT": c.S3Endpoint, "MEDIA_BASE_URL": c.MediaBaseURL, "COMPUTE_BASE_URL": c.ComputeBaseURL} {
+	switch {
+	case c.ComputeAccessKey != "" && c.ComputeSecretKey == "":
+		bad("COMPUTE_SECRET_KEY", "is required with SLUICE_COMPUTE_ACCESS_KEY")
+	case c.ComputeAccessKey == "" && c.ComputeSecretKey != "":
+		bad("COMPUTE_ACCESS_KEY", "is required with SLUICE_COMPUTE_SECRET_KEY")
+	case c.ComputeAccessKey != "" && c.ComputeUser == "":
+		bad("COMPUTE_USER", "is required with SLUICE_COMPUTE_ACCESS_KEY")
+	}
+	if c.ComputeChunkSize < 0 {
+		bad("COMPUTE_CHUNK_SIZE", "must be 0 (never chunk) or a positive size like 8MiB")
+	}
+	for name, u := range map[string]string{"S3_ENDPOINT": c.S3Endpoint, "MEDIA_BASE_URL": c.MediaBaseURL, "COMPUTE_BASE_URL": c.ComputeBaseURL, "COMPUTE_AUTH_URL": c.ComputeAuthURL} {
 		if u == "" {
 			continue
 		}
@@ -327,7 +346,9 @@ func (c *Config) Summary() map[string]any {
 		"dev": c.Dev, "nats_url": redact.ServerURLs(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
 		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
 		"media_api_key_set": c.MediaAPIKey != "", "console": c.Console, "console_token_set": c.ConsoleToken != "", "compute_base_url": c.ComputeBaseURL,
-		"compute_user_set": c.ComputeUser != "", "max_inflight": c.MaxInflight,
+		"compute_user_set": c.ComputeUser != "", "compute_access_key_set": c.ComputeAccessKey != "",
+		"compute_secret_key_set": c.ComputeSecretKey != "", "compute_auth_url": c.ComputeAuthURL,
+		"compute_region": c.ComputeRegion, "compute_chunk_size": int64(c.ComputeChunkSize), "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
 		"nats_move_after":   c.NATSMoveAfter.String(),

@@ -48,6 +48,10 @@ func TestEveryInvalidValueIsNamed(t *testing.T) {
 		"SLUICE_NATS_TLS_CERT":         "/nonexistent/cert.pem",
 		"SLUICE_NATS_TLS_KEY":          "/nonexistent/key.pem",
 		"SLUICE_NATS_MOVE_AFTER":       "-5s",
+		"SLUICE_COMPUTE_ACCESS_KEY":    "ak-without-secret",
+		"SLUICE_COMPUTE_SECRET_KEY":    "sk-without-access-key",
+		"SLUICE_COMPUTE_CHUNK_SIZE":    "-1MiB",
+		"SLUICE_COMPUTE_AUTH_URL":      "ftp://auth",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("SLUICE_S3_BUCKET", "media")
@@ -83,6 +87,9 @@ func TestSummaryHasNoSecrets(t *testing.T) {
 	t.Setenv("SLUICE_S3_BUCKET", "media")
 	t.Setenv("SLUICE_MEDIA_API_KEY", "sk-SECRET")
 	t.Setenv("SLUICE_COMPUTE_PASSWORD", "pw-SECRET")
+	t.Setenv("SLUICE_COMPUTE_USER", "alice")
+	t.Setenv("SLUICE_COMPUTE_ACCESS_KEY", "ak-public")
+	t.Setenv("SLUICE_COMPUTE_SECRET_KEY", "sk-SECRET")
 	t.Setenv("SLUICE_NATS_URL", "nats://u:natsSECRET@host:4222")
 	c, err := config.Load()
 	if err != nil {
@@ -139,5 +146,24 @@ func TestDevModeDefaultsAreFastAndExplicitValuesWin(t *testing.T) {
 	}
 	if c.ComputePoll != 10*time.Second || c.PollInterval != time.Second {
 		t.Errorf("explicit value lost: compute %s, interval %s", c.ComputePoll, c.PollInterval)
+	}
+}
+
+func TestComputeChunkSizeUnits(t *testing.T) {
+	for value, want := range map[string]int64{"": 8 << 20, "0": 0, "1048576": 1 << 20, "512KiB": 512 << 10, "8MiB": 8 << 20, "1G": 1 << 30} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("SLUICE_S3_BUCKET", "media")
+			if value != "" {
+				t.Setenv("SLUICE_COMPUTE_CHUNK_SIZE", value)
+			}
+			c, err := config.Load()
+			if err != nil || int64(c.ComputeChunkSize) != want {
+				t.Fatalf("SLUICE_COMPUTE_CHUNK_SIZE=%q: %v, %v; want %d", value, c, err, want)
+			}
+		})
+	}
+	t.Setenv("SLUICE_COMPUTE_CHUNK_SIZE", "lots")
+	if _, err := config.Load(); err == nil || !strings.Contains(err.Error(), "SLUICE_COMPUTE_CHUNK_SIZE") {
+		t.Fatalf("error = %v", err)
 	}
 }

@@ -28,7 +28,11 @@ const (
 	ComputeUser     = "dev"
 	ComputePassword = "dev-password"
 	ComputeOrgID    = "dev-org"
-	Bucket          = "sluice"
+	// ComputeAccessKey and ComputeSecretKey are the AK/SK login the dev
+	// worker uses (the simulator runs in platform mode).
+	ComputeAccessKey = "dev-access-key"
+	ComputeSecretKey = "dev-secret-key"
+	Bucket           = "sluice"
 )
 
 // Config configures the stack.
@@ -98,6 +102,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	})
 	s.Compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: ComputeUser, Password: ComputePassword, OrgID: ComputeOrgID,
+		AccessKey: ComputeAccessKey, SecretKey: ComputeSecretKey,
 		BaseURL: s.SimURL, Root: filepath.Join(cfg.DataDir, "compute"),
 		QueuedFor: time.Second, RunFor: cmp.Or(cfg.ComputeTime, 4*time.Second),
 		StateFile: filepath.Join(cfg.DataDir, "sim", "compute.json"),
@@ -112,10 +117,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 }
 
 // Handler serves both simulators on one address: the compute platform's
-// paths (/ac/, /efile/, /hpc/) and the media API's (everything else).
+// paths (/ac/, /api/user/, /efile/, /hpc/, /ai/) and the media API's
+// (everything else).
 func Handler(media *apisim.Media, compute *apisim.Compute) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, p := range []string{"/ac/", "/efile/", "/hpc/"} {
+		for _, p := range []string{"/ac/", "/api/user/", "/efile/", "/hpc/", "/ai/"} {
 			if strings.HasPrefix(r.URL.Path, p) {
 				compute.ServeHTTP(w, r)
 				return

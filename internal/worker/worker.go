@@ -91,6 +91,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		if cfg.ComputeBaseURL == "" {
 			cfg.ComputeBaseURL, cfg.ComputeUser = stack.SimURL, devstack.ComputeUser
 			cfg.ComputePassword, cfg.ComputeOrgID = devstack.ComputePassword, devstack.ComputeOrgID
+			cfg.ComputeAccessKey, cfg.ComputeSecretKey = devstack.ComputeAccessKey, devstack.ComputeSecretKey
 		}
 		cfg.AllowPrivateURLs = true
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
@@ -202,6 +203,8 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if cfg.ComputeBaseURL != "" {
 		rcfg.Compute, err = apiclient.NewCompute(apiclient.ComputeConfig{
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
+			AccessKey: cfg.ComputeAccessKey, SecretKey: cfg.ComputeSecretKey, AuthURL: cfg.ComputeAuthURL,
+			Region: cfg.ComputeRegion, ChunkSize: int64(cfg.ComputeChunkSize), Logger: &log,
 			HTTPClient: limitedClient(m, fleet, "compute", cfg.ComputeConc, cfg.ComputeRate),
 		})
 		if err != nil {
