@@ -35,7 +35,11 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	}
 	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
 	if err != nil {
-		return computeError(state.StageSubmit, "open cluster session", err)
+		what := "open cluster session"
+		if spec.Cluster != "" {
+			what = "compute.cluster: " + what
+		}
+		return computeError(state.StageSubmit, what, err)
 	}
 	if !submittedOrLater(j.rec.Status) {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
