@@ -31,6 +31,8 @@ import (
 const (
 	secretMediaKey    = "sk-media-SECRET-7f3a9"
 	secretComputePass = "pw-compute-SECRET-91b2"
+	secretComputeSK   = "sk-compute-SECRET-4d8e"
+	computeAccessKey  = "ak-alice-0c1d"
 	secretS3Key       = "s3-secret-SECRET-c0d4"
 	secretConsole     = "console-token-SECRET-5e6f"
 )
@@ -77,6 +79,9 @@ type setupOpts struct {
 	// nats secures the NATS server. With TLS, the worker's configuration
 	// and enqueue's environment get the CA and the client certificate.
 	nats testenv.NATSOptions
+	// computeLetter runs the compute simulator to compute-api.md's letter
+	// instead of the platform's behaviour.
+	computeLetter bool
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -96,6 +101,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
+		AccessKey: computeAccessKey, SecretKey: secretComputeSK, Letter: o.computeLetter,
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
 	})
 	srv := httptest.NewServer(devstack.Handler(b.media, b.compute))

@@ -25,7 +25,7 @@ import (
 // knownSecrets are the values no output may carry: the credentials the
 // worker is given and the parts of a presigned URL that make it a
 // credential.
-var knownSecrets = []string{secretMediaKey, secretComputePass, secretS3Key, secretConsole, "X-Amz-Signature", "X-Amz-Credential"}
+var knownSecrets = []string{secretMediaKey, secretComputePass, secretComputeSK, secretS3Key, secretConsole, "X-Amz-Signature", "X-Amz-Credential"}
 
 // leaks returns a description of every secret found in hay.
 func leaks(hay string, secrets []string) []string {
