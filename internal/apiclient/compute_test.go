@@ -41,7 +41,7 @@ type computeOpts struct {
 	wrap func(http.Handler) http.Handler
 }
 
-func setupCompute(t *testing.T, o computeOpts) *computeBundle {
+func setupCompute(t testing.TB, o computeOpts) *computeBundle {
 	t.Helper()
 	clock := testenv.NewClock()
 	scfg := apisim.ComputeConfig{
