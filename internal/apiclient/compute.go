@@ -270,7 +270,11 @@ func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, err
 		return nil, err
 	}
 	if at := s.refreshAt.Load(); at != 0 && !c.cfg.Now().Before(time.Unix(0, at)) {
-		return c.refresh(ctx, clusterID, s)
+		// The token still works until its expiry: a failed early
+		// refresh is no reason to fail the call.
+		if fresh, err := c.refresh(ctx, clusterID, s); err == nil {
+			return fresh, nil
+		}
 	}
 	return s, nil
 }

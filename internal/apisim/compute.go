@@ -158,7 +158,9 @@ type simQueue struct {
 
 // Compute simulates the compute platform (spec/compute-api.md): tokens for
 // two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
-// "1002" with scheduler 2002, both with queues "debug" and "normal"), the
+// "1002" with scheduler 2002, both with queues "debug" and "normal"; in
+// platform mode also the suspended "cluster-c" id "1003" with token null
+// and the platform's own entry "0"/"ac", see ComputeConfig.Letter), the
 // center, file upload and download on a real directory tree, the cluster
 // and queue lists, job submission (template BASIC/BASE) and job details.
 // Safe for concurrent use.
