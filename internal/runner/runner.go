@@ -442,10 +442,11 @@ func (r *Runner) finish(ctx context.Context, j *job, err error) consumer.Outcome
 		j.log.Info().Str("status", string(j.rec.Status)).Msg("handing job back on shutdown")
 		return consumer.Outcome{Action: consumer.Release}
 	case errors.As(err, &rt):
-		return r.settle(j, rt)
 	default:
-		return r.settle(j, transient(err))
+		rt = transient(err)
 	}
+	r.noteRetry(ctx, j, rt)
+	return r.settle(j, rt)
 }
 
 func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
@@ -486,6 +487,7 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 		rec.Status = status
 		rec.FinishedAt = &now
 		rec.TerminalSeq = j.d.StreamSeq()
+		rec.LastError = nil
 		if f != nil {
 			rec.Error = &state.Error{Code: f.code, Message: f.msg, Stage: f.stage}
 			rec.DeadLetter = f.deadLetter
