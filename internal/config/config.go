@@ -76,6 +76,8 @@ type Config struct {
 	AckWait           time.Duration `envconfig:"ACK_WAIT" default:"60s"`
 	MaxDeliver        int           `envconfig:"MAX_DELIVER" default:"20"`
 	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
+	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY" default:"5m"`
+	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT" default:"24h"`
 	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT" default:"168h"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
@@ -279,6 +281,7 @@ func (c *Config) Validate() error {
 		"TASK_TIMEOUT": c.TaskTimeout, "COMPUTE_TIMEOUT": c.ComputeTimeout, "EVENTS_MAX_AGE": c.EventsMaxAge,
 		"STATE_TTL": c.StateTTL, "PRESIGN_TTL": c.PresignTTL, "DEV_SIM_TASK_TIME": c.DevSimTaskTime,
 		"DEV_SIM_COMPUTE_TIME": c.DevSimComputeTime, "SWEEP_INTERVAL": c.SweepInterval,
+		"MEDIA_QUOTA_RETRY": c.MediaQuotaRetry, "MEDIA_QUOTA_WAIT": c.MediaQuotaWait,
 	}
 	for name, d := range durations {
 		if d <= 0 {

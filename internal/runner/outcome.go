@@ -29,6 +29,7 @@ const (
 	CodeUpstreamUnauthorized = "upstream_unauthorized"
 	CodeInvalidMedia         = "invalid_media"
 	CodeInputUnreachable     = "input_unreachable"
+	CodeQuotaExhausted       = "upstream_quota_exhausted"
 )
 
 // failure ends a job failed. deadLetter also copies its message to

@@ -186,6 +186,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	rcfg := runner.Config{
 		Pool: pool, State: st, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
+		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Metrics: m, Logger: &log, Reach: watch, Quota: fleet,
