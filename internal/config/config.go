@@ -281,12 +281,16 @@ func (c *Config) Validate() error {
 		"TASK_TIMEOUT": c.TaskTimeout, "COMPUTE_TIMEOUT": c.ComputeTimeout, "EVENTS_MAX_AGE": c.EventsMaxAge,
 		"STATE_TTL": c.StateTTL, "PRESIGN_TTL": c.PresignTTL, "DEV_SIM_TASK_TIME": c.DevSimTaskTime,
 		"DEV_SIM_COMPUTE_TIME": c.DevSimComputeTime, "SWEEP_INTERVAL": c.SweepInterval,
-		"MEDIA_QUOTA_RETRY": c.MediaQuotaRetry, "MEDIA_QUOTA_WAIT": c.MediaQuotaWait,
 	}
 	for name, d := range durations {
 		if d <= 0 {
 			bad(name, "must be a positive duration like 5s or 2m")
 		}
+	}
+	// 0 (a Config made in code) takes the runner's defaults, those of the
+	// environment.
+	if c.MediaQuotaRetry < 0 || c.MediaQuotaWait < 0 {
+		bad("MEDIA_QUOTA_RETRY/MEDIA_QUOTA_WAIT", "must be a positive duration like 5m or 24h")
 	}
 	if c.NATSMoveAfter < 0 {
 		bad("NATS_MOVE_AFTER", "must be a duration like 10s, or 0 to never move")
