@@ -39,6 +39,14 @@ var (
 	// 403: upstream rejected the credentials.
 	ErrUnauthorized = errors.New("apiclient: credentials rejected")
 
+	// ErrQuotaExhausted is matched by an *APIError with HTTP status 433,
+	// the media API's answer to a submit over the account's quota (one
+	// run per model per day; platform-evidence.md section 6): nothing was
+	// created. It is neither transient (asked again within seconds, the
+	// answer is the same) nor permanent (the quota comes back): the
+	// caller retries after minutes, within a bound of its own.
+	ErrQuotaExhausted = errors.New("apiclient: upstream quota exhausted")
+
 	// ErrMalformedResponse marks a response body that was truncated or did
 	// not have the documented shape.
 	ErrMalformedResponse = errors.New("apiclient: malformed response")
@@ -101,7 +109,7 @@ func (e *APIError) Error() string {
 
 // Is reports whether e is described by target: ErrTaskTerminal for
 // invalid_task_status, ErrTaskNotFound for 404, ErrUnauthorized for 401 and
-// 403.
+// 403, ErrQuotaExhausted for 433.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrTaskTerminal:
@@ -110,9 +118,15 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusNotFound
 	case ErrUnauthorized:
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+	case ErrQuotaExhausted:
+		return e.Status == StatusQuotaExhausted
 	}
 	return false
 }
+
+// StatusQuotaExhausted is the media API's non-standard HTTP status for an
+// exhausted quota (see ErrQuotaExhausted).
+const StatusQuotaExhausted = 433
 
 // IsTransient reports whether err is worth retrying later: a network error,
 // a deadline, HTTP 429 or 5xx, or a truncated or malformed response. An
@@ -138,15 +152,16 @@ func IsTransient(err error) bool {
 }
 
 // IsPermanent reports whether err will not go away by retrying: an
-// *APIError with a 4xx status other than 429 or a 3xx (the clients never
-// follow redirects), a refused argument, or a failed stream frame. An
-// ambiguous error is not permanent either; see ErrAmbiguous.
+// *APIError with a 4xx status other than 429 and 433 or a 3xx (the clients
+// never follow redirects), a refused argument, or a failed stream frame. An
+// ambiguous error is not permanent either (see ErrAmbiguous), nor is an
+// exhausted quota (see ErrQuotaExhausted).
 func IsPermanent(err error) bool {
 	if err == nil || errors.Is(err, ErrAmbiguous) {
 		return false
 	}
 	if ae, ok := errors.AsType[*APIError](err); ok {
-		return ae.Status >= 300 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
+		return ae.Status >= 300 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests && ae.Status != StatusQuotaExhausted
 	}
 	if _, ok := errors.AsType[*FrameError](err); ok {
 		return true

@@ -96,6 +96,7 @@ func TestErrorClasses(t *testing.T) {
 		{"400", api(400, 0), false, true, 0},
 		{"404", api(404, 0), false, true, 0},
 		{"422", api(422, 0), false, true, 0},
+		{"433 quota exhausted", api(433, time.Second), false, false, 0},
 		{"307 redirect", api(307, 0), false, true, 0},
 		{"network", fmt.Errorf("get: %w", netErr), true, false, 0},
 		{"unexpected EOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false, 0},
@@ -138,6 +139,8 @@ func TestAPIErrorIs(t *testing.T) {
 		{&APIError{Status: 401}, ErrUnauthorized, true},
 		{&APIError{Status: 403}, ErrUnauthorized, true},
 		{&APIError{Status: 500}, ErrAmbiguous, false},
+		{&APIError{Status: 433}, ErrQuotaExhausted, true},
+		{&APIError{Status: 429}, ErrQuotaExhausted, false},
 	}
 	for _, tt := range tests {
 		if got := errors.Is(fmt.Errorf("wrapped: %w", tt.err), tt.target); got != tt.want {

@@ -394,3 +394,30 @@ func TestMediaUndecodableSuccess(t *testing.T) {
 		t.Fatalf("get: %v (%d hits)", err, hits.Load())
 	}
 }
+
+// TestMediaSubmitQuotaExhausted: a submit answered 433 (the account's
+// quota exhausted) created nothing and is not retried by the client: it
+// is ErrQuotaExhausted, neither transient nor permanent, and keeps
+// upstream's message.
+func TestMediaSubmitQuotaExhausted(t *testing.T) {
+	t.Parallel()
+	b := setupMedia(t, nil)
+	b.sim.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Error433Rate: 1})
+	_, err := b.client.SubmitVideo(t.Context(), videoReq("over quota"))
+	noSecret(t, err)
+	if !errors.Is(err, apiclient.ErrQuotaExhausted) || errors.Is(err, apiclient.ErrAmbiguous) {
+		t.Fatalf("err %v, want ErrQuotaExhausted and not ErrAmbiguous", err)
+	}
+	if apiclient.IsTransient(err) || apiclient.IsPermanent(err) {
+		t.Errorf("433 classified transient=%v permanent=%v", apiclient.IsTransient(err), apiclient.IsPermanent(err))
+	}
+	if ae, ok := errors.AsType[*apiclient.APIError](err); !ok || ae.Message != apisim.QuotaExhaustedMessage {
+		t.Errorf("err %v, want upstream's message %q", err, apisim.QuotaExhaustedMessage)
+	}
+	if n := b.sim.SubmitCount("over quota"); n != 0 {
+		t.Errorf("SubmitCount %d, want 0", n)
+	}
+	if n := b.sim.Counters().Requests(apisim.EndpointVideoSubmit); n != 1 {
+		t.Errorf("%d submit requests, want 1", n)
+	}
+}

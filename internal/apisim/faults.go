@@ -21,6 +21,9 @@ type Fault struct {
 	Error500AfterRate float64
 	// Error429Rate answers 429 with Retry-After before the handler runs.
 	Error429Rate float64
+	// Error433Rate answers 433, the media API's exhausted quota, before
+	// the handler runs: nothing is created.
+	Error433Rate float64
 	// RetryAfter is the Retry-After value sent with 429 and 503. Defaults
 	// to 1s.
 	RetryAfter time.Duration
@@ -39,6 +42,10 @@ type Fault struct {
 	// request without racing the next.
 	Times int
 }
+
+// StatusQuotaExhausted is the media API's answer to a submit over the
+// account's quota (platform-evidence.md section 6).
+const StatusQuotaExhausted = 433
 
 // Faults holds the Fault of each endpoint. Endpoint names are the
 // simulator's own (see the Endpoint* constants of each API). Safe for
@@ -114,6 +121,10 @@ func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, statu
 		if hit(ft.Error429Rate) {
 			w.Header().Set("Retry-After", retryAfter)
 			errBody(w, http.StatusTooManyRequests)
+			return
+		}
+		if hit(ft.Error433Rate) {
+			errBody(w, StatusQuotaExhausted)
 			return
 		}
 		if hit(ft.Error5xxRate) {

@@ -208,6 +208,9 @@ func (m *Media) writeError(w http.ResponseWriter, status int, typ, code, param, 
 	writeJSON(w, status, e)
 }
 
+// QuotaExhaustedMessage is the message of the simulator's 433 answer.
+const QuotaExhaustedMessage = "simulated quota exhausted: one run per model per day"
+
 // writeFaultError is the error body of an injected 429 or 5xx.
 func (m *Media) writeFaultError(w http.ResponseWriter, status int) {
 	typ, code := "server_error", "internal_error"
@@ -216,6 +219,9 @@ func (m *Media) writeFaultError(w http.ResponseWriter, status int) {
 		typ, code = "rate_limit_error", "rate_limit_exceeded"
 	case http.StatusServiceUnavailable:
 		code = "service_unavailable"
+	case StatusQuotaExhausted:
+		m.writeError(w, status, "invalid_request_error", "quota_exhausted", "", QuotaExhaustedMessage)
+		return
 	}
 	m.writeError(w, status, typ, code, "", "simulated "+http.StatusText(status))
 }

@@ -245,6 +245,15 @@ func (s *Store) EnsureBucket(ctx context.Context) error {
 	return fmt.Errorf("artifacts: create bucket %s: %w", s.cfg.Bucket, err)
 }
 
+// CheckBucket asks whether the bucket exists and these credentials reach
+// it (HeadBucket: the ListBucket permission). Its error is scrubbed.
+func (s *Store) CheckBucket(ctx context.Context) error {
+	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.cfg.Bucket)}); err != nil {
+		return scrubErr(fmt.Errorf("artifacts: check bucket %s: %w", s.cfg.Bucket, err))
+	}
+	return nil
+}
+
 // Put streams r into the object key and returns what it
 // wrote. The bytes are hashed and counted on the way and never held whole:
 // an object of at most PartSize bytes is written with one PUT carrying its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -50,6 +51,19 @@ func errorLines(e *state.Error) []string {
 	return append([]string{fmt.Sprintf("%s (%s):", e.Code, e.Stage)}, strings.Split(e.Message, "; ")...)
 }
 
+// lastErrorText is a retried step's last error in one line: the step,
+// since when it fails, the code if any, and the error.
+func lastErrorText(e *state.StepError) string {
+	if e == nil {
+		return ""
+	}
+	text := fmt.Sprintf("%s since %s: ", e.Step, e.Since.UTC().Format(time.RFC3339))
+	if e.Code != "" {
+		text += e.Code + ": "
+	}
+	return text + e.Message
+}
+
 // upstreamText lists the upstream ids that are set.
 func upstreamText(u *state.Upstream) string {
 	if u == nil {
@@ -83,6 +97,8 @@ func printJobLine(w io.Writer, j *jobclient.Job) {
 		for _, l := range lines[1:] {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
+	case !j.Terminal() && j.LastError != nil:
+		fmt.Fprintf(w, "%s  %s  (not finished; retrying %s)\n", j.ID, j.Status, lastErrorText(j.LastError))
 	case !j.Terminal():
 		fmt.Fprintf(w, "%s  %s  (not finished)\n", j.ID, j.Status)
 	default:

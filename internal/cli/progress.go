@@ -76,6 +76,18 @@ func (a *app) waitProgress(jsonOut bool, total int) (func(jobclient.Job, jobclie
 	}
 }
 
+// waitRetrying returns the OnRetrying of a Wait: a line on stderr when a
+// job that has not ended records a new last error, nothing with --json
+// (the report carries it).
+func (a *app) waitRetrying(jsonOut bool) func(jobclient.Job) {
+	if jsonOut {
+		return nil
+	}
+	return func(j jobclient.Job) {
+		fmt.Fprintf(a.env.Stderr, "%s: %s, retrying %s\n", j.ID, j.Status, lastErrorText(j.LastError))
+	}
+}
+
 // reader returns r counting into the bar as it is read.
 func (b *bar) reader(r io.Reader) io.Reader {
 	if b == nil {

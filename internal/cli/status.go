@@ -113,6 +113,7 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 		row("cancel", "requested")
 	}
 	row("upstream", upstreamText(j.Upstream))
+	row("retrying", lastErrorText(j.LastError))
 	if lines := errorLines(j.Error); len(lines) > 0 {
 		row("error", lines[0])
 		for _, l := range lines[1:] {

@@ -347,6 +347,7 @@ func (a *app) wait(ctx context.Context, client *jobclient.Client, subs []jobclie
 	res, err := client.Wait(wctx, targets, jobclient.WaitOptions{
 		Since:      since,
 		OnProgress: onProgress,
+		OnRetrying: a.waitRetrying(pf.conn.json),
 		OnNotSetUp: func() {
 			fmt.Fprintf(a.env.Stderr, "enqueue: %v; waiting for one (the jobs stay queued)\n", jobclient.ErrNotSetUp)
 		},

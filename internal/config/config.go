@@ -82,6 +82,8 @@ type Config struct {
 	AckWait           time.Duration `envconfig:"ACK_WAIT" default:"60s"`
 	MaxDeliver        int           `envconfig:"MAX_DELIVER" default:"20"`
 	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
+	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY" default:"5m"`
+	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT" default:"24h"`
 	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT" default:"168h"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
@@ -303,6 +305,11 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be a positive duration like 5s or 2m")
 		}
+	}
+	// 0 (a Config made in code) takes the runner's defaults, those of the
+	// environment.
+	if c.MediaQuotaRetry < 0 || c.MediaQuotaWait < 0 {
+		bad("MEDIA_QUOTA_RETRY/MEDIA_QUOTA_WAIT", "must be a positive duration like 5m or 24h")
 	}
 	if c.NATSMoveAfter < 0 {
 		bad("NATS_MOVE_AFTER", "must be a duration like 10s, or 0 to never move")

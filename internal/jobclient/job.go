@@ -39,6 +39,9 @@ type Job struct {
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Error is set on a failed job.
 	Error *state.Error `json:"error,omitempty"`
+	// LastError is the last error of the step a job retries (not failed):
+	// why it stays at its status. Only a state record carries it.
+	LastError *state.StepError `json:"last_error,omitempty"`
 	// Worker names the worker that last wrote the record.
 	Worker string `json:"worker,omitempty"`
 	// CreatedAt, UpdatedAt, SubmittedAt and FinishedAt come from the state
@@ -48,6 +51,10 @@ type Job struct {
 	UpdatedAt   *time.Time `json:"updated_at,omitempty"`
 	SubmittedAt *time.Time `json:"submitted_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+
+	// fromEvent: the Job was made from an event, which carries no last
+	// error.
+	fromEvent bool
 }
 
 // Terminal reports whether the job has ended: succeeded, failed or
@@ -67,6 +74,7 @@ func JobFromRecord(r *state.Record) Job {
 		Artifacts:       scrubArtifacts(r.Artifacts),
 		Usage:           nullToNil(r.Usage),
 		Error:           r.Error,
+		LastError:       scrubStepError(r.LastError),
 		Worker:          r.Worker,
 		SubmittedAt:     r.SubmittedAt,
 		FinishedAt:      r.FinishedAt,
@@ -102,6 +110,7 @@ func JobFromEvent(ev *events.Event) Job {
 		Artifacts: scrubArtifacts(d.Artifacts),
 		Usage:     nullToNil(d.Usage),
 		Error:     d.Error,
+		fromEvent: true,
 	}
 	if j.ID == "" {
 		j.ID = ev.Subject
@@ -142,4 +151,15 @@ func ShortDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// scrubStepError returns a copy of e with its message passed through
+// redact.Text (a record written by any worker is shown); nil stays nil.
+func scrubStepError(e *state.StepError) *state.StepError {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Message = redact.Text(c.Message)
+	return &c
 }

@@ -118,6 +118,10 @@ type WaitOptions struct {
 	// OnProgress is called when a job moves to another phase, with the
 	// job and the counts after the move. Defaults to none.
 	OnProgress func(Job, Counts)
+	// OnRetrying is called when an unfinished job's state record shows a
+	// new last error (the step it retries, see Job.LastError). Defaults
+	// to none.
+	OnRetrying func(Job)
 	// OnNotSetUp is called once when SLUICE_EVENTS does not exist yet;
 	// Wait keeps looking for it. Defaults to none.
 	OnNotSetUp func()
@@ -153,10 +157,16 @@ type WaitResult struct {
 func (c *Client) Wait(ctx context.Context, targets []Target, o WaitOptions) (*WaitResult, error) {
 	o = o.withDefaults(c.now())
 	w := newWaiter(targets, o.OnProgress)
+	w.retrying = o.OnRetrying
 	if w.finished() {
 		return w.result(), nil
 	}
 	ended := func() (*WaitResult, error) {
+		// The records are read once more, briefly, so that a job that
+		// did not end shows why it stays where it is (its last error).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = c.recheck(rctx, w)
+		cancel()
 		return w.result(), fmt.Errorf("wait: %w", context.Cause(ctx))
 	}
 
@@ -297,6 +307,7 @@ type waiter struct {
 	jobs     map[string]*Job
 	counts   Counts
 	progress func(Job, Counts)
+	retrying func(Job)
 }
 
 func newWaiter(targets []Target, progress func(Job, Counts)) *waiter {
@@ -321,6 +332,13 @@ func (w *waiter) update(j Job) {
 	}
 	if j.Kind == "" {
 		j.Kind = cur.Kind
+	}
+	if j.fromEvent && j.Status == cur.Status {
+		// An event carries no last error; the record's still holds.
+		j.LastError = cur.LastError
+	}
+	if j.LastError != nil && !j.LastError.Same(cur.LastError) && w.retrying != nil {
+		defer w.retrying(j)
 	}
 	from, to := phase(cur.Status), phase(j.Status)
 	*cur = j

@@ -33,6 +33,7 @@ type Metrics struct {
 	waiting       *prometheus.GaugeVec
 	orphaned      *prometheus.CounterVec
 	quota         quotaGauges
+	store         storeGauges
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -103,12 +104,14 @@ func New() *Metrics {
 			Name: "sluice_messages_orphaned_total", Help: "Job messages found in SLUICE_JOBS at or below their consumer's ack floor (which no consumer delivers again) and handed over by this worker's sweep, by kind.",
 		}, []string{"kind"}),
 		quota: newQuotaGauges(),
+		store: newStoreGauges(),
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
+	m.reg.MustRegister(m.store.collectors()...)
 	return m
 }
 

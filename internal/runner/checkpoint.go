@@ -71,6 +71,15 @@ func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) erro
 			return create(rec)
 		}
 	}
+	step := apply
+	apply = func(rec *state.Record) error {
+		before, last := rec.Status, rec.LastError
+		if err := step(rec); err != nil {
+			return err
+		}
+		keepLastError(rec, before, last)
+		return nil
+	}
 	var rec *state.Record
 	var err error
 	if j.rec == nil {
@@ -171,7 +180,9 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 		if j.stopping() {
 			return errStopping
 		}
-		return transient(fmt.Errorf("copy %s: %w", name, err))
+		rt := transient(fmt.Errorf("copy %s: %w", name, err))
+		rt.step = state.StatusCollecting
+		return rt
 	}
 	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
 	j.log.Info().Str("key", art.Key).Int64("size", art.Size).Msg("artifact stored")

@@ -263,6 +263,8 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 	switch {
 	case errors.As(err, &f):
 		return f
+	case errors.Is(err, apiclient.ErrQuotaExhausted):
+		return r.quotaExhausted(ctx, j, err)
 	case errors.Is(err, apiclient.ErrAmbiguous):
 		j.unseenTask = true
 		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
@@ -287,6 +289,42 @@ func (r *Runner) backOutSubmit(ctx context.Context, j *job, err error) error {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	return transient(fmt.Errorf("submit: %w", err))
+}
+
+// quotaExhausted handles a submit that upstream answered with an exhausted
+// quota (HTTP 433: one run per model per day in that account): nothing was
+// created, so the job backs out of its submit and is redelivered after
+// QuotaRetry, the spacing doubling up to an hour, and fails
+// upstream_quota_exhausted with upstream's message once QuotaWait has
+// passed since its first 433. The back-out records the wait in the job's
+// last error, which keeps when it began, and counts it in QuotaWaits, so
+// that these redeliveries do not count against MaxDeliver. The job holds
+// no fleet quota lease meanwhile: it is back at "received" (settleQuota).
+func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
+	msg := err.Error()
+	if ae, ok := errors.AsType[*apiclient.APIError](err); ok && ae.Message != "" {
+		msg = ae.Message
+	}
+	rt := &retry{err: fmt.Errorf("upstream quota exhausted (HTTP %d): %s", apiclient.StatusQuotaExhausted, msg),
+		step: state.StatusSubmitting, code: CodeQuotaExhausted}
+	note := r.stepError(j, rt)
+	waited := r.cfg.Now().Sub(note.Since)
+	if waited >= r.cfg.QuotaWait {
+		return fail(CodeQuotaExhausted, state.StageSubmit, true,
+			"upstream's quota stayed exhausted for %s (SLUICE_MEDIA_QUOTA_WAIT=%s): %s", waited.Round(time.Second), r.cfg.QuotaWait, msg)
+	}
+	spacing := backoff.Exponential{Min: r.cfg.QuotaRetry, Max: max(r.cfg.QuotaRetry, time.Hour)}
+	rt.delay = min(spacing.Delay(j.rec.QuotaWaits), r.cfg.QuotaWait-waited)
+	if cerr := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) {
+		rec.Submits--
+		rec.QuotaWaits++
+		rec.LastError = note
+	}); cerr != nil {
+		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
+	}
+	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", note.Since).
+		Msg("upstream's quota is exhausted; nothing was created, submitting again later")
+	return rt
 }
 
 // inputRefusal is a submit refused by upstream on one of the job's s3://

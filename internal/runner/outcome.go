@@ -29,6 +29,7 @@ const (
 	CodeUpstreamUnauthorized = "upstream_unauthorized"
 	CodeInvalidMedia         = "invalid_media"
 	CodeInputUnreachable     = "input_unreachable"
+	CodeQuotaExhausted       = "upstream_quota_exhausted"
 )
 
 // failure ends a job failed. deadLetter also copies its message to
@@ -53,6 +54,12 @@ func fail(code string, stage state.Stage, deadLetter bool, format string, args .
 type retry struct {
 	err   error
 	delay time.Duration // 0: the runner's backoff
+	// step is the step retried when the record has left it already (a
+	// submit backed out to "received"); "": the record's status. code is
+	// sluice's code for the cause, if any. Both go into the record's last
+	// error (noteRetry).
+	step state.Status
+	code string
 }
 
 func (r *retry) Error() string { return "transient: " + r.err.Error() }

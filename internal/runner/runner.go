@@ -60,6 +60,13 @@ type Config struct {
 	MaxArtifactBytes int64
 	// TaskTimeout bounds a media task from submit to terminal. Defaults to 6h.
 	TaskTimeout time.Duration
+	// QuotaRetry is how long after a media submit answered with an
+	// exhausted quota (HTTP 433) the job is submitted again, the spacing
+	// doubling up to an hour (QuotaRetry when longer). Defaults to 5m.
+	QuotaRetry time.Duration
+	// QuotaWait bounds the time from a job's first 433 to its last retry:
+	// past it, the job fails upstream_quota_exhausted. Defaults to 24h.
+	QuotaWait time.Duration
 	// ComputeTimeout bounds a compute job from submit to terminal. Defaults
 	// to 168h.
 	ComputeTimeout time.Duration
@@ -128,6 +135,8 @@ func New(cfg Config) (*Runner, error) {
 	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, 20)
 	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, 5<<30)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, 6*time.Hour)
+	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, 5*time.Minute)
+	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, 24*time.Hour)
 	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, 168*time.Hour)
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
@@ -323,7 +332,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
-	case deliveries(d, rec) > r.cfg.MaxDeliver:
+	case deliveries(d, rec)-rec.QuotaWaits > r.cfg.MaxDeliver:
 		return j, r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
 			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", deliveries(d, rec), r.cfg.MaxDeliver)), true
 	case rec.Cancel != nil && !submittedOrLater(rec.Status):
@@ -333,7 +342,9 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	return j, consumer.Outcome{}, false
 }
 
-// deliveries is how often a job has been delivered: its message's count,
+// deliveries is how often a job has been delivered (the deliveries that
+// waited for upstream's quota are subtracted by the caller: see
+// quotaExhausted): its message's count,
 // or, for an orphan, which the sweep hands over as a first delivery every
 // time, the record's count of the deliveries that reached a worker (this
 // one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
@@ -442,10 +453,11 @@ func (r *Runner) finish(ctx context.Context, j *job, err error) consumer.Outcome
 		j.log.Info().Str("status", string(j.rec.Status)).Msg("handing job back on shutdown")
 		return consumer.Outcome{Action: consumer.Release}
 	case errors.As(err, &rt):
-		return r.settle(j, rt)
 	default:
-		return r.settle(j, transient(err))
+		rt = transient(err)
 	}
+	r.noteRetry(ctx, j, rt)
+	return r.settle(j, rt)
 }
 
 func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
@@ -486,6 +498,7 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 		rec.Status = status
 		rec.FinishedAt = &now
 		rec.TerminalSeq = j.d.StreamSeq()
+		rec.LastError = nil
 		if f != nil {
 			rec.Error = &state.Error{Code: f.code, Message: f.msg, Stage: f.stage}
 			rec.DeadLetter = f.deadLetter

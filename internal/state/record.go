@@ -58,6 +58,14 @@ type Record struct {
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Error is set on a failed job.
 	Error *Error `json:"error,omitempty"`
+	// LastError is the last error of a step that is being retried (the
+	// job is not failed): why a job stays at its step. It is cleared when
+	// the job moves to another step, and on the terminal record.
+	LastError *StepError `json:"last_error,omitempty"`
+	// QuotaWaits counts the deliveries that ended because upstream
+	// answered the submit with an exhausted quota (nothing was created);
+	// they do not count against SLUICE_MAX_DELIVER.
+	QuotaWaits int `json:"quota_waits,omitempty"`
 	// DeadLetter is set on a failed job whose message goes to SLUICE_DLQ.
 	DeadLetter bool `json:"dead_letter,omitempty"`
 	// Worker names the worker that last wrote the record.
@@ -116,6 +124,7 @@ func (r *Record) clone() *Record {
 	c.TerminalEvent = bytes.Clone(r.TerminalEvent)
 	c.Cancel = clonePtr(r.Cancel)
 	c.Error = clonePtr(r.Error)
+	c.LastError = clonePtr(r.LastError)
 	c.SubmittedAt = clonePtr(r.SubmittedAt)
 	c.PreflightAt = clonePtr(r.PreflightAt)
 	c.FinishedAt = clonePtr(r.FinishedAt)
@@ -189,4 +198,25 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Stage   Stage  `json:"stage"`
+}
+
+// StepError is the last error of a step being retried (Record.LastError).
+type StepError struct {
+	// Step is the status whose step failed: the job retries it.
+	Step Status `json:"step"`
+	// Code is sluice's code for the cause when it has one (such as
+	// upstream_quota_exhausted), else empty.
+	Code string `json:"code,omitempty"`
+	// Message is the error, scrubbed of secrets.
+	Message string `json:"message"`
+	// Since is when the step first failed with this code.
+	Since time.Time `json:"since"`
+	// At is when Message was recorded.
+	At time.Time `json:"at"`
+}
+
+// Same reports whether e already says what o says (step, code and
+// message): a retry that fails the same way writes nothing.
+func (e *StepError) Same(o *StepError) bool {
+	return e != nil && o != nil && e.Step == o.Step && e.Code == o.Code && e.Message == o.Message
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
+	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -169,11 +170,14 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	stores := &storeWatch{probe: store.CheckBucket, where: storeWhere(cfg), log: log, m: m}
 	if cfg.S3CreateBucket {
-		if err := store.EnsureBucket(ctx); err != nil {
-			log.Warn().Err(err).Str("bucket", cfg.S3Bucket).Msg("cannot ensure the artifact bucket exists")
-		}
+		stores.probe = store.EnsureBucket
 	}
+	// The first probe comes before the first pull: a worker whose store is
+	// away takes no job.
+	_ = stores.check(ctx)
+	readyz.store = stores
 	fetcher := artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes})
 
 	// One pool of goroutines serves the consumer's handlers and the
@@ -183,6 +187,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	rcfg := runner.Config{
 		Pool: pool, State: st, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
+		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Metrics: m, Logger: &log, Reach: watch, Quota: fleet,
@@ -215,12 +220,11 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	var gate consumer.Gate
 	if fleet != nil {
-		gate = fleet
+		stores.next = fleet
 	}
 	jobs, err := consumer.New(consumer.Config{
-		Pool: pool, Gate: gate,
+		Pool: pool, Gate: stores,
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
@@ -239,6 +243,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	if rcfg.Poller != nil {
 		go rcfg.Poller.Run(bg)
 	}
+	go stores.run(bg)
 	quotaDone := make(chan struct{})
 	go func() { fleet.Run(bg); close(quotaDone) }()
 	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
@@ -407,6 +412,8 @@ type readiness struct {
 	waiting string
 	nc      *nats.Conn
 	js      jetstream.JetStream
+	// store, once set, says whether the artifact store answers.
+	store *storeWatch
 }
 
 func (r *readiness) wait(what string) {
@@ -425,7 +432,7 @@ func (r *readiness) set(nc *nats.Conn, js jetstream.JetStream) {
 // check returns why the worker is not ready, or nil.
 func (r *readiness) check(ctx context.Context) error {
 	r.mu.Lock()
-	waiting, nc, js := r.waiting, r.nc, r.js
+	waiting, nc, js, store := r.waiting, r.nc, r.js, r.store
 	r.mu.Unlock()
 	switch {
 	case waiting != "" || nc == nil:
@@ -433,9 +440,24 @@ func (r *readiness) check(ctx context.Context) error {
 	case !nc.IsConnected():
 		return errors.New("NATS not connected")
 	}
+	if store != nil {
+		if err := store.Err(); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	return contract.Present(ctx, js)
+}
+
+// storeWhere names the artifact store of cfg for messages: its endpoint
+// without credentials (or AWS S3's region), and the bucket.
+func storeWhere(cfg config.Config) string {
+	endpoint := "AWS S3 in " + cfg.S3Region
+	if cfg.S3Endpoint != "" {
+		endpoint = redact.URL(cfg.S3Endpoint)
+	}
+	return fmt.Sprintf("%s, bucket %s", endpoint, cfg.S3Bucket)
 }
 
 // lateHandler serves a handler set once the worker has reached NATS (the
