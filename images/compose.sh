@@ -4,10 +4,13 @@
 # its cluster-* targets when SLUICE_STACK=cluster, with either
 # `docker compose` (v2) or the older `docker-compose`.
 #
-# Usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
+# Usage: images/compose.sh up [SERVICE... FLAGS...] | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
 #
 #   up     start NATS, versitygw, the simulator and $WORKERS workers
-#          (default 1), then wait until every container is healthy
+#          (default 1), then wait until every container is healthy;
+#          services and flags after it go to compose up, e.g. `up console`
+#          starts the console service (its dependencies too), `up --build`;
+#          it is always detached (-d is accepted and implied)
 #   demo   run the demo (cmd/demo) against the running stack
 #   smoke  on a separate, throw-away project: start the stack, enqueue the
 #          20 mixed jobs of config/compose/smoke-jobs.ndjson with
@@ -115,7 +118,19 @@ wait_healthy() {
 
 case ${1:-} in
 up)
-	compose up -d --scale "worker=${WORKERS:-1}" "${services[@]}"
+	# What follows up goes to compose up: services (console) and flags
+	# (--build); without a service the stack's own start. Always detached.
+	shift
+	args=() named=false
+	for a in "$@"; do
+		case $a in
+		-d | --detach) ;;
+		-*) args+=("$a") ;;
+		*) args+=("$a") named=true ;;
+		esac
+	done
+	$named || args+=("${services[@]}")
+	compose up -d --scale "worker=${WORKERS:-1}" "${args[@]}"
 	wait_healthy
 	compose ps
 	if [ "${SLUICE_STACK:-single}" = cluster ]; then
@@ -175,7 +190,7 @@ enqueue)
 	enqueue "$@"
 	;;
 "")
-	echo "usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS..." >&2
+	echo "usage: images/compose.sh up [SERVICE... FLAGS...] | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS..." >&2
 	exit 2
 	;;
 *)

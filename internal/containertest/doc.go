@@ -13,5 +13,6 @@
 // SLUICE_S3_IMAGE and SLUICE_WORKER_IMAGE name others). Without either
 // they skip, saying why. Nothing is pulled: the reaper container (Ryuk) is
 // off, each test removes its containers and network itself, and a missing
-// image is a skip, never a pull.
+// image is a skip, never a pull. TestComposeShUpPassesArguments drives
+// images/compose.sh with a stand-in compose and needs neither.
 package containertest
