@@ -79,7 +79,7 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 
 .PHONY: images compose-up compose-demo compose-down compose-smoke
 
-images: ## build the sluice-*:dev images FROM scratch from Go modules (pulls nothing)
+images: ## build the sluice-* images (tag SLUICE_IMAGE_TAG, default dev) FROM scratch from Go modules (pulls nothing)
 	GO=$(GO) images/build.sh
 
 compose-up: images ## start NATS, versitygw, the simulator and WORKERS workers (default 1)

@@ -38,7 +38,8 @@
 # Environment: COMPOSE (the compose command), COMPOSE_PROJECT_NAME (the
 # project, as compose itself reads it; COMPOSE_PROJECT is the older
 # spelling; default sluice), SLUICE_STACK, SLUICE_CLUSTER_DIR, WORKERS,
-# DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke),
+# DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke), SLUICE_IMAGE_TAG (the
+# tag of the sluice-* images run, as images/build.sh reads it; default dev),
 # SMOKE_JOBS (an NDJSON file of specs), SMOKE_TIMEOUT (default 5m), and the
 # variables docker-compose.yml reads (image names, host ports, S3
 # credentials).
@@ -83,6 +84,15 @@ cluster)
 	;;
 esac
 project=${COMPOSE_PROJECT_NAME:-${COMPOSE_PROJECT:-$default_project}}
+
+# The images compose runs are those images/build.sh built: sluice-<name>
+# tagged SLUICE_IMAGE_TAG, unless SLUICE_<NAME>_IMAGE names another. The
+# compose files cannot derive one variable from another (docker-compose v1
+# has no nested defaults), so it is done here.
+for pair in NATS:nats S3:versitygw SIMULATOR:simulator WORKER:worker ENQUEUE:enqueue; do
+	var=SLUICE_${pair%%:*}_IMAGE
+	export "$var=${!var:-sluice-${pair#*:}:${SLUICE_IMAGE_TAG:-dev}}"
+done
 
 # compose ARGS: the compose command on $project with every profile, so that
 # down and ps see the simulator, the CLI and the console too.

@@ -67,3 +67,51 @@ func TestComposeShUpPassesArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeShRunsTheBuiltTag: SLUICE_IMAGE_TAG, the tag images/build.sh
+// gives the images, is the tag images/compose.sh runs, in both stacks; a
+// SLUICE_<NAME>_IMAGE still names another image. compose config resolves
+// the files without starting anything.
+func TestComposeShRunsTheBuiltTag(t *testing.T) {
+	t.Parallel()
+	composeCmd := composeCommand(t)
+	clusterDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(clusterDir, "certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"certs/ca.pem": "",
+		"secrets.env":  "SLUICE_NATS_PRODUCER_PASSWORD=p\nSLUICE_NATS_WORKER_PASSWORD=w\nSLUICE_NATS_ADMIN_PASSWORD=a\n",
+	} {
+		if err := os.WriteFile(filepath.Join(clusterDir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stack := range []string{"single", "cluster"} {
+		cmd := exec.Command("bash", "images/compose.sh", "config")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "COMPOSE="+composeCmd, "SLUICE_STACK="+stack, "SLUICE_CLUSTER_DIR="+clusterDir,
+			"SLUICE_IMAGE_TAG=t1", "SLUICE_NATS_IMAGE=nats:2.12",
+			"SLUICE_S3_IMAGE=", "SLUICE_SIMULATOR_IMAGE=", "SLUICE_WORKER_IMAGE=", "SLUICE_ENQUEUE_IMAGE=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: images/compose.sh config: %v\n%s", stack, err, out)
+		}
+		seen := map[string]bool{}
+		for _, line := range strings.Split(string(out), "\n") {
+			img, ok := strings.CutPrefix(strings.TrimSpace(line), "image: ")
+			if !ok {
+				continue
+			}
+			seen[img] = true
+			if img != "nats:2.12" && !strings.HasSuffix(img, ":t1") {
+				t.Errorf("%s stack: compose runs %s, want the tag SLUICE_IMAGE_TAG=t1", stack, img)
+			}
+		}
+		for _, want := range []string{"nats:2.12", "sluice-worker:t1", "sluice-versitygw:t1", "sluice-simulator:t1", "sluice-enqueue:t1"} {
+			if !seen[want] {
+				t.Errorf("%s stack: no service runs %s (images: %v)", stack, want, seen)
+			}
+		}
+	}
+}
