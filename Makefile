@@ -19,8 +19,14 @@ build: ## build worker, enqueue, simulator and demo into ./bin
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/ ./cmd/...
 
-test: ## run every test with the race detector (what CI runs)
-	$(GO) test $(GOFLAGS_TEST) $(PKGS)
+# go test -json through internal/testprogress: go test's own lines (each
+# package's ok / FAIL line, failed tests' output) plus a line as each
+# package starts and ends, one a minute naming those still running, and the
+# total time; the exit status is go test's.
+test: ## run every test with the race detector (what CI runs; takes minutes, prints progress per package)
+	@mkdir -p $(BIN)
+	@$(GO) build -o $(BIN)/testprogress ./internal/testprogress
+	$(BIN)/testprogress -total $$($(GO) list $(PKGS) | wc -l) -- $(GO) test -json $(GOFLAGS_TEST) $(PKGS)
 
 lint: vet ## go vet, and fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
