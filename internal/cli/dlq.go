@@ -325,7 +325,7 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 		res, err := client.Replay(ctx, d, jobclient.RetryOptions{Force: rf.force})
 		switch {
 		case isRefusal(err):
-			a.refuse(rep, &rf.pf, refusal{JobID: d.JobID, Seq: d.Seq, Error: err.Error()})
+			a.refuse(rep, &rf.pf, refusal{JobID: d.JobID, Seq: d.Seq, Error: refusalText(err)})
 			continue
 		case err != nil && res == nil:
 			return err
