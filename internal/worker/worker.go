@@ -35,6 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
+	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -306,7 +307,7 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		}
 		err = sec.Explain(err)
 		delay := spacing.Ceiling(attempt)
-		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
+		log.Warn().Err(err).Str("url", redact.ServerURLs(cfg.NATSURL)).Dur("retry_in", delay).Msg("cannot connect to NATS")
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
 		}
