@@ -19,8 +19,14 @@ build: ## build worker, enqueue, simulator and demo into ./bin
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/ ./cmd/...
 
-test: ## run every test with the race detector (what CI runs)
-	$(GO) test $(GOFLAGS_TEST) $(PKGS)
+# go test -json through internal/testprogress: go test's own lines (each
+# package's ok / FAIL line, failed tests' output) plus a line as each
+# package starts and ends, one a minute naming those still running, and the
+# total time; the exit status is go test's.
+test: ## run every test with the race detector (what CI runs; takes minutes, prints progress per package)
+	@mkdir -p $(BIN)
+	@$(GO) build -o $(BIN)/testprogress ./internal/testprogress
+	$(BIN)/testprogress -total $$($(GO) list $(PKGS) | wc -l) -- $(GO) test -json $(GOFLAGS_TEST) $(PKGS)
 
 lint: vet ## go vet, and fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -79,7 +85,7 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 
 .PHONY: images compose-up compose-demo compose-down compose-smoke
 
-images: ## build the sluice-*:dev images FROM scratch from Go modules (pulls nothing)
+images: ## build the sluice-* images (tag SLUICE_IMAGE_TAG, default dev) FROM scratch from Go modules (pulls nothing)
 	GO=$(GO) images/build.sh
 
 compose-up: images ## start NATS, versitygw, the simulator and WORKERS workers (default 1)

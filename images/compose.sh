@@ -4,10 +4,13 @@
 # its cluster-* targets when SLUICE_STACK=cluster, with either
 # `docker compose` (v2) or the older `docker-compose`.
 #
-# Usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
+# Usage: images/compose.sh up [SERVICE... FLAGS...] | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS...
 #
 #   up     start NATS, versitygw, the simulator and $WORKERS workers
-#          (default 1), then wait until every container is healthy
+#          (default 1), then wait until every container is healthy;
+#          services and flags after it go to compose up, e.g. `up console`
+#          starts the console service (its dependencies too), `up --build`;
+#          it is always detached (-d is accepted and implied)
 #   demo   run the demo (cmd/demo) against the running stack
 #   smoke  on a separate, throw-away project: start the stack, enqueue the
 #          20 mixed jobs of config/compose/smoke-jobs.ndjson with
@@ -35,7 +38,8 @@
 # Environment: COMPOSE (the compose command), COMPOSE_PROJECT_NAME (the
 # project, as compose itself reads it; COMPOSE_PROJECT is the older
 # spelling; default sluice), SLUICE_STACK, SLUICE_CLUSTER_DIR, WORKERS,
-# DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke),
+# DOWN_FLAGS, SMOKE_PROJECT (default sluice-smoke), SLUICE_IMAGE_TAG (the
+# tag of the sluice-* images run, as images/build.sh reads it; default dev),
 # SMOKE_JOBS (an NDJSON file of specs), SMOKE_TIMEOUT (default 5m), and the
 # variables docker-compose.yml reads (image names, host ports, S3
 # credentials).
@@ -81,6 +85,15 @@ cluster)
 esac
 project=${COMPOSE_PROJECT_NAME:-${COMPOSE_PROJECT:-$default_project}}
 
+# The images compose runs are those images/build.sh built: sluice-<name>
+# tagged SLUICE_IMAGE_TAG, unless SLUICE_<NAME>_IMAGE names another. The
+# compose files cannot derive one variable from another (docker-compose v1
+# has no nested defaults), so it is done here.
+for pair in NATS:nats S3:versitygw SIMULATOR:simulator WORKER:worker ENQUEUE:enqueue; do
+	var=SLUICE_${pair%%:*}_IMAGE
+	export "$var=${!var:-sluice-${pair#*:}:${SLUICE_IMAGE_TAG:-dev}}"
+done
+
 # compose ARGS: the compose command on $project with every profile, so that
 # down and ps see the simulator, the CLI and the console too.
 compose() { $COMPOSE -f "$file" -p "$project" "${profiles[@]}" "$@"; }
@@ -115,7 +128,19 @@ wait_healthy() {
 
 case ${1:-} in
 up)
-	compose up -d --scale "worker=${WORKERS:-1}" "${services[@]}"
+	# What follows up goes to compose up: services (console) and flags
+	# (--build); without a service the stack's own start. Always detached.
+	shift
+	args=() named=false
+	for a in "$@"; do
+		case $a in
+		-d | --detach) ;;
+		-*) args+=("$a") ;;
+		*) args+=("$a") named=true ;;
+		esac
+	done
+	$named || args+=("${services[@]}")
+	compose up -d --scale "worker=${WORKERS:-1}" "${args[@]}"
 	wait_healthy
 	compose ps
 	if [ "${SLUICE_STACK:-single}" = cluster ]; then
@@ -175,7 +200,7 @@ enqueue)
 	enqueue "$@"
 	;;
 "")
-	echo "usage: images/compose.sh up | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS..." >&2
+	echo "usage: images/compose.sh up [SERVICE... FLAGS...] | demo | smoke | down | enqueue ARGS... | COMPOSE-ARGS..." >&2
 	exit 2
 	;;
 *)

@@ -47,6 +47,11 @@ func ParseBaseURL(s string) (*url.URL, error) {
 	if s == "" {
 		return nil, errors.New("is required")
 	}
+	if !strings.Contains(s, "://") {
+		// host:port is the likely slip; url.Parse would call it "not a
+		// valid URL" or read the host as a scheme.
+		return nil, errors.New("has no scheme: want a URL such as http://127.0.0.1:7070 or https://host, not host:port")
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		// url.Parse echoes its input.

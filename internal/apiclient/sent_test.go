@@ -53,6 +53,11 @@ func TestBaseURLRule(t *testing.T) {
 			}
 		}
 	}
+	for _, hostPort := range []string{"127.0.0.1:7070", "localhost:7070", "s3.example.test"} {
+		if _, err := apiclient.ParseBaseURL(hostPort); err == nil || !strings.Contains(err.Error(), "has no scheme: want a URL such as http://") {
+			t.Errorf("ParseBaseURL(%q) = %v, want it to ask for the scheme", hostPort, err)
+		}
+	}
 	u, err := apiclient.ParseBaseURL("https://api.example.test/a%2Fb//")
 	if err != nil || u.String() != "https://api.example.test/a%2Fb" {
 		t.Errorf("ParseBaseURL keeps %v, %v; want the escaped prefix without trailing slashes", u, err)

@@ -166,3 +166,20 @@ func TestErrorProblemsOnePerLine(t *testing.T) {
 		t.Errorf("status:\n%s", status.String())
 	}
 }
+
+// TestRefusalTextNamesTheFlag: a refusal that --force would lift says so
+// by the flag's name.
+func TestRefusalTextNamesTheFlag(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w x: %w", jobclient.ErrNotRetryable, jobclient.ErrSucceeded), "cannot retry x: it succeeded (--force runs it anyway)"},
+		{fmt.Errorf("retry x: %w", jobclient.ErrMayPayTwice), "retry x: its submission may have reached upstream: running it again may pay twice (--force runs it anyway)"},
+		{fmt.Errorf("%w x: it has not ended", jobclient.ErrNotRetryable), "cannot retry x: it has not ended"},
+	} {
+		if got := refusalText(tt.err); got != tt.want {
+			t.Errorf("refusalText = %q, want %q", got, tt.want)
+		}
+	}
+}

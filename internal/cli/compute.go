@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -15,6 +16,7 @@ func runCompute(ctx context.Context, a *app, args []string) error {
 		sf                                     specFlags
 		pf                                     publishFlags
 		template, queue, wallTime, script      string
+		scriptFile                             string
 		name, cluster, workDir, stdout, stderr string
 		submitType, mem                        string
 		nodes, ppn                             int
@@ -27,7 +29,8 @@ func runCompute(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&nodes, "nodes", 0, "node count (required)")
 	fs.IntVar(&ppn, "ppn", 0, "processes per node (required)")
 	fs.StringVar(&wallTime, "wall-time", "", "wall time `HH:MM:SS` (required)")
-	fs.StringVar(&script, "script", "", "scheduler script `PATH` on the cluster (required)")
+	fs.StringVar(&script, "script", "", "scheduler script `PATH` on the cluster (this or --script-file is required)")
+	fs.StringVar(&scriptFile, "script-file", "", "local scheduler script `FILE`: uploaded to S3, then into --work-dir on the cluster, and run from there")
 	fs.Var(&inputs, "input", "upload `FROM=DIR` before submitting: s3://bucket/key or https:// URL, then the target directory on the cluster (repeatable)")
 	fs.BoolVar(&cover, "cover-inputs", false, "overwrite files that already exist on the cluster when uploading --input files")
 	fs.Var(&outputs, "output", "absolute file `PATH` on the cluster to collect after the job (repeatable; stdout and stderr are always collected)")
@@ -42,10 +45,20 @@ func runCompute(ctx context.Context, a *app, args []string) error {
 	sf.register(fs)
 	pf.register(fs, false)
 	h := help{
-		usage: "enqueue compute --template TYPE/NAME --queue Q --nodes N --ppn P --wall-time HH:MM:SS --script PATH [flags]",
+		usage: "enqueue compute --template TYPE/NAME --queue Q --nodes N --ppn P --wall-time HH:MM:SS (--script PATH | --script-file FILE --work-dir DIR) [flags]",
 		about: `Publish one compute job: upload the --input files, submit the template's
-job, poll it to its end and collect its stdout, stderr and --output files.` + "\n" + publishAbout,
-		examples: `  enqueue compute --template BASIC/BASE --queue normal --nodes 2 --ppn 32 \
+job, poll it to its end and collect its stdout, stderr and --output files.
+
+The scheduler script is either a file already on the cluster (--script) or
+a local file (--script-file): enqueue uploads it by content to the
+worker's bucket under <SLUICE_S3_PREFIX>/inputs/sha256/<sha256><ext>
+(SLUICE_S3_BUCKET, SLUICE_S3_ENDPOINT, SLUICE_S3_REGION,
+SLUICE_S3_PATH_STYLE and the AWS credentials, as the worker reads them),
+adds it to the job's inputs with --work-dir as its directory, and runs it
+as <work dir>/<sha256><ext>.` + "\n" + publishAbout,
+		examples: `  enqueue compute --template BASIC/BASE --queue normal --nodes 1 --ppn 1 --wall-time 00:10:00 \
+      --script-file ./hello.sh --work-dir /public/home/dev/hello --wait
+  enqueue compute --template BASIC/BASE --queue normal --nodes 2 --ppn 32 \
       --wall-time 36:00:00 --script /home/alice/hydro/run.sh \
       --input s3://hydro-in/meshes/basin.msh=/home/alice/hydro/run-1 \
       --output /home/alice/hydro/run-1/result.nc --work-dir /home/alice/hydro/run-1 --wait
@@ -104,7 +117,7 @@ job, poll it to its end and collect its stdout, stderr and --output files.` + "\
 		"compute.job.nodes":       "--nodes",
 		"compute.job.ppn":         "--ppn",
 		"compute.job.wall_time":   "--wall-time",
-		"compute.job.script":      "--script",
+		"compute.job.script":      "--script/--script-file",
 		"compute.job.work_dir":    "--work-dir",
 		"compute.job.stdout":      "--stdout",
 		"compute.job.stderr":      "--stderr",
@@ -124,7 +137,46 @@ job, poll it to its end and collect its stdout, stderr and --output files.` + "\
 		}
 		c.Inputs = append(c.Inputs, jobspec.ComputeInput{From: in[:i], To: in[i+1:], Cover: cover})
 	}
+	var scriptObj *inputObject
+	if scriptFile != "" {
+		switch {
+		case script != "":
+			bad = append(bad, flagProblem{"--script-file", "compute.job.script", "give --script (a path on the cluster) or --script-file (a local file), not both"})
+		case !path.IsAbs(workDir):
+			bad = append(bad, flagProblem{"--work-dir", "compute.job.work_dir", "--script-file needs --work-dir, the absolute directory on the cluster the script is uploaded to and run in"})
+		default:
+			o, err := readScript(scriptFile)
+			if err != nil {
+				return usageErrorf("--script-file %s: %v", scriptFile, err)
+			}
+			scriptObj = &o
+			// The script goes first: it is the job's, the other inputs
+			// are its data. Its name on the cluster is its key's, so the
+			// same bytes always land on the same file (cover is safe).
+			c.Job.Script = path.Join(workDir, o.sum+o.ext)
+			c.Inputs = append([]jobspec.ComputeInput{{From: "s3://bucket/local-file", To: workDir, Cover: true}}, c.Inputs...)
+			names["compute.inputs[0]"] = "--script-file"
+		}
+	}
 	spec := &jobspec.Spec{Kind: jobspec.KindCompute, Compute: c}
 	sf.apply(spec)
+	if scriptObj != nil {
+		// Nothing is uploaded for a job that cannot be published.
+		if err := pf.check(); err != nil {
+			return err
+		}
+		if _, err := a.submission(spec, names, &pf, bad); err != nil {
+			return err
+		}
+		store, err := a.inputStore(ctx)
+		if err != nil {
+			return err
+		}
+		url, err := a.upload(ctx, store, *scriptObj, &pf)
+		if err != nil {
+			return fmt.Errorf("--script-file %s: %w", scriptFile, err)
+		}
+		c.Inputs[0].From = url
+	}
 	return a.runBuilt(ctx, spec, names, &pf, bad...)
 }

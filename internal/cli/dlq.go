@@ -142,7 +142,7 @@ func (a *app) deadLetters(ctx context.Context, cf *connFlags, f jobclient.DLQFil
 	dls, err := client.DeadLetters(ctx, f)
 	switch {
 	case err != nil:
-		err = notSetUp(err)
+		err = dlqRefused(notSetUp(err))
 	case some && len(dls) == 0:
 		err = &exitError{code: ExitNoSuchJob, err: errors.New("no dead letter matches")}
 	}
@@ -325,7 +325,7 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 		res, err := client.Replay(ctx, d, jobclient.RetryOptions{Force: rf.force})
 		switch {
 		case isRefusal(err):
-			a.refuse(rep, &rf.pf, refusal{JobID: d.JobID, Seq: d.Seq, Error: err.Error()})
+			a.refuse(rep, &rf.pf, refusal{JobID: d.JobID, Seq: d.Seq, Error: refusalText(err)})
 			continue
 		case err != nil && res == nil:
 			return err
@@ -396,7 +396,7 @@ Exit codes: 0 removed, 2 usage error or not confirmed, 6 no letter matches,
 	}
 	for _, d := range dls {
 		if err := client.PurgeDeadLetter(ctx, d.Seq); err != nil {
-			return err
+			return dlqRefused(err)
 		}
 	}
 	if cf.json {
@@ -406,4 +406,16 @@ Exit codes: 0 removed, 2 usage error or not confirmed, 6 no letter matches,
 	}
 	fmt.Fprintf(a.env.Stdout, "removed %d dead letter(s)\n", len(dls))
 	return nil
+}
+
+// dlqRefused says, for a user whose permissions leave SLUICE_DLQ out (the
+// producer of config/nats/users.conf), which user may read it.
+func dlqRefused(err error) error {
+	var refused *jobclient.ReadRefusedError
+	if !errors.As(err, &refused) {
+		return err
+	}
+	return &exitError{code: ExitRuntime, err: fmt.Errorf("%w; the dead letters are for a user allowed "+
+		"SLUICE_DLQ (admin in config/nats/users.conf; producer is not): give its URL or credentials, "+
+		"e.g. --nats-url nats://admin:PASSWORD@HOST:4222 (docs/operating.md, least-privilege users)", err)}
 }

@@ -82,7 +82,7 @@ func (a *app) uploadLocalMedia(ctx context.Context, spec *jobspec.Spec, names fl
 		return err
 	}
 	for _, f := range files {
-		url, err := a.upload(ctx, store, f, pf)
+		url, err := a.upload(ctx, store, f.object(), pf)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
 		}
@@ -118,20 +118,35 @@ func (f *localFile) check() error {
 	return nil
 }
 
-// upload stores f (or finds it stored) and returns its s3:// URL.
-func (a *app) upload(ctx context.Context, store *artifacts.Store, f localFile, pf *publishFlags) (string, error) {
-	ext, ctype := f.info.Format.Ext(), f.info.Format.MediaType()
+// inputObject is a checked local file to store by its content.
+type inputObject struct {
+	flag, path       string
+	sum              string
+	size, maxBytes   int64
+	ext, contentType string
+}
+
+// object is f as the input object it is stored as.
+func (f localFile) object() inputObject {
+	return inputObject{
+		flag: f.flag, path: f.path, sum: f.sum, size: f.info.Size, maxBytes: mediaprobe.MaxBytes(mediaprobe.Kind(f.in.Kind)),
+		ext: f.info.Format.Ext(), contentType: f.info.Format.MediaType(),
+	}
+}
+
+// upload stores o (or finds it stored) and returns its s3:// URL.
+func (a *app) upload(ctx context.Context, store *artifacts.Store, o inputObject, pf *publishFlags) (string, error) {
 	if pf.dryRun {
-		key, err := store.InputKey(f.sum, ext)
+		key, err := store.InputKey(o.sum, o.ext)
 		return "s3://" + store.Bucket() + "/" + key, err
 	}
-	fh, err := os.Open(f.path)
+	fh, err := os.Open(o.path)
 	if err != nil {
 		return "", err
 	}
 	defer fh.Close()
-	b := a.newByteBar(pf.conn.json, f.info.Size, "uploading "+filepath.Base(f.path))
-	art, uploaded, err := store.PutInput(ctx, b.reader(fh), f.sum, ext, ctype, "file:"+filepath.Base(f.path), mediaprobe.MaxBytes(mediaprobe.Kind(f.in.Kind)))
+	b := a.newByteBar(pf.conn.json, o.size, "uploading "+filepath.Base(o.path))
+	art, uploaded, err := store.PutInput(ctx, b.reader(fh), o.sum, o.ext, o.contentType, "file:"+filepath.Base(o.path), o.maxBytes)
 	b.done()
 	if err != nil {
 		return "", err
@@ -141,7 +156,7 @@ func (a *app) upload(ctx context.Context, store *artifacts.Store, f localFile, p
 		if !uploaded {
 			verb = "already in S3, not uploaded again:"
 		}
-		fmt.Fprintf(a.env.Stderr, "%s %s (%d bytes) %s %s\n", f.flag, f.path, art.Size, verb, art.URL)
+		fmt.Fprintf(a.env.Stderr, "%s %s (%d bytes) %s %s\n", o.flag, o.path, art.Size, verb, art.URL)
 	}
 	return art.URL, nil
 }
@@ -161,13 +176,13 @@ func setMediaURL(v *jobspec.Video, field, url string) {
 	}
 }
 
-// inputStore opens the S3 store local media go to, configured by the
+// inputStore opens the S3 store local files go to, configured by the
 // worker's SLUICE_S3_* variables; credentials come from the AWS chain.
 func (a *app) inputStore(ctx context.Context) (*artifacts.Store, error) {
 	env := a.env.Getenv
 	bucket := env("SLUICE_S3_BUCKET")
 	if bucket == "" {
-		return nil, usageErrorf("local media files are uploaded to S3: set SLUICE_S3_BUCKET (and SLUICE_S3_ENDPOINT, SLUICE_S3_PATH_STYLE for a self-hosted store), or give URLs")
+		return nil, usageErrorf("local files are uploaded to S3: set SLUICE_S3_BUCKET (and SLUICE_S3_ENDPOINT, SLUICE_S3_PATH_STYLE for a self-hosted store), or give URLs")
 	}
 	pathStyle := false
 	if v := env("SLUICE_S3_PATH_STYLE"); v != "" {
@@ -183,7 +198,7 @@ func (a *app) inputStore(ctx context.Context) (*artifacts.Store, error) {
 		AccessKeyID: env("AWS_ACCESS_KEY_ID"), SecretAccessKey: env("AWS_SECRET_ACCESS_KEY"),
 	})
 	if err != nil {
-		return nil, usageErrorf("S3 for local media files: %v", err)
+		return nil, usageErrorf("S3 for local files: %v", err)
 	}
 	return artifacts.NewStore(artifacts.StoreConfig{Client: client, Bucket: bucket, Prefix: cmp.Or(env("SLUICE_S3_PREFIX"), "sluice")})
 }

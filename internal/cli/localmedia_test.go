@@ -52,7 +52,14 @@ func (b *localBundle) file(t *testing.T, fixture, name string) string {
 	return p
 }
 
+// run runs enqueue video with args after its required flags.
 func (b *localBundle) run(t *testing.T, terminal bool, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return b.enqueue(t, terminal, append([]string{"video", "--model", "m", "--prompt", "p", "--resolution", "768P", "--duration", "5"}, args...)...)
+}
+
+// enqueue runs enqueue with args.
+func (b *localBundle) enqueue(t *testing.T, terminal bool, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	env := Env{
@@ -61,7 +68,7 @@ func (b *localBundle) run(t *testing.T, terminal bool, args ...string) (code int
 		IsTerminal: func(w io.Writer) bool { return terminal && w == &errOut },
 		Now:        time.Now, Rand: strings.NewReader(strings.Repeat("r", 64)),
 	}
-	code = Run(testenv.Context(t, 60*time.Second), append([]string{"video", "--model", "m", "--prompt", "p", "--resolution", "768P", "--duration", "5"}, args...), env)
+	code = Run(testenv.Context(t, 60*time.Second), args, env)
 	return code, out.String(), errOut.String()
 }
 

@@ -90,7 +90,7 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 			a.refuse(rep, &rf.pf, refusal{JobID: id, Error: fmt.Sprintf("no such job %s (no worker has seen it, or its record expired)", id)})
 			continue
 		case isRefusal(err):
-			a.refuse(rep, &rf.pf, refusal{JobID: id, Error: err.Error()})
+			a.refuse(rep, &rf.pf, refusal{JobID: id, Error: refusalText(err)})
 			continue
 		case err != nil:
 			return notSetUp(err)
@@ -111,6 +111,15 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 // opposed to a failure to ask).
 func isRefusal(err error) bool {
 	return errors.Is(err, jobclient.ErrNotRetryable) || errors.Is(err, jobclient.ErrMayPayTwice)
+}
+
+// refusalText is a refusal's message, saying how to run the job anyway
+// when --force would.
+func refusalText(err error) string {
+	if jobclient.NeedsForce(err) {
+		return err.Error() + " (--force runs it anyway)"
+	}
+	return err.Error()
 }
 
 func (a *app) refuse(rep *retryReport, pf *publishFlags, r refusal) {

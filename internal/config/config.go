@@ -202,7 +202,8 @@ func wantOf(typeName string) string {
 
 // devDefaults are the defaults that differ in dev mode: the embedded
 // simulators finish a task in seconds, so polls come often enough that the
-// tour is not spent waiting for the next one.
+// tour is not spent waiting for the next one; and the console and metrics
+// listen on loopback like the embedded NATS and S3 store.
 var devDefaults = []struct {
 	name string
 	set  func(*Config)
@@ -210,10 +211,15 @@ var devDefaults = []struct {
 	{"POLL_FIRST", func(c *Config) { c.PollFirst = 200 * time.Millisecond }},
 	{"POLL_INTERVAL", func(c *Config) { c.PollInterval = time.Second }},
 	{"COMPUTE_POLL_INTERVAL", func(c *Config) { c.ComputePoll = 500 * time.Millisecond }},
+	{"HTTP_ADDR", func(c *Config) { c.HTTPAddr = DevHTTPAddr }},
 }
 
+// DevHTTPAddr is SLUICE_HTTP_ADDR's default in dev mode.
+const DevHTTPAddr = "127.0.0.1:9090"
+
 // DevDefaults applies the dev-mode defaults (SLUICE_POLL_FIRST 200ms,
-// SLUICE_POLL_INTERVAL 1s, SLUICE_COMPUTE_POLL_INTERVAL 500ms) to the
+// SLUICE_POLL_INTERVAL 1s, SLUICE_COMPUTE_POLL_INTERVAL 500ms,
+// SLUICE_HTTP_ADDR 127.0.0.1:9090) to the
 // variables that are not set in the environment: an explicit value wins.
 // Parse calls it when SLUICE_DEV=true; a caller that turns Dev on itself
 // calls it after.

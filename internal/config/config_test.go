@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -139,13 +140,24 @@ func TestDevModeDefaultsAreFastAndExplicitValuesWin(t *testing.T) {
 	if c.PollFirst != 200*time.Millisecond || c.PollInterval != time.Second || c.ComputePoll != 500*time.Millisecond {
 		t.Errorf("dev defaults: poll first %s, interval %s, compute %s", c.PollFirst, c.PollInterval, c.ComputePoll)
 	}
+	// Loopback, like the embedded NATS and S3 store.
+	if c.HTTPAddr != "127.0.0.1:9090" {
+		t.Errorf("dev SLUICE_HTTP_ADDR = %q, want 127.0.0.1:9090", c.HTTPAddr)
+	}
 	t.Setenv("SLUICE_COMPUTE_POLL_INTERVAL", "10s")
+	t.Setenv("SLUICE_HTTP_ADDR", ":9191")
 	c, err = config.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ComputePoll != 10*time.Second || c.PollInterval != time.Second {
-		t.Errorf("explicit value lost: compute %s, interval %s", c.ComputePoll, c.PollInterval)
+	if c.ComputePoll != 10*time.Second || c.PollInterval != time.Second || c.HTTPAddr != ":9191" {
+		t.Errorf("explicit value lost: compute %s, interval %s, http %s", c.ComputePoll, c.PollInterval, c.HTTPAddr)
+	}
+	t.Setenv("SLUICE_DEV", "false")
+	t.Setenv("SLUICE_HTTP_ADDR", "")
+	os.Unsetenv("SLUICE_HTTP_ADDR")
+	if c, err = config.Parse(); err != nil || c.HTTPAddr != ":9090" {
+		t.Fatalf("production SLUICE_HTTP_ADDR: %+v (%v), want the contract's :9090", c, err)
 	}
 }
 

@@ -169,6 +169,9 @@ type windowView struct {
 	Since  string
 	Counts map[string]map[string]uint64
 	Totals map[string]uint64
+	// Exact is false when submitted and running count steps, not jobs
+	// (jobclient.WindowCounts).
+	Exact bool
 }
 
 func (c *Console) overview(ctx context.Context) (*overviewView, error) {
@@ -182,7 +185,7 @@ func (c *Console) overview(ctx context.Context) (*overviewView, error) {
 		v.Waiting += f.Waiting
 	}
 	for _, wc := range ov.Windows {
-		wv := windowView{Label: "last " + jobclient.ShortDuration(wc.Window), Since: wc.Window.String(), Counts: wc.Counts, Totals: map[string]uint64{}}
+		wv := windowView{Label: "last " + jobclient.ShortDuration(wc.Window), Since: wc.Window.String(), Counts: wc.Counts, Totals: map[string]uint64{}, Exact: wc.Exact}
 		for _, byStatus := range wc.Counts {
 			for s, n := range byStatus {
 				wv.Totals[s] += n

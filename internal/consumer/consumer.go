@@ -410,6 +410,12 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 	lastAnswer := time.Now()
 
 	for {
+		// A stopping worker starts no new pull. The select alone would
+		// take a free slot as often as it sees ctx done, and every pull
+		// started then adds FetchWait to the stop.
+		if ctx.Err() != nil {
+			return
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():

@@ -55,8 +55,8 @@ func newClusterStack(t *testing.T) *clusterStack {
 	compose := composeCommand(t)
 	images := map[string]string{
 		"SLUICE_NATS_IMAGE": natsImage(), "SLUICE_S3_IMAGE": s3Image(), "SLUICE_WORKER_IMAGE": workerImage(),
-		"SLUICE_SIMULATOR_IMAGE": image("SLUICE_SIMULATOR_IMAGE", "sluice-simulator:dev"),
-		"SLUICE_ENQUEUE_IMAGE":   image("SLUICE_ENQUEUE_IMAGE", "sluice-enqueue:dev"),
+		"SLUICE_SIMULATOR_IMAGE": image("SLUICE_SIMULATOR_IMAGE", "simulator"),
+		"SLUICE_ENQUEUE_IMAGE":   image("SLUICE_ENQUEUE_IMAGE", "enqueue"),
 	}
 	for _, img := range images {
 		if _, err := p.Client().ImageInspect(context.Background(), img); err != nil {

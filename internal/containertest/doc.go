@@ -8,10 +8,11 @@
 // jobs, exactly one terminal event per job and no second paid submission.
 //
 // The package holds only tests. They need a reachable Docker engine and the
-// images that `make images` builds from Go modules (sluice-nats:dev,
-// sluice-versitygw:dev, sluice-worker:dev; SLUICE_NATS_IMAGE,
+// images that `make images` builds from Go modules (sluice-nats,
+// sluice-versitygw, sluice-worker, tagged SLUICE_IMAGE_TAG or dev; SLUICE_NATS_IMAGE,
 // SLUICE_S3_IMAGE and SLUICE_WORKER_IMAGE name others). Without either
 // they skip, saying why. Nothing is pulled: the reaper container (Ryuk) is
 // off, each test removes its containers and network itself, and a missing
-// image is a skip, never a pull.
+// image is a skip, never a pull. TestComposeShUpPassesArguments drives
+// images/compose.sh with a stand-in compose and needs neither.
 package containertest

@@ -1,6 +1,7 @@
 package containertest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,17 +42,19 @@ const (
 // run): Docker maps it to the host with the host-gateway extra host.
 const hostAlias = "host.docker.internal"
 
-// image returns the image named by the environment variable env, or def.
-func image(env, def string) string {
+// image returns the image named by the environment variable env, or
+// sluice-<name> with the tag images/build.sh gave it (SLUICE_IMAGE_TAG,
+// default dev).
+func image(env, name string) string {
 	if v := os.Getenv(env); v != "" {
 		return v
 	}
-	return def
+	return "sluice-" + name + ":" + cmp.Or(os.Getenv("SLUICE_IMAGE_TAG"), "dev")
 }
 
-func natsImage() string   { return image("SLUICE_NATS_IMAGE", "sluice-nats:dev") }
-func s3Image() string     { return image("SLUICE_S3_IMAGE", "sluice-versitygw:dev") }
-func workerImage() string { return image("SLUICE_WORKER_IMAGE", "sluice-worker:dev") }
+func natsImage() string   { return image("SLUICE_NATS_IMAGE", "nats") }
+func s3Image() string     { return image("SLUICE_S3_IMAGE", "versitygw") }
+func workerImage() string { return image("SLUICE_WORKER_IMAGE", "worker") }
 
 func TestMain(m *testing.M) {
 	// Before testcontainers reads its configuration: the reaper (Ryuk) is

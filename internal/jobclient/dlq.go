@@ -161,15 +161,22 @@ func (d *DeadLetter) name() string {
 // PurgeDeadLetter removes the letter with sequence seq from SLUICE_DLQ. A
 // letter already gone is not an error.
 func (c *Client) PurgeDeadLetter(ctx context.Context, seq uint64) error {
-	s, err := c.js.Stream(ctx, contract.DLQStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	rctx, stop := c.refusable(ctx, "$JS.API.STREAM.INFO."+contract.DLQStream, "$JS.API.STREAM.MSG.DELETE."+contract.DLQStream)
+	defer stop()
+	s, err := c.js.Stream(rctx, contract.DLQStream)
+	if err == nil {
+		err = s.DeleteMsg(rctx, seq)
+	}
+	if refused := refusedBy(rctx); refused != nil {
+		return fmt.Errorf("remove dead letter %d: %w", seq, &ReadRefusedError{Stream: contract.DLQStream, Err: refused})
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%w (stream %s does not exist)", ErrNotSetUp, contract.DLQStream)
-	}
-	if err != nil {
-		return c.jsErr(err)
-	}
-	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("remove dead letter %d: %w", seq, err)
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("remove dead letter %d: %w", seq, c.jsErr(err))
 	}
 	return nil
 }

@@ -33,3 +33,20 @@ func (e *ConnectError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ConnectError) Unwrap() error { return e.Err }
+
+// ReadRefusedError is returned (wrapped) by the readers when the server
+// refuses this user reading Stream: its permissions do not allow it.
+type ReadRefusedError struct {
+	// Stream is the stream the user may not read.
+	Stream string
+	// Err is the refusal of the API request reading it.
+	Err *PublishRefusedError
+}
+
+// Error names the stream and the refused subject.
+func (e *ReadRefusedError) Error() string {
+	return "this NATS user may not read " + e.Stream + " (" + e.Err.Error() + ")"
+}
+
+// Unwrap returns the refusal.
+func (e *ReadRefusedError) Unwrap() error { return e.Err }

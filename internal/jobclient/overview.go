@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,14 +13,20 @@ import (
 	"github.com/sluice-dev/sluice/internal/quota"
 )
 
-// WindowCounts counts the events of a past period by kind and status.
-// Every job has at most one event per status, so the terminal counts are
-// the jobs that ended in the period.
+// WindowCounts counts the jobs active in a past period (those with an
+// event in it) by kind and current status: a job is counted once, under
+// the status of its latest event, so a finished video counts as
+// succeeded only.
 type WindowCounts struct {
 	// Window is the period's length.
 	Window time.Duration `json:"window"`
 	// Counts maps kind, then status, to a number of jobs.
 	Counts map[string]map[string]uint64 `json:"counts"`
+	// Exact is false when the period held more than overviewScanMax
+	// events: the terminal counts are then still exact (a job has one
+	// terminal event), but submitted and running count the events of
+	// those steps, not the jobs now at them.
+	Exact bool `json:"exact"`
 }
 
 // InFlight counts the messages of one kind in SLUICE_JOBS.
@@ -44,27 +51,18 @@ type Overview struct {
 	Quotas []quota.Status `json:"quotas,omitempty"`
 }
 
-// Overview counts the jobs of every kind and status over each window
-// without reading an event: the server counts the events a consumer
-// filtered by subject and start time would deliver. In-flight numbers
-// come from the kinds' durable consumers on SLUICE_JOBS.
+// Overview counts the jobs of every kind by current status over each
+// window (see WindowCounts), reading the headers of the longest window's
+// events once: an event's subject gives its kind and status, its
+// Nats-Msg-Id (<job id>.<status>) its job. In-flight numbers come from
+// the kinds' durable consumers on SLUICE_JOBS.
 func (c *Client) Overview(ctx context.Context, windows ...time.Duration) (*Overview, error) {
 	ov := &Overview{InFlight: map[string]InFlight{}}
-	now := c.now()
-	for _, w := range windows {
-		wc := WindowCounts{Window: w, Counts: map[string]map[string]uint64{}}
-		for _, k := range contract.Kinds {
-			wc.Counts[k] = map[string]uint64{}
-			for _, s := range ListStatuses {
-				n, err := c.count(ctx, query{stream: contract.EventsStream, subjects: []string{contract.EventSubject(k, s)}, start: now.Add(-w), headersOnly: true})
-				if err != nil {
-					return nil, err
-				}
-				wc.Counts[k][s] = n
-			}
-		}
-		ov.Windows = append(ov.Windows, wc)
+	counts, err := c.windowCounts(ctx, windows)
+	if err != nil {
+		return nil, err
 	}
+	ov.Windows = counts
 	for _, k := range contract.Kinds {
 		f, ok, err := c.inFlight(ctx, k)
 		if err != nil {
@@ -124,4 +122,82 @@ func (c *Client) inFlight(ctx context.Context, kind string) (f InFlight, ok bool
 	}
 	info := cons.CachedInfo()
 	return InFlight{Waiting: info.NumPending, Held: info.NumAckPending}, true, nil
+}
+
+// overviewScanMax is the most events Overview reads; past it, it counts
+// the events of each status on the server instead (WindowCounts.Exact).
+const overviewScanMax = 50_000
+
+// windowCounts counts the jobs of each window by current status.
+func (c *Client) windowCounts(ctx context.Context, windows []time.Duration) ([]WindowCounts, error) {
+	now := c.now()
+	longest := time.Duration(0)
+	for _, w := range windows {
+		longest = max(longest, w)
+	}
+	q := query{stream: contract.EventsStream, subjects: []string{contract.EventsSubjectPrefix + ">"}, start: now.Add(-longest), headersOnly: true}
+	cons, err := c.consumer(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer c.dropConsumer(q, cons)
+	out := make([]WindowCounts, len(windows))
+	for i, w := range windows {
+		out[i] = WindowCounts{Window: w, Counts: map[string]map[string]uint64{}, Exact: true}
+		for _, k := range contract.Kinds {
+			out[i].Counts[k] = map[string]uint64{}
+		}
+	}
+	if cons.CachedInfo().NumPending > overviewScanMax {
+		return c.stepCounts(ctx, now, out)
+	}
+	type latest struct {
+		kind, status string
+		at           time.Time
+	}
+	jobs := map[string]latest{}
+	err = c.read(ctx, q, cons, func(m jetstream.Msg) bool {
+		kind, status, ok := strings.Cut(strings.TrimPrefix(m.Subject(), contract.EventsSubjectPrefix), ".")
+		id, idStatus, idOK := strings.Cut(m.Headers().Get(contract.HeaderMsgID), ".")
+		meta, merr := m.Metadata()
+		if !ok || !idOK || idStatus != status || merr != nil {
+			return true // not an event of sluice's
+		}
+		// A job's latest event is its latest status; an event of an
+		// earlier step stored later (a republish) does not move it back.
+		if prev, seen := jobs[id]; seen && rank(status) < rank(prev.status) {
+			return true
+		}
+		jobs[id] = latest{kind: kind, status: status, at: meta.Timestamp}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		for i := range out {
+			if byStatus := out[i].Counts[j.kind]; byStatus != nil && !j.at.Before(now.Add(-out[i].Window)) {
+				byStatus[j.status]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// stepCounts fills out with the server's counts of each status's events,
+// for a period too busy to read: exact for the terminal statuses.
+func (c *Client) stepCounts(ctx context.Context, now time.Time, out []WindowCounts) ([]WindowCounts, error) {
+	for i := range out {
+		out[i].Exact = false
+		for _, k := range contract.Kinds {
+			for _, s := range ListStatuses {
+				n, err := c.count(ctx, query{stream: contract.EventsStream, subjects: []string{contract.EventSubject(k, s)}, start: now.Add(-out[i].Window), headersOnly: true})
+				if err != nil {
+					return nil, err
+				}
+				out[i].Counts[k][s] = n
+			}
+		}
+	}
+	return out, nil
 }

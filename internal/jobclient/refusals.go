@@ -58,13 +58,13 @@ func watchRefusals(nc *nats.Conn) *refusals {
 func (r *refusals) handle(nc *nats.Conn, sub *nats.Subscription, err error) {
 	if sub == nil && errors.Is(err, nats.ErrPermissionViolation) {
 		// The server's text: Permissions Violation for Publish to "subject".
-		msg := err.Error()
+		refused, ok := refusedSubject(err.Error())
 		consumed := false
 		r.mu.Lock()
 		for w := range r.waits {
 			for _, s := range w.subjects {
-				if strings.Contains(msg, "Publish to "+strconv.Quote(s)) {
-					w.cancel(&PublishRefusedError{Subject: s, Err: err})
+				if ok && subjectMatches(s, refused) {
+					w.cancel(&PublishRefusedError{Subject: refused, Err: err})
 					consumed = true
 				}
 			}
@@ -79,9 +79,34 @@ func (r *refusals) handle(nc *nats.Conn, sub *nats.Subscription, err error) {
 	}
 }
 
+// refusedSubject returns the subject of a permissions violation's text
+// (Permissions Violation for Publish to "subject").
+func refusedSubject(msg string) (string, bool) {
+	_, rest, ok := strings.Cut(msg, "Publish to ")
+	if !ok {
+		return "", false
+	}
+	subject, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", false
+	}
+	subject, err = strconv.Unquote(subject)
+	return subject, err == nil
+}
+
+// subjectMatches reports whether subject is pattern, or falls under a
+// pattern ending in ".>".
+func subjectMatches(pattern, subject string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, ">"); ok && strings.HasSuffix(prefix, ".") {
+		return strings.HasPrefix(subject, prefix)
+	}
+	return pattern == subject
+}
+
 // refusable returns a context derived from ctx that ends, with a
 // *PublishRefusedError as its cause, as soon as the server refuses a publish
-// of this client to one of subjects; stop releases it. On a client without
+// of this client to one of subjects (a subject ending in ".>" stands for
+// every subject under it); stop releases it. On a client without
 // a watch (New) it is ctx with a plain cancel.
 func (c *Client) refusable(ctx context.Context, subjects ...string) (context.Context, func()) {
 	rctx, cancel := context.WithCancelCause(ctx)

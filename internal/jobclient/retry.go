@@ -29,7 +29,18 @@ var ErrNotRetryable = errors.New("cannot retry")
 // ErrMayPayTwice is returned (wrapped) by Retry and Replay for a job that
 // ended submit_ambiguous, unless Force is given: upstream may have
 // accepted the first submission, and a retry submits again.
-var ErrMayPayTwice = errors.New("its submission may have reached upstream: running it again may pay twice (use force to run it anyway)")
+var ErrMayPayTwice = errors.New("its submission may have reached upstream: running it again may pay twice")
+
+// ErrSucceeded is returned (wrapped, with ErrNotRetryable) by Retry for a
+// job that succeeded, unless Force is given.
+var ErrSucceeded = errors.New("it succeeded")
+
+// NeedsForce reports whether err refuses a run that Force would allow;
+// each caller names its own way of giving it (enqueue's --force, the
+// console's checkbox).
+func NeedsForce(err error) bool {
+	return errors.Is(err, ErrMayPayTwice) || errors.Is(err, ErrSucceeded)
+}
 
 // ErrSpecGone is returned (wrapped) by Retry when the job's spec is no
 // longer kept (SLUICE_STATE_TTL has passed, or it was published before
@@ -76,7 +87,7 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 	case !job.Terminal():
 		return nil, fmt.Errorf("%w %s: it has not ended (status %s); cancel it first or wait", ErrNotRetryable, id, job.Status)
 	case job.Status == string(state.StatusSucceeded) && !o.Force:
-		return nil, fmt.Errorf("%w %s: it succeeded (use force to run it again)", ErrNotRetryable, id)
+		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, ErrSucceeded)
 	case job.Error != nil && job.Error.Code == CodeSubmitAmbiguous && !o.Force:
 		return nil, fmt.Errorf("retry %s: %w", id, ErrMayPayTwice)
 	}

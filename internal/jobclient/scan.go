@@ -39,7 +39,16 @@ func (c *Client) consumer(ctx context.Context, q query) (jetstream.Consumer, err
 		start := q.start.UTC()
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
 	}
-	cons, err := c.js.CreateConsumer(ctx, q.stream, cfg)
+	// A user whose permissions leave the stream out is refused with an
+	// asynchronous error only; without the watch the request would wait
+	// for its timeout.
+	api := "$JS.API.CONSUMER.CREATE." + q.stream
+	rctx, stop := c.refusable(ctx, api, api+".>")
+	defer stop()
+	cons, err := c.js.CreateConsumer(rctx, q.stream, cfg)
+	if refused := refusedBy(rctx); refused != nil {
+		return nil, &ReadRefusedError{Stream: q.stream, Err: refused}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w (stream %s does not exist)", ErrNotSetUp, q.stream)
 	}

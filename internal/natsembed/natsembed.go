@@ -7,7 +7,9 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -66,6 +68,10 @@ type Cluster struct {
 // node with a system user (Cluster.SystemUser).
 const anonymousUser = "sluice-anonymous"
 
+// readyWait bounds how long Start waits for the server to accept
+// connections (JetStream recovers its store first).
+const readyWait = 10 * time.Second
+
 // Server is a running embedded NATS server.
 type Server struct {
 	srv *server.Server
@@ -117,14 +123,23 @@ func Start(cfg Config) (*Server, error) {
 			opts.NoAuthUser = anonymousUser
 		}
 	}
+	// The server reports a port it cannot listen on only by never
+	// becoming ready: find out first, and say so at once.
+	if opts.Port > 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("natsembed: cannot listen on %s:%d, is another process (a worker still stopping?) using it: %w", opts.Host, opts.Port, err)
+		}
+		_ = ln.Close()
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: %w", err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(readyWait) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("natsembed: server on %s:%d not ready (is the port in use?)", opts.Host, opts.Port)
+		return nil, fmt.Errorf("natsembed: server on %s:%d not ready within %s (JetStream still recovering its store in %s, or the port taken meanwhile)", opts.Host, opts.Port, readyWait, cfg.StoreDir)
 	}
 	return &Server{srv: srv}, nil
 }

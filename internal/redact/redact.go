@@ -134,7 +134,8 @@ func indexFoldASCII(s, word string) int {
 }
 
 // Text returns s made safe to log: every secret given is replaced with
-// "[redacted]", base64 data URIs with "data:[omitted]", every URL in s
+// "[redacted]" (one shorter than MinSecretAnywhere bytes only where it
+// stands alone, see replaceSecret), base64 data URIs with "data:[omitted]", every URL in s
 // goes through URL, bearer tokens and the values of credential-looking
 // key/value pairs (token, api_key, secret, password, signature,
 // authorization, credential) become "[redacted]", control characters
@@ -154,9 +155,7 @@ func text(s string, everyPattern bool, secrets []string) string {
 		s = strings.ToValidUTF8(s, "?")
 	}
 	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[redacted]")
-		}
+		s = replaceSecret(s, sec)
 	}
 	// Each pattern runs only where its literal part occurs: an artifact's
 	// source URL goes through here for every job, and the two
@@ -182,4 +181,45 @@ func text(s string, everyPattern bool, secrets []string) string {
 		return r
 	}, s)
 	return strings.TrimSpace(s)
+}
+
+// MinSecretAnywhere is the length from which Text replaces a secret
+// wherever it occurs. A real API key, password or token is longer; a
+// shorter one (a one-letter test key, a placeholder) replaced everywhere
+// would mangle the words that contain it ("invalid_api_key" with the key
+// "k"), so it is replaced only where it stands alone.
+const MinSecretAnywhere = 8
+
+// replaceSecret replaces sec in s with "[redacted]": everywhere when sec
+// has at least MinSecretAnywhere bytes, else only where neither
+// neighbour is a word byte (a letter, digit, '_' or '-').
+func replaceSecret(s, sec string) string {
+	if sec == "" {
+		return s
+	}
+	if len(sec) >= MinSecretAnywhere {
+		return strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, sec)
+		if i < 0 {
+			break
+		}
+		end := i + len(sec)
+		alone := (i == 0 || !isWordByte(s[i-1])) && (end == len(s) || !isWordByte(s[end]))
+		b.WriteString(s[:i])
+		if alone {
+			b.WriteString("[redacted]")
+		} else {
+			b.WriteString(sec)
+		}
+		s = s[end:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }

@@ -60,6 +60,30 @@ func TestServerURLs(t *testing.T) {
 	}
 }
 
+// TestTextSecrets: a secret of real length is redacted wherever it
+// occurs, glued to other text too; a short one only where it stands
+// alone, so that upstream's words stay readable.
+func TestTextSecrets(t *testing.T) {
+	t.Parallel()
+	const real = "sk-3f9a8b7c6d5e4f3a2b1c0d9e"
+	tests := []struct{ name, in, secret, want string }{
+		{"real key in text", "upstream: key " + real + " is not valid", real, "upstream: key [redacted] is not valid"},
+		{"real key glued", "x" + real + "y and " + real + "." + real, real, "x[redacted]y and [redacted].[redacted]"},
+		{"real key in a query", "GET /v1?k=" + real + "&x=1", real, "GET /v1?k=[redacted]&x=1"},
+		{"one letter in a word", `{"code":"invalid_api_key"}`, "k", `{"code":"invalid_api_key"}`},
+		{"one letter alone", "key k was refused (k)", "k", "key [redacted] was refused ([redacted])"},
+		{"short key at the edges", "abc and abcd abc", "abc", "[redacted] and abcd [redacted]"},
+		{"short key beside a dash", "sk-abc abc-1 x=abc", "abc", "sk-abc abc-1 x=[redacted]"},
+		{"seven bytes, in a word", "tok1234567x", "1234567", "tok1234567x"},
+		{"eight bytes, in a word", "tok12345678x", "12345678", "tok[redacted]x"},
+	}
+	for _, tt := range tests {
+		if got := redact.Text(tt.in, tt.secret); got != tt.want {
+			t.Errorf("%s: Text(%q, %q)\n got %q\nwant %q", tt.name, tt.in, tt.secret, got, tt.want)
+		}
+	}
+}
+
 func TestText(t *testing.T) {
 	t.Parallel()
 	const key = "sk-live-abcdef"

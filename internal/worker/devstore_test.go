@@ -46,28 +46,7 @@ func TestDevStoreServesPlacedFiles(t *testing.T) {
 		}
 	}
 	addr := freeAddr(t)
-	cfg := b.cfg
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr = true, dataDir, -1, addr
-	cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, cfg.MediaBaseURL, cfg.ComputeBaseURL = "", "", "", "", ""
-	cfg.DevSimComputeTime = 500 * time.Millisecond
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan worker.Endpoints, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.Run(ctx, cfg, logging.New(b.logs, "json", "debug"), func(ep worker.Endpoints) { ready <- ep })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var ep worker.Endpoints
-	select {
-	case ep = <-ready:
-	case err := <-done:
-		t.Fatalf("worker: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not start in 30s")
-	}
+	ep := startDev(t, b, dataDir, addr)
 	if ep.S3Endpoint != "http://"+addr || ep.S3Bucket != devstack.Bucket {
 		t.Fatalf("endpoints %+v, want the store on %s with bucket %s", ep, addr, devstack.Bucket)
 	}
@@ -100,4 +79,34 @@ func TestDevStoreServesPlacedFiles(t *testing.T) {
 		}
 	}
 	t.Errorf("the placed input did not reach the job: artifacts %+v", ev.Data.Artifacts)
+}
+
+// startDev runs a worker with the embedded default (SLUICE_DEV=true) on
+// dataDir, its S3 store on s3Addr and NATS on any free port, and returns
+// its endpoints once it is ready.
+func startDev(t *testing.T, b *bundle, dataDir, s3Addr string) worker.Endpoints {
+	t.Helper()
+	cfg := b.cfg
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr = true, dataDir, -1, s3Addr
+	cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, cfg.MediaBaseURL, cfg.ComputeBaseURL = "", "", "", "", ""
+	cfg.DevSimComputeTime = 500 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan worker.Endpoints, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, cfg, logging.New(b.logs, "json", "debug"), func(ep worker.Endpoints) { ready <- ep })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case ep := <-ready:
+		return ep
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not start in 30s")
+	}
+	return worker.Endpoints{}
 }

@@ -39,8 +39,9 @@ func walkthrough(t *testing.T) []string {
 }
 
 // TestNATSCLIWalkthrough runs the NATS CLI commands of docs/producing.md
-// verbatim against a real worker: the spec is published unrendered and
-// once, its event is read from the stream, its record from the bucket, and
+// verbatim against a real worker whose store already holds another video
+// job's events: the spec is published unrendered and once, its own event
+// is read from the stream, its record from the bucket, and
 // a dead letter with its headers.
 func TestNATSCLIWalkthrough(t *testing.T) {
 	t.Parallel()
@@ -50,6 +51,17 @@ func TestNATSCLIWalkthrough(t *testing.T) {
 	}
 	b := setup(t, setupOpts{})
 	b.start(t)
+	// A store that is not fresh: another video job has succeeded already
+	// and another was dead-lettered, so the walkthrough must pick its own
+	// job's event and letter.
+	b.publish(t, "video", "clip-0001", videoSpec("clip-0001", "an earlier boat"))
+	if ev := b.await(t, "clip-0001", time.Minute); ev.Data.Status != "succeeded" {
+		t.Fatalf("clip-0001 ended %s", ev.Data.Status)
+	}
+	b.publish(t, "video", "bad-0000", map[string]any{"id": "bad-0000", "kind": "video", "video": map[string]any{}})
+	if ev := b.await(t, "bad-0000", time.Minute); ev.Data.Status != "failed" {
+		t.Fatalf("bad-0000 ended %s", ev.Data.Status)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var outs []string
@@ -75,6 +87,9 @@ func TestNATSCLIWalkthrough(t *testing.T) {
 	if n := b.media.SubmitCount(prompt); n != 1 {
 		t.Errorf("the prompt %q reached upstream %d times, want once, unrendered", prompt, n)
 	}
+	if strings.Contains(outs[1], "clip-0001") || !strings.Contains(outs[1], `"id":"clip-0002.succeeded"`) {
+		t.Errorf("the event step printed another job's event, or not clip-0002's:\n%s", outs[1])
+	}
 	for _, want := range []string{
 		`"id":"clip-0002.succeeded"`,    // the event, from the stream
 		`"job_id":"clip-0002"`,          // the record, from the bucket
@@ -86,7 +101,10 @@ func TestNATSCLIWalkthrough(t *testing.T) {
 			t.Errorf("the walkthrough's output lacks %s", want)
 		}
 	}
-	if dl := b.deadLetters(t); len(dl) != 1 || dl[0].Header.Get("Sluice-Job-Id") != "bad-0001" {
+	if dl := b.deadLetters(t); len(dl) != 2 || dl[1].Header.Get("Sluice-Job-Id") != "bad-0001" {
 		t.Errorf("dead letters: %d", len(dl))
+	}
+	if strings.Contains(outs[3], "bad-0000") {
+		t.Errorf("the dead-letter step printed another job's letter:\n%s", outs[3])
 	}
 }

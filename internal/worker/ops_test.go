@@ -29,7 +29,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 
 // A stop while the worker still waits for NATS (SIGTERM during start) is a
 // clean stop: Run returns nil, so the binary exits 0 without "worker
-// failed".
+// failed". Each attempt's log line names the server without credentials.
 func TestStopWhileConnectingIsClean(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -40,7 +40,7 @@ func TestStopWhileConnectingIsClean(t *testing.T) {
 	closed := "nats://" + ln.Addr().String()
 	_ = ln.Close()
 	cfg := b.cfg
-	cfg.NATSURL = closed
+	cfg.NATSURL = "nats://someone:conn-pw-7f1@" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -57,6 +57,10 @@ func TestStopWhileConnectingIsClean(t *testing.T) {
 	}
 	if !strings.Contains(b.logs.String(), "worker stopped before it consumed") {
 		t.Error("no log line says the worker stopped while starting")
+	}
+	// The attempts name the server, never its password.
+	if !strings.Contains(b.logs.String(), `"url":"`+closed+`"`) || strings.Contains(b.logs.String(), "conn-pw-7f1") {
+		t.Errorf("the connection attempts do not name %s without its credentials:\n%s", closed, b.logs.String())
 	}
 }
 

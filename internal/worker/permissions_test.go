@@ -82,6 +82,17 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		t.Errorf("quota as producer: exit %d\n%s", code, out)
 	}
 	watchAsProducer(t, producerURL, "perm-video")
+	// The dead letters are not the producer's: enqueue says so at once,
+	// naming the user who may read them, rather than timing out.
+	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "purge", "--all", "--yes"}} {
+		began := time.Now()
+		out, code := b.enqueue(t, "", args...)
+		if code != 5 || !strings.Contains(out, "this NATS user may not read SLUICE_DLQ") || !strings.Contains(out, "admin in config/nats/users.conf") ||
+			strings.Contains(out, "deadline exceeded") || strings.Contains(out, "Permissions Violation") {
+			t.Errorf("%s as producer: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+		t.Logf("%s refused in %s: %s", strings.Join(args, " "), time.Since(began).Round(time.Millisecond), strings.TrimSpace(out))
+	}
 
 	// A cancel as producer reaches the worker, which answers it.
 	if out, code := b.enqueue(t, "", "video", "--id", "perm-cancel", "--model", "m", "--prompt", "long [sim:duration=5m]",

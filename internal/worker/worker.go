@@ -314,7 +314,7 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		}
 		err = sec.Explain(err)
 		delay := spacing.Ceiling(attempt)
-		log.Warn().Err(err).Dur("retry_in", delay).Msg("cannot connect to NATS")
+		log.Warn().Err(err).Str("url", redact.ServerURLs(cfg.NATSURL)).Dur("retry_in", delay).Msg("cannot connect to NATS")
 		if backoff.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("connect to NATS: %w", err)
 		}
