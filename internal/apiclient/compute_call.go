@@ -59,6 +59,7 @@ type request struct {
 	query    url.Values
 	header   http.Header
 	jsonBody []byte
+	formBody url.Values  // sent application/x-www-form-urlencoded
 	upload   *uploadSpec // multipart body, streamed
 	class    callClass
 	stream   bool // keep the 2xx body open (download)
@@ -301,6 +302,8 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 		body, contentType = up.body, up.contentType
 	case rq.jsonBody != nil:
 		body = bytes.NewReader(rq.jsonBody)
+	case rq.formBody != nil:
+		body, contentType = strings.NewReader(rq.formBody.Encode()), "application/x-www-form-urlencoded"
 	}
 	req, err := http.NewRequestWithContext(actx, rq.method, target, body)
 	if err != nil {

@@ -62,6 +62,10 @@ type ComputeConfig struct {
 	// RunFor is how long a job runs. Defaults to 3s; a script's
 	// "#SIM runfor" overrides it per job.
 	RunFor time.Duration
+	// HistoryDelay is how long an ended job stays in the realtime job
+	// detail and job list before it answers only from the job history
+	// (platform mode; Letter keeps it there). Defaults to 2s.
+	HistoryDelay time.Duration
 	// FailureRate is the probability in [0, 1] that a job whose script
 	// does not exit explicitly ends with exit code 1. Defaults to 0.
 	FailureRate float64
@@ -96,6 +100,7 @@ type ComputeConfig struct {
 func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
+	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -218,6 +223,9 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "GET /hpc/openapi/v2/queuenames/users/{user}", EndpointComputeQueues, c.queues)
 	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
 	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
+	if !c.cfg.Letter {
+		c.registerPlatformJobs(mux)
+	}
 	c.mux = mux
 	return c
 }
