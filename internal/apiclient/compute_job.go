@@ -282,6 +282,33 @@ func JobPhaseOf(d *JobDetail) JobPhase {
 	return JobUnknown
 }
 
+// JobEndKind names how a job ended when it did not simply exit.
+type JobEndKind string
+
+// The ways a job can end besides its script's exit.
+const (
+	EndExited      JobEndKind = ""
+	EndTimedOut    JobEndKind = "timed_out"
+	EndNodeFailure JobEndKind = "node_failure"
+	EndCancelled   JobEndKind = "cancelled"
+)
+
+// JobEndKindOf reads how d's job ended from its status values.
+func JobEndKindOf(d *JobDetail) JobEndKind {
+	if d == nil {
+		return EndExited
+	}
+	switch endClass(d) {
+	case stTimeout:
+		return EndTimedOut
+	case stNodeFail:
+		return EndNodeFailure
+	case stCancelled:
+		return EndCancelled
+	}
+	return EndExited
+}
+
 // JobEndReason says in words why a job that JobPhaseOf reads as Failed
 // or Cancelled ended: "timed out after the requested wall time 00:10:00",
 // "node failure on c01", "cancelled", "exit code 3", "the scheduler

@@ -2,7 +2,9 @@ package apisim
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,18 +135,20 @@ func (c *Compute) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
+	// net/http parses no DELETE body into PostForm: read it here.
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	form, perr := url.ParseQuery(string(body))
+	if err != nil || perr != nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "the body must be a form (application/x-www-form-urlencoded)")
 		return
 	}
-	if m := r.PostForm.Get("jobMethod"); m != "5" {
+	if m := form.Get("jobMethod"); m != "5" {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "jobMethod "+strconv.Quote(m)+" is not 5")
 		return
 	}
 	type target struct{ sched, user, id string }
 	var targets []target
-	for entry := range strings.SplitSeq(r.PostForm.Get("strJobInfoMap"), ";") {
+	for entry := range strings.SplitSeq(form.Get("strJobInfoMap"), ";") {
 		if entry == "" {
 			continue
 		}
