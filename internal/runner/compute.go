@@ -57,8 +57,15 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 		j.log.Info().Str("upstream_status", detail.JobStatus).Msg("compute job cancelled upstream")
 		return errCancelled
 	}
+	uncollected := ""
 	if err := r.collectCompute(ctx, j, sess, detail); err != nil {
-		return err
+		// A failed job often leaves its outputs unwritten: that must not
+		// hide why it failed. Transient errors still redeliver it.
+		var f *failure
+		if phase != apiclient.JobFailed || !errors.As(err, &f) {
+			return err
+		}
+		uncollected = "; not every file was collected: " + f.msg
 	}
 	if phase == apiclient.JobFailed {
 		code := CodeExitStatus
@@ -68,7 +75,7 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 		case apiclient.EndNodeFailure:
 			code = CodeNodeFailure
 		}
-		return fail(code, state.StagePoll, false, "job %s failed: %s", detail.JobID, apiclient.JobEndReason(detail))
+		return fail(code, state.StagePoll, false, "job %s failed: %s%s", j.rec.Upstream.JobID, apiclient.JobEndReason(detail), uncollected)
 	}
 	return nil
 }

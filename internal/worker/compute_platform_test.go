@@ -2,14 +2,20 @@ package worker_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/runner"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // computeModes are the two ways the compute simulator behaves: like the
@@ -70,15 +76,20 @@ func TestComputeJobTimesOut(t *testing.T) {
 			b := setup(t, setupOpts{historyDelay: 50 * time.Millisecond, computeLetter: m.letter})
 			b.start(t)
 			id := "walltime-" + m.name
-			spec := computeSpec(t, b, id, "#!/bin/sh\n#SIM runfor 5s\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n")
+			spec := computeSpec(t, b, id, "#!/bin/sh\n#SIM runfor 5s\necho slow\n")
 			spec["compute"].(map[string]any)["job"].(map[string]any)["wall_time"] = "00:00:01"
 			b.publish(t, "compute", id, spec)
 			ev := b.await(t, id, 30*time.Second)
 			if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != runner.CodeWallTimeExceeded {
 				t.Fatalf("event %+v error %+v", ev.Data, ev.Data.Error)
 			}
-			if !strings.Contains(ev.Data.Error.Message, "timed out after the requested wall time 00:00:01") {
-				t.Errorf("message %q", ev.Data.Error.Message)
+			// Its outputs were never written: the message says so after
+			// the reason, which they do not replace.
+			if msg := ev.Data.Error.Message; !strings.Contains(msg, "timed out after the requested wall time 00:00:01") || !strings.Contains(msg, "not every file was collected") {
+				t.Errorf("message %q", msg)
+			}
+			if len(ev.Data.Artifacts) < 2 {
+				t.Errorf("stdout and stderr not collected: %+v", ev.Data.Artifacts)
 			}
 		})
 	}
@@ -197,5 +208,62 @@ func TestComputeSchedulerFailures(t *testing.T) {
 		if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != c.code || !strings.Contains(ev.Data.Error.Message, c.words) {
 			t.Errorf("%s: event %+v error %+v", c.id, ev.Data, ev.Data.Error)
 		}
+	}
+}
+
+// A worker restarted while its job was collecting, after the job moved
+// from the realtime detail to the history, finds it there and succeeds,
+// with the history's usage and without a second submit.
+func TestComputeResumeCollectingFromHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{computeTime: 200 * time.Millisecond, historyDelay: 50 * time.Millisecond})
+	id := "resume-history"
+	spec := computeSpec(t, b, id, "#!/bin/sh\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n")
+	// The job as the killed worker left it: uploaded, submitted, ended.
+	dir := "/public/home/alice/" + id
+	for name, body := range map[string]string{id + ".sh": "#!/bin/sh\n#SIM output result.dat 1K\ncp params.nml params-copy.nml\n", "params.nml": "alpha=1\n"} {
+		if err := os.MkdirAll(filepath.Join(b.compute.Root(), dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b.compute.Root(), dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := testenv.Context(t, 30*time.Second)
+	client, err := apiclient.NewCompute(apiclient.ComputeConfig{BaseURL: b.simURL, User: "alice", Password: secretComputePass, OrgID: "org-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobID, err := sess.SubmitJob(ctx, "BASIC", "BASE", apiclient.JobRequest{MapAppJobInfo: map[string]any{
+		apiclient.KeyJobName: id, apiclient.KeyQueue: "normal", apiclient.KeyNNode: "1", apiclient.KeyPPN: "4",
+		apiclient.KeyWallTime: "00:10:00", apiclient.KeyWorkDir: dir, apiclient.KeySchedFile: dir + "/" + id + ".sh",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the job to leave the realtime detail", func() bool {
+		_, err := sess.Job(ctx, jobID)
+		return errors.Is(err, apiclient.ErrJobNotFound)
+	})
+	b.leaveRecord(t, id, func(r *state.Record) {
+		now := time.Now().UTC()
+		r.Kind, r.Status, r.Submits, r.SubmittedAt = "compute", state.StatusCollecting, 1, &now
+		r.Upstream = state.Upstream{ClusterID: "1001", JobID: jobID, Status: "statR", State: "RUNNING"}
+	})
+	b.start(t)
+	b.publish(t, "compute", id, spec)
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "succeeded" || ev.Data.Upstream == nil || ev.Data.Upstream.JobID != jobID {
+		t.Fatalf("event %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if len(ev.Data.Artifacts) != 4 || !strings.Contains(string(ev.Data.Usage), "cpuNuclearHour") {
+		t.Errorf("artifacts %+v usage %s", ev.Data.Artifacts, ev.Data.Usage)
+	}
+	if n := b.compute.SubmitCount(id); n != 1 {
+		t.Errorf("submits = %d", n)
 	}
 }
