@@ -145,7 +145,23 @@ type simQueue struct {
 // A submitted job is queued for QueuedFor, runs for RunFor and then
 // completes (jobStatus statQ/QUEUED, statR/RUNNING, statC/COMPLETED with
 // jobEndTime and exitCode), computed lazily from the clock whenever a
-// request or File looks. Its scheduler script (GAP_SCHED_FILE, read at
+// request or File looks. A run longer than GAP_WALL_TIME is ended at the
+// wall time: statT/TIMEOUT, exit code 10006. Job times are written in the
+// platform's zone (UTC+8).
+//
+// Like the platform (spec/platform-evidence.md; not in Letter mode), an
+// ended job stays in the realtime detail and job list for HistoryDelay,
+// then the detail answers a success without a record (data null); the job
+// is then found in the job history: GET .../historyjobs/{jobmanagerId}/
+// {jobId} (acctTime accepted) and GET .../historyjobs (strClusterNameList
+// or strClusterIDList, startTime and endTime in UTC+8 bounding the end,
+// start, limit, jobId), whose records carry jobState, jobExitStatus,
+// jobEndTime, acctTime and accounting derived from nodes, ppn, GAP_NGPU,
+// GAP_NDCU and the run time. GET .../jobs?strClusterIDList= lists current
+// jobs; DELETE .../jobs (form jobMethod=5, strJobInfoMap=<scheduler
+// id>,<user>:<job id>:[;...]) cancels queued or running jobs (statDE) and
+// refuses ended or unknown ones. A job the platform does not know answers
+// an error envelope whose message says it does not exist (不存在). Its scheduler script (GAP_SCHED_FILE, read at
 // submit) drives it. Lines are trimmed; other lines (the shebang,
 // #SBATCH/#PBS headers, other commands) are ignored.
 //
@@ -155,6 +171,14 @@ type simQueue struct {
 //	#SIM runfor <duration>      run this long
 //	#SIM vanish                 disappear when the run ends: job details
 //	                            then answer not found, no files are written
+//	#SIM nodefail               end statN/NODE_FAIL (exit code 1 at least)
+//	#SIM lagfail                end with the platform's status lagging the
+//	                            scheduler: statC with JobState FAILED and
+//	                            reason NonZeroExitCode, exit code 0 in the
+//	                            detail, 1 in the history
+//	#SIM detailerror [n]        after the end, the next n (default 1)
+//	                            realtime detail queries answer envelope
+//	                            10001 (ComputeCodePlatformInternal)
 //
 // Executed in order when the run ends (relative paths are relative to the
 // job's work directory, GAP_WORK_DIR or the script's directory):
