@@ -363,7 +363,7 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 				// keeps ended jobs in the detail: gone means gone.
 				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", jobID, last)
 			case r.cfg.Now().After(deadline):
-				return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT): %v", jobID, r.cfg.ComputeTimeout, err)
+				return nil, "", r.timedOut(ctx, j, sess, fmt.Sprintf(" (last query: %v)", err))
 			case !notFound:
 				j.log.Warn().Err(err).Msg("job query failed")
 			}
@@ -394,9 +394,25 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			return d, phase, nil
 		}
 		if r.cfg.Now().After(deadline) {
-			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)", jobID, r.cfg.ComputeTimeout)
+			return nil, "", r.timedOut(ctx, j, sess, "")
 		}
 	}
+}
+
+// timedOut fails j, not finished after SLUICE_COMPUTE_TIMEOUT, once it has
+// asked the platform to delete the job: a job sluice gives up on must not
+// go on paying. The message says whether the platform took the request.
+func (r *Runner) timedOut(ctx context.Context, j *job, sess *apiclient.ClusterSession, last string) error {
+	jobID := j.rec.Upstream.JobID
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelAfterTimeout)
+	defer cancel()
+	upstream := "it was deleted upstream"
+	if err := sess.CancelJob(cctx, "", "", jobID); err != nil {
+		j.log.Warn().Err(err).Msg("cannot delete the timed-out compute job upstream")
+		upstream = "deleting it upstream failed, it may still run there: " + err.Error()
+	}
+	return fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)%s; %s",
+		jobID, r.cfg.ComputeTimeout, last, upstream)
 }
 
 // mergeEnd completes a terminal realtime detail with the job's history

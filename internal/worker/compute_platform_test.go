@@ -267,3 +267,21 @@ func TestComputeResumeCollectingFromHistory(t *testing.T) {
 		t.Errorf("submits = %d", n)
 	}
 }
+
+// A compute job past SLUICE_COMPUTE_TIMEOUT is deleted upstream before it
+// fails timeout: it must not go on paying.
+func TestComputeTimeoutDeletesUpstream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, func(c *config.Config) { c.ComputeTimeout = 2 * time.Second })
+	id := "given-up"
+	b.publish(t, "compute", id, computeSpec(t, b, id, "#!/bin/sh\n#SIM runfor 5m\n"))
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != runner.CodeTimeout ||
+		!strings.Contains(ev.Data.Error.Message, "it was deleted upstream") {
+		t.Fatalf("event %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if n := b.compute.Counters().Get("jobs:cancelled"); n != 1 {
+		t.Errorf("simulator cancelled %d jobs", n)
+	}
+}
