@@ -285,3 +285,26 @@ func TestComputeTimeoutDeletesUpstream(t *testing.T) {
 		t.Errorf("simulator cancelled %d jobs", n)
 	}
 }
+
+// A cancel whose answer is lost (the platform deleted the job, then
+// answered 500) is not assumed either way: the job is read again and ends
+// cancelled because the platform shows it deleted.
+func TestComputeCancelAnswerLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{historyDelay: 50 * time.Millisecond})
+	b.compute.Faults().Set(apisim.EndpointComputeCancel, apisim.Fault{Error500AfterRate: 1, Times: 1})
+	b.start(t)
+	id := "cancel-lost"
+	b.publish(t, "compute", id, computeSpec(t, b, id, "#!/bin/sh\n#SIM runfor 5m\n"))
+	waitFor(t, 30*time.Second, "the job to run", func() bool { return b.compute.Counters().Get("jobs:running") >= 1 })
+	if r := cancel(t, b, id); r.Error != "" {
+		t.Fatalf("cancel reply %+v", r)
+	}
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "cancelled" || ev.Data.Upstream == nil || ev.Data.Upstream.Status != "statDE" {
+		t.Fatalf("event %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if n := b.compute.Counters().Get("jobs:cancelled"); n != 1 {
+		t.Errorf("simulator cancelled %d jobs", n)
+	}
+}
