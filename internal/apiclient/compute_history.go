@@ -160,10 +160,10 @@ func (s *ClusterSession) historyDefaults(ctx context.Context, q HistoryQuery) (H
 // HistoryJob looks job jobID up in the job history: first the one-job
 // history (GET .../historyjobs/{jobmanagerId}/{jobId}, with acctTime when
 // known), then the history list filtered by the job id. It returns the
-// record, or an error matching ErrJobNotFound when both answered without
-// it (the list answered without it), ErrNotSupported when the platform
-// has neither call (compute-api.md's letter), or another error when the
-// platform said nothing certain.
+// record, or an error matching ErrJobNotFound when the list answered
+// without it, ErrNotSupported when the platform has neither call
+// (compute-api.md's letter), or another error when the platform said
+// nothing certain.
 func (s *ClusterSession) HistoryJob(ctx context.Context, jobID string, q HistoryQuery) (*HistoryRecord, error) {
 	if err := checkSegment("jobID", jobID); err != nil {
 		return nil, err
@@ -223,6 +223,11 @@ func (s *ClusterSession) historyOne(ctx context.Context, schedID, jobID, acctTim
 	}
 	if h.JobID != "" && h.JobID != jobID {
 		return nil, fmt.Errorf("apiclient: compute job %s: %w: the history answered job %s", jobID, ErrJobNotFound, h.JobID)
+	}
+	if strings.TrimSpace(h.JobState) == "" {
+		// Not a record this client can read (another shape): the list
+		// is asked instead.
+		return nil, fmt.Errorf("apiclient: compute job history %s: %w: the record has no jobState", jobID, ErrMalformedResponse)
 	}
 	h.JobID = jobID
 	return &h, nil

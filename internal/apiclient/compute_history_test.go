@@ -225,3 +225,29 @@ func TestComputeWaitJobReadsHistory(t *testing.T) {
 		t.Errorf("detail %+v", d)
 	}
 }
+
+// A one-job history answer this client cannot read as a record (no
+// jobState) is not taken for the job's end: the history list is asked.
+func TestComputeHistoryOneUnreadable(t *testing.T) {
+	t.Parallel()
+	b := setupCompute(t, computeOpts{
+		sim: func(c *apisim.ComputeConfig) { c.HistoryDelay = time.Second },
+		wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.URL.Path, "/hpc/openapi/v2/historyjobs/") {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte(`{"code":"0","msg":"success","data":{"list":[]}}`))
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+	})
+	s := b.session(t)
+	id := submitted(t, s, "odd", "#SIM runfor 1m\n")
+	b.clock.Advance(time.Hour)
+	h, err := s.HistoryJob(context.Background(), id, apiclient.HistoryQuery{})
+	if err != nil || h.JobState != "statC" {
+		t.Fatalf("record %+v, %v", h, err)
+	}
+}
