@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -203,8 +202,6 @@ func (w *fakeWorker) answerCancel(m *nats.Msg) {
 		reply.JobID = req.JobID
 		rec, err := w.store.RequestCancel(w.ctx, req.JobID)
 		switch {
-		case errors.Is(err, state.ErrNotCancellable):
-			reply.Status, reply.Error = string(rec.Status), err.Error()
 		case err != nil:
 			reply.Error = "cannot record the cancel: " + err.Error()
 		case rec.Status.Terminal():

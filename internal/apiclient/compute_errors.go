@@ -14,10 +14,16 @@ import (
 // ErrUnauthorized, ErrMalformedResponse, ErrInvalidArgument) are declared in
 // errors.go and apply to compute calls with the same meaning.
 var (
-	// ErrJobNotFound is matched when the job details call answers an error
-	// envelope (or HTTP 404) for a job id, after the token was checked: the
-	// platform no longer knows the job. See JobVanished.
+	// ErrJobNotFound is matched when a job query's answer says the job is
+	// not there: HTTP 404, no record, or a message saying it does not
+	// exist (EnvelopeError.saysMissing). See JobVanished.
 	ErrJobNotFound = errors.New("apiclient: compute job not found")
+
+	// ErrNotSupported is matched when the platform has no such operation:
+	// HTTP 404 or 405 without an envelope (the gateway knows no route), as
+	// for the job history, job list and cancel calls that compute-api.md
+	// does not list.
+	ErrNotSupported = errors.New("apiclient: the compute platform does not offer this operation")
 
 	// ErrClusterNotFound is returned by Cluster when the token response
 	// lists no cluster with the requested name or id.
@@ -90,6 +96,38 @@ func (e *EnvelopeError) certainlyRejected() bool {
 // authRejected reports whether the answer refuses the token: 401 or 403.
 func (e *EnvelopeError) authRejected() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+}
+
+// missingMarkers are the message texts by which the platform says a job
+// does not exist. The platform has no documented "not found" code, so its
+// message is the only signal; clients of the platform read the same texts.
+var missingMarkers = []string{"不存在", "does not exist", "not exist", "not found", "no such job"}
+
+// saysMissing reports whether the answer says the requested job is not
+// there: HTTP 404 with an envelope, or a 2xx error envelope whose message
+// says so. A token refusal never does.
+func (e *EnvelopeError) saysMissing() bool {
+	switch {
+	case e.authRejected():
+		return false
+	case e.Status == http.StatusNotFound:
+		return true
+	case e.Status < 200 || e.Status > 299:
+		return false
+	}
+	msg := strings.ToLower(e.Msg)
+	for _, m := range missingMarkers {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// noRoute reports whether the answer says the gateway has no such route:
+// HTTP 404 or 405 without an envelope code.
+func (e *EnvelopeError) noRoute() bool {
+	return e.Code == "" && (e.Status == http.StatusNotFound || e.Status == http.StatusMethodNotAllowed)
 }
 
 // invalidArg builds an ErrInvalidArgument error naming field.

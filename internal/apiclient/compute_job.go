@@ -1,6 +1,8 @@
 package apiclient
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,10 +77,14 @@ func checkSegment(field, v string) error {
 }
 
 // Job fetches the details of job jobID (GET .../jobs/{job_id}), retried on
-// network errors, 429 and 5xx. An error envelope or HTTP 404 that is not a
-// token problem means the platform does not know the job: the error then
-// matches ErrJobNotFound (and still unwraps to the *EnvelopeError). See
-// JobPhaseOf to interpret the detail and JobVanished to judge a not-found.
+// network errors, 429 and 5xx. Only an answer that says the job is not
+// there matches ErrJobNotFound (and still unwraps to the *EnvelopeError):
+// HTTP 404, no detail, or an error envelope whose message says the job
+// does not exist (see EnvelopeError.saysMissing). Any other error
+// envelope, such as 10001 (internal error), is returned as it is: the
+// platform did not say the job is gone. The real platform drops a job from
+// this call shortly after it ends; see HistoryJob. See JobPhaseOf to
+// interpret the detail and JobVanished to judge a not-found.
 func (s *ClusterSession) Job(ctx context.Context, jobID string) (*JobDetail, error) {
 	if jobID == "" {
 		return nil, invalidArg("jobID", "is required")
@@ -92,13 +98,12 @@ func (s *ClusterSession) Job(ctx context.Context, jobID string) (*JobDetail, err
 		class: classIdempotent,
 	})
 	if err != nil {
-		if env, ok := errors.AsType[*EnvelopeError](err); ok && !env.authRejected() &&
-			(env.Status == http.StatusNotFound || (env.Status >= 200 && env.Status < 300)) {
+		if env, ok := errors.AsType[*EnvelopeError](err); ok && env.saysMissing() {
 			return nil, fmt.Errorf("apiclient: compute job %s: %w: %w", jobID, ErrJobNotFound, err)
 		}
 		return nil, err
 	}
-	if isNull(res.data) {
+	if len(bytes.TrimSpace(res.data)) == 0 || isNull(res.data) {
 		return nil, fmt.Errorf("apiclient: compute job %s: %w: the platform answered no detail", jobID, ErrJobNotFound)
 	}
 	var d JobDetail
@@ -111,35 +116,53 @@ func (s *ClusterSession) Job(ctx context.Context, jobID string) (*JobDetail, err
 // JobPhase is the client's reading of a job's scheduler status.
 type JobPhase string
 
-// The phases of a compute job. Succeeded and Failed are terminal; Unknown
-// means "not recognised, keep polling".
+// The phases of a compute job. Succeeded, Failed and Cancelled are
+// terminal; Unknown means "not recognised, keep polling".
 const (
 	JobUnknown   JobPhase = "unknown"
 	JobQueued    JobPhase = "queued"
 	JobRunning   JobPhase = "running"
 	JobSucceeded JobPhase = "succeeded"
 	JobFailed    JobPhase = "failed"
+	JobCancelled JobPhase = "cancelled"
 )
 
-// Terminal reports whether p is Succeeded or Failed.
-func (p JobPhase) Terminal() bool { return p == JobSucceeded || p == JobFailed }
+// Terminal reports whether p is Succeeded, Failed or Cancelled.
+func (p JobPhase) Terminal() bool { return p == JobSucceeded || p == JobFailed || p == JobCancelled }
 
 // statusClass is how JobPhaseOf reads one status value.
 type statusClass int
 
+// The classes in rising strength: when jobStatus and JobState read
+// differently, the stronger one wins.
 const (
-	stUnknown statusClass = iota
-	stQueued
-	stRunning
-	stExiting // ends once an exit code is reported
-	stDone    // ended; the exit code decides
-	stFailed  // ended as a failure whatever the exit code
+	stUnknown   statusClass = iota
+	stQueued                // waiting to run, or requeued
+	stRunning               // running or suspended
+	stExiting               // ends once an exit code is reported
+	stDone                  // ended; the exit code decides
+	stFailed                // ended as a failure whatever the exit code
+	stNodeFail              // ended by a node failure
+	stTimeout               // ended by the wall time limit
+	stCancelled             // deleted (cancelled) by its owner
 )
 
-// jobStatusTable maps the normalised jobStatus (upper case, "STAT" prefix
-// removed) and jobInitAttr.JobState values. Keep it in step with the
-// JobPhaseOf doc comment and docs/upstream-assumptions.md.
+// jobStatusTable maps the normalised (upper case) jobStatus, history
+// jobState and jobInitAttr.JobState values. The platform's own codes
+// (spec/platform-evidence.md section 1) are listed with their "STAT"
+// prefix; a value with the prefix that is not listed is read without it
+// (statF reads as F). Keep it in step with the JobPhaseOf doc comment and
+// docs/upstream-assumptions.md.
 var jobStatusTable = map[string]statusClass{
+	"STATQ": stQueued, "STATH": stQueued, "STATW": stQueued, "STATRQ": stQueued,
+	"STATR": stRunning, "STATS": stRunning,
+	"STATE": stExiting,
+	"STATC": stDone,
+	"STATD": stFailed, "STATN": stNodeFail, "STATT": stTimeout, "STATDE": stCancelled,
+	// statX (other) and statEX (abnormal) are not final: a job that ends
+	// leaves the realtime detail, and its history record says how.
+	"STATX": stUnknown, "STATEX": stUnknown,
+
 	"Q": stQueued, "H": stQueued, "W": stQueued, "T": stQueued, "M": stQueued,
 	"QUEUED": stQueued, "PENDING": stQueued, "HELD": stQueued, "HOLD": stQueued,
 	"WAITING": stQueued, "TRANSIT": stQueued, "MOVED": stQueued,
@@ -153,18 +176,23 @@ var jobStatusTable = map[string]statusClass{
 	"C": stDone, "F": stDone, "COMPLETED": stDone, "COMPLETE": stDone,
 	"DONE": stDone, "FINISHED": stDone, "EXITED": stDone,
 
-	"D": stFailed, "DELETED": stFailed, "FAILED": stFailed, "CANCELLED": stFailed,
-	"CANCELED": stFailed, "TIMEOUT": stFailed, "NODE_FAIL": stFailed,
-	"OUT_OF_MEMORY": stFailed, "BOOT_FAIL": stFailed, "DEADLINE": stFailed,
+	"D": stFailed, "FAILED": stFailed, "OUT_OF_MEMORY": stFailed, "BOOT_FAIL": stFailed,
 	"PREEMPTED": stFailed, "KILLED": stFailed, "ABORTED": stFailed,
+
+	"NODE_FAIL": stNodeFail, "NODE_ERROR": stNodeFail,
+	"TIMEOUT": stTimeout, "DEADLINE": stTimeout,
+	"DELETED": stCancelled, "CANCELLED": stCancelled, "CANCELED": stCancelled,
 }
 
 func classify(v string) statusClass {
 	v = strings.ToUpper(strings.TrimSpace(v))
-	if len(v) > 4 && strings.HasPrefix(v, "STAT") {
-		v = v[4:]
+	if c, ok := jobStatusTable[v]; ok {
+		return c
 	}
-	return jobStatusTable[v]
+	if len(v) > 4 && strings.HasPrefix(v, "STAT") {
+		return jobStatusTable[v[4:]]
+	}
+	return stUnknown
 }
 
 // JobState returns jobInitAttr.JobState (key matched case-insensitively).
@@ -203,45 +231,121 @@ func exitZero(code string) bool {
 	return true
 }
 
-// JobPhaseOf maps a job detail to a phase. jobStatus is read without its
-// "stat" prefix; it and jobInitAttr.JobState are matched case-insensitively
-// against this table (the stronger reading of the two wins, in the order
-// ended-failed, ended, exiting, running, queued):
+// endClass is the strongest reading of d's jobStatus and JobState.
+func endClass(d *JobDetail) statusClass {
+	return max(classify(d.JobStatus), classify(d.JobState()))
+}
+
+// JobPhaseOf maps a job detail (realtime, or a history record's Detail)
+// to a phase. jobStatus and jobInitAttr.JobState are matched
+// case-insensitively against this table; the stronger reading of the two
+// wins, in the order cancelled, timed out, node failure, failed, ended,
+// exiting, running, queued:
 //
 //	value                                                 reading
-//	Q H W T M, QUEUED PENDING HELD HOLD WAITING TRANSIT   queued
-//	  MOVED CONFIGURING REQUEUED
-//	R S, RUNNING SUSPENDED STOPPED                        running
-//	E, EXITING COMPLETING                                 running until exitCode is present, then ended
-//	C F, COMPLETED COMPLETE DONE FINISHED EXITED          ended
-//	D, DELETED FAILED CANCELLED CANCELED TIMEOUT          ended, failed whatever the exit code
-//	  NODE_FAIL OUT_OF_MEMORY BOOT_FAIL DEADLINE
-//	  PREEMPTED KILLED ABORTED
-//	anything else                                         unknown (keep polling)
+//	statQ statH statW statRQ, Q H W T M, QUEUED PENDING   queued
+//	  HELD HOLD WAITING TRANSIT MOVED CONFIGURING REQUEUED
+//	statR statS, R S, RUNNING SUSPENDED STOPPED           running
+//	statE, E, EXITING COMPLETING                          running until exitCode is present, then ended
+//	statC, C F, COMPLETED COMPLETE DONE FINISHED EXITED   ended
+//	statD, D, FAILED OUT_OF_MEMORY BOOT_FAIL PREEMPTED    failed whatever the exit code
+//	  KILLED ABORTED
+//	statN, NODE_FAIL NODE_ERROR                           failed: node failure
+//	statT, TIMEOUT DEADLINE                               failed: timed out
+//	statDE, DELETED CANCELLED CANCELED                    cancelled
+//	statX statEX, anything else                           unknown (keep polling)
 //
 // A present jobEndTime (not empty, "null" or "-") also ends the job. An
-// ended job Succeeded when exitCode is "0" (or "0:0") and no value reads
-// failed; otherwise it Failed, including when exitCode is missing (success
-// must be shown, not assumed). A nil detail is Unknown.
+// ended job Succeeded when exitCode is "0" (or "0:0"), no value reads
+// failed and reason is not NonZeroExitCode (a statC that lags a failed
+// scheduler job); otherwise it Failed, including when exitCode is missing
+// (success must be shown, not assumed). A nil detail is Unknown.
 func JobPhaseOf(d *JobDetail) JobPhase {
 	if d == nil {
 		return JobUnknown
 	}
-	a, b := classify(d.JobStatus), classify(d.JobState())
-	has := func(c statusClass) bool { return a == c || b == c }
-	ended := has(stFailed) || has(stDone) || present(d.JobEndTime) ||
-		(has(stExiting) && present(d.ExitCode))
+	c := endClass(d)
+	ended := c >= stDone || present(d.JobEndTime) || (c == stExiting && present(d.ExitCode))
 	switch {
-	case ended && !has(stFailed) && present(d.ExitCode) && exitZero(*d.ExitCode):
+	case c == stCancelled:
+		return JobCancelled
+	case ended && c < stFailed && present(d.ExitCode) && exitZero(*d.ExitCode) &&
+		!strings.EqualFold(strings.TrimSpace(d.Reason), "NonZeroExitCode"):
 		return JobSucceeded
 	case ended:
 		return JobFailed
-	case has(stExiting) || has(stRunning):
+	case c == stExiting || c == stRunning:
 		return JobRunning
-	case has(stQueued):
+	case c == stQueued:
 		return JobQueued
 	}
 	return JobUnknown
+}
+
+// JobEndKind names how a job ended when it did not simply exit.
+type JobEndKind string
+
+// The ways a job can end besides its script's exit.
+const (
+	EndExited      JobEndKind = ""
+	EndTimedOut    JobEndKind = "timed_out"
+	EndNodeFailure JobEndKind = "node_failure"
+	EndCancelled   JobEndKind = "cancelled"
+)
+
+// JobEndKindOf reads how d's job ended from its status values.
+func JobEndKindOf(d *JobDetail) JobEndKind {
+	if d == nil {
+		return EndExited
+	}
+	switch endClass(d) {
+	case stTimeout:
+		return EndTimedOut
+	case stNodeFail:
+		return EndNodeFailure
+	case stCancelled:
+		return EndCancelled
+	}
+	return EndExited
+}
+
+// JobEndReason says in words why a job that JobPhaseOf reads as Failed
+// or Cancelled ended: "timed out after the requested wall time 00:10:00",
+// "node failure on c01", "cancelled", "exit code 3", "the scheduler
+// reports FAILED", ... It names the scheduler's values, never a guess.
+func JobEndReason(d *JobDetail) string {
+	if d == nil {
+		return "no detail"
+	}
+	wall := cmp.Or(d.WalltimeReq, d.JobInitAttr["Resource_List.walltime"])
+	switch endClass(d) {
+	case stCancelled:
+		return "cancelled (deleted) on the platform"
+	case stTimeout:
+		if wall != "" {
+			return "timed out after the requested wall time " + wall
+		}
+		return "timed out: it ran past its requested wall time"
+	case stNodeFail:
+		if d.NodeUsed != "" {
+			return "node failure on " + d.NodeUsed
+		}
+		return "node failure"
+	}
+	exit := "unknown"
+	if present(d.ExitCode) {
+		exit = strings.TrimSpace(*d.ExitCode)
+	}
+	state := strings.Trim(d.JobStatus+"/"+d.JobState(), "/")
+	switch {
+	case classify(d.JobState()) == stFailed || classify(d.JobStatus) == stFailed:
+		return fmt.Sprintf("the scheduler reports it failed (%s, exit code %s)", state, exit)
+	case strings.EqualFold(strings.TrimSpace(d.Reason), "NonZeroExitCode"):
+		return fmt.Sprintf("it exited with a non-zero exit code (%s, reason NonZeroExitCode, exit code %s)", state, exit)
+	case exit == "unknown":
+		return fmt.Sprintf("it ended %s without an exit code", state)
+	}
+	return fmt.Sprintf("it ended %s with exit code %s", state, exit)
 }
 
 // JobVanished reports whether err, returned by Job for a job whose last
@@ -267,9 +371,11 @@ type WaitJobOptions struct {
 
 // WaitJob polls Job every opt.Interval (using the client's Sleep) until the
 // job's phase is terminal and returns that last detail. It returns early
-// with the error of a failed poll; a job that disappears after it was seen
-// (or is not found NotFoundPolls times in a row before) gives an error
-// matching ErrJobNotFound.
+// with the error of a failed poll. A job that leaves the realtime detail
+// after it was seen is looked up once in the history (HistoryJob), whose
+// final record is returned as a detail (HistoryRecord.Detail); one missing
+// there too (or not found NotFoundPolls times in a row before it was seen)
+// gives an error matching ErrJobNotFound.
 func (s *ClusterSession) WaitJob(ctx context.Context, jobID string, opt WaitJobOptions) (*JobDetail, error) {
 	if opt.Interval <= 0 {
 		opt.Interval = 30 * time.Second
@@ -292,6 +398,11 @@ func (s *ClusterSession) WaitJob(ctx context.Context, jobID string, opt WaitJobO
 				return d, nil
 			}
 		case errors.Is(err, ErrJobNotFound) && seen:
+			// Ended jobs leave the realtime detail for the history.
+			h, herr := s.HistoryJob(ctx, jobID, HistoryQuery{})
+			if herr == nil && JobPhaseOf(h.Detail()).Terminal() {
+				return h.Detail(), nil
+			}
 			return nil, fmt.Errorf("apiclient: compute job %s vanished after it was seen %s: %w", jobID, last, err)
 		case errors.Is(err, ErrJobNotFound) && misses+1 < opt.NotFoundPolls:
 			misses++

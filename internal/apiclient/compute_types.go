@@ -153,4 +153,7 @@ type JobDetail struct {
 	Restarts       string            `json:"restarts"`
 	AveVMSize      string            `json:"aveVMSize"`
 	AveRSS         string            `json:"aveRSS"`
+	// Reason is the scheduler's reason for the status (platform field,
+	// not in 2.6): NonZeroExitCode marks a failure under a lagging statC.
+	Reason string `json:"reason"`
 }

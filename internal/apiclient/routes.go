@@ -3,7 +3,8 @@ package apiclient
 import "strings"
 
 // routes are the endpoints of both upstream APIs as route templates
-// (spec/media-api.md section 4, spec/compute-api.md section 4): a segment
+// (spec/media-api.md section 4, spec/compute-api.md section 4, and the
+// job list, history and cancel of spec/platform-evidence.md): a segment
 // in braces stands for any one segment.
 var routes = []struct{ method, path string }{
 	{"POST", "/api/llm/v1/videos/generations"},
@@ -19,6 +20,10 @@ var routes = []struct{ method, path string }{
 	{"GET", "/hpc/openapi/v2/queuenames/users/{user_name}"},
 	{"POST", "/hpc/openapi/v2/apptemplates/{template_type}/{template_name}/job"},
 	{"GET", "/hpc/openapi/v2/jobs/{job_id}"},
+	{"GET", "/hpc/openapi/v2/jobs"},
+	{"DELETE", "/hpc/openapi/v2/jobs"},
+	{"GET", "/hpc/openapi/v2/historyjobs"},
+	{"GET", "/hpc/openapi/v2/historyjobs/{jobmanager_id}/{job_id}"},
 }
 
 // RouteOther is the route of a request that matches no known endpoint.

@@ -19,7 +19,12 @@ func TestRoute(t *testing.T) {
 		{"POST", "/prefix/behind/a/gateway/api/llm/v1/videos/generations", "POST /api/llm/v1/videos/generations"},
 		{"GET", "/efile/openapi/v2/file/download", "GET /efile/openapi/v2/file/download"},
 		{"DELETE", "/hpc/openapi/v2/jobs/4001", apiclient.RouteOther},
-		{"GET", "/hpc/openapi/v2/jobs/", apiclient.RouteOther},
+		{"GET", "/hpc/openapi/v2/jobs/", "GET /hpc/openapi/v2/jobs"},
+		{"GET", "/hpc/openapi/v2/jobs", "GET /hpc/openapi/v2/jobs"},
+		{"DELETE", "/hpc/openapi/v2/jobs", "DELETE /hpc/openapi/v2/jobs"},
+		{"GET", "/hpc/openapi/v2/historyjobs", "GET /hpc/openapi/v2/historyjobs"},
+		{"GET", "/hpc/openapi/v2/historyjobs/2001/4001", "GET /hpc/openapi/v2/historyjobs/{jobmanager_id}/{job_id}"},
+		{"GET", "/hpc/openapi/v2/historyjobs/2001", apiclient.RouteOther},
 		{"GET", "/results/abc.mp4", apiclient.RouteOther},
 	} {
 		if got := apiclient.Route(c.method, c.path); got != c.want {

@@ -56,7 +56,8 @@ const (
 	ComputeCodeInternal = "50001"
 	// ComputeCodePlatformInternal is the platform's "internal error"
 	// (HTTP 200), which the center answers to the platform's own token
-	// (platform mode).
+	// and the realtime detail of a job with "#SIM detailerror" (platform
+	// mode).
 	ComputeCodePlatformInternal = "10001"
 	// ComputeCodeDenied is the platform's "permission denied" (HTTP
 	// 200), answered to the platform's own token on a region's service
@@ -93,6 +94,10 @@ type ComputeConfig struct {
 	// RunFor is how long a job runs. Defaults to 3s; a script's
 	// "#SIM runfor" overrides it per job.
 	RunFor time.Duration
+	// HistoryDelay is how long an ended job stays in the realtime job
+	// detail and job list before it answers only from the job history
+	// (platform mode; Letter keeps it there). Defaults to 2s.
+	HistoryDelay time.Duration
 	// FailureRate is the probability in [0, 1] that a job whose script
 	// does not exit explicitly ends with exit code 1. Defaults to 0.
 	FailureRate float64
@@ -128,6 +133,7 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
 	c.TokenLifetime = cmp.Or(c.TokenLifetime, 12*time.Hour)
+	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -176,7 +182,23 @@ type simQueue struct {
 // A submitted job is queued for QueuedFor, runs for RunFor and then
 // completes (jobStatus statQ/QUEUED, statR/RUNNING, statC/COMPLETED with
 // jobEndTime and exitCode), computed lazily from the clock whenever a
-// request or File looks. Its scheduler script (GAP_SCHED_FILE, read at
+// request or File looks. A run longer than GAP_WALL_TIME is ended at the
+// wall time: statT/TIMEOUT, exit code 10006. Job times are written in the
+// platform's zone (UTC+8).
+//
+// Like the platform (spec/platform-evidence.md; not in Letter mode), an
+// ended job stays in the realtime detail and job list for HistoryDelay,
+// then the detail answers a success without a record (data null); the job
+// is then found in the job history: GET .../historyjobs/{jobmanagerId}/
+// {jobId} (acctTime accepted) and GET .../historyjobs (strClusterNameList
+// or strClusterIDList, startTime and endTime in UTC+8 bounding the end,
+// start, limit, jobId), whose records carry jobState, jobExitStatus,
+// jobEndTime, acctTime and accounting derived from nodes, ppn, GAP_NGPU,
+// GAP_NDCU and the run time. GET .../jobs?strClusterIDList= lists current
+// jobs; DELETE .../jobs (form jobMethod=5, strJobInfoMap=<scheduler
+// id>,<user>:<job id>:[;...]) cancels queued or running jobs (statDE) and
+// refuses ended or unknown ones. A job the platform does not know answers
+// an error envelope whose message says it does not exist (不存在). Its scheduler script (GAP_SCHED_FILE, read at
 // submit) drives it. Lines are trimmed; other lines (the shebang,
 // #SBATCH/#PBS headers, other commands) are ignored.
 //
@@ -186,6 +208,14 @@ type simQueue struct {
 //	#SIM runfor <duration>      run this long
 //	#SIM vanish                 disappear when the run ends: job details
 //	                            then answer not found, no files are written
+//	#SIM nodefail               end statN/NODE_FAIL (exit code 1 at least)
+//	#SIM lagfail                end with the platform's status lagging the
+//	                            scheduler: statC with JobState FAILED and
+//	                            reason NonZeroExitCode, exit code 0 in the
+//	                            detail, 1 in the history
+//	#SIM detailerror [n]        after the end, the next n (default 1)
+//	                            realtime detail queries answer envelope
+//	                            10001 (ComputeCodePlatformInternal)
 //
 // Executed in order when the run ends (relative paths are relative to the
 // job's work directory, GAP_WORK_DIR or the script's directory):
@@ -265,6 +295,9 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "GET /hpc/openapi/v2/queuenames/users/{user}", EndpointComputeQueues, c.queues)
 	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
 	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
+	if !c.cfg.Letter {
+		c.registerPlatformJobs(mux)
+	}
 	c.mux = mux
 	return c
 }

@@ -24,14 +24,33 @@ const maxScriptBytes = 1 << 20
 // maxOutputBytes bounds one "#SIM output" file.
 const maxOutputBytes = 16 << 30
 
+// simZone is the platform's time zone: job times are written in it.
+var simZone = time.FixedZone("UTC+8", 8*3600)
+
 // Job phases of the simulator (the "jobs:<phase>" counters).
 const (
 	simQueued    = "queued"
 	simRunning   = "running"
 	simSucceeded = "succeeded"
 	simFailed    = "failed"
+	simCancelled = "cancelled"
 	simVanished  = "vanished"
 )
+
+// How a job that did not simply complete ended (simJob.cause).
+const (
+	causeTimeout   = "timeout"   // ran past GAP_WALL_TIME: statT
+	causeNodeFail  = "nodefail"  // "#SIM nodefail": statN
+	causeLagFail   = "lagfail"   // "#SIM lagfail": statC, JobState FAILED
+	causeCancelled = "cancelled" // deleted by the cancel call: statDE
+)
+
+// simNode is the node every simulated job runs on.
+const simNode = "sim-node01"
+
+// timeoutExit is the exit status of a timed-out job, as a live history
+// answer showed it.
+const timeoutExit = 10006
 
 // simJob is one submitted job.
 type simJob struct {
@@ -46,13 +65,47 @@ type simJob struct {
 	submitAt          time.Time
 	queuedFor, runFor time.Duration
 	vanish            bool
+	gpus, dcus        int
+	nodeFail, lagFail bool
+	detailErrors      int // realtime detail queries after the end that answer 10001
 
 	phase    string
 	exitCode int
+	cause    string
+	endedAt  time.Time // when the job ended; zero while it has not
 }
 
 func (j *simJob) startAt() time.Time { return j.submitAt.Add(j.queuedFor) }
-func (j *simJob) endAt() time.Time   { return j.startAt().Add(j.runFor) }
+
+// endAt is when the job's run ends on its own: after runFor, or at its
+// requested wall time if that comes first.
+func (j *simJob) endAt() time.Time {
+	run := j.runFor
+	if w, ok := parseHMS(j.wall); ok && w < run {
+		run = w
+	}
+	return j.startAt().Add(run)
+}
+
+// timesOut reports whether the job's run exceeds its wall time.
+func (j *simJob) timesOut() bool {
+	w, ok := parseHMS(j.wall)
+	return ok && j.runFor > w
+}
+
+// ended reports whether the job has ended (in any way).
+func (j *simJob) ended() bool { return !j.endedAt.IsZero() }
+
+// ranFor is how long the job ran: up to its end, or to now.
+func (j *simJob) ranFor(now time.Time) time.Duration {
+	switch {
+	case j.ended() && j.endedAt.After(j.startAt()):
+		return j.endedAt.Sub(j.startAt())
+	case j.ended(), now.Before(j.startAt()):
+		return 0
+	}
+	return now.Sub(j.startAt())
+}
 
 var wallTimeRE = regexp.MustCompile(`^(\d{2,}):([0-5]\d):([0-5]\d)$`)
 
@@ -202,7 +255,10 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 		invalid("GAP_WORK_DIR must be an absolute path")
 		return
 	}
+	gpus, _ := strconv.Atoi(cmpStr(get["GAP_NGPU"], "0"))
+	dcus, _ := strconv.Atoi(cmpStr(get["GAP_NDCU"], "0"))
 	job := &simJob{
+		gpus: max(gpus, 0), dcus: max(dcus, 0),
 		name: get["GAP_JOB_NAME"], queue: queue.name, cluster: cl,
 		workDir: path.Clean(workDir), script: schedPath, nodes: nodes, ppn: ppn,
 		wall: get["GAP_WALL_TIME"], submitType: get["GAP_SUBMIT_TYPE"],
@@ -268,6 +324,20 @@ func (j *simJob) readHeaders() error {
 			}
 		case "vanish":
 			j.vanish = true
+		case "nodefail":
+			j.nodeFail = true
+		case "lagfail":
+			j.lagFail = true
+		case "detailerror":
+			n := 1
+			if len(f) == 3 {
+				v, err := strconv.Atoi(f[2])
+				if err != nil || v < 1 {
+					return fmt.Errorf("#SIM detailerror: %q is not a positive count", f[2])
+				}
+				n = v
+			}
+			j.detailErrors = n
 		}
 	}
 	return nil
@@ -295,7 +365,16 @@ func (c *Compute) settle(now time.Time) {
 			continue
 		}
 		j.exitCode = c.run(j)
+		j.endedAt = j.endAt()
 		j.phase = simSucceeded
+		switch {
+		case j.timesOut():
+			j.cause, j.exitCode = causeTimeout, timeoutExit
+		case j.nodeFail:
+			j.cause, j.exitCode = causeNodeFail, max(j.exitCode, 1)
+		case j.lagFail:
+			j.cause, j.exitCode = causeLagFail, max(j.exitCode, 1)
+		}
 		if j.exitCode != 0 {
 			j.phase = simFailed
 		}
@@ -304,6 +383,13 @@ func (c *Compute) settle(now time.Time) {
 	if changed {
 		c.save()
 	}
+}
+
+// inRealtime reports whether the realtime detail and job list still show
+// j at now: always in Letter mode; on the platform until HistoryDelay
+// after its end.
+func (c *Compute) inRealtime(j *simJob, now time.Time) bool {
+	return c.cfg.Letter || !j.ended() || now.Before(j.endedAt.Add(c.cfg.HistoryDelay))
 }
 
 var sizeRE = regexp.MustCompile(`^(\d+)([KMG]?)$`)
@@ -443,7 +529,10 @@ func (c *Compute) copyFile(src, dst string) error {
 	return c.writeFile(dst, in)
 }
 
-// job answers the details of a job of the token's cluster.
+// job answers the details of a job of the token's cluster. On the
+// platform a job that ended HistoryDelay ago is no longer here: the answer
+// is a success without a record (data null), and the job is in the
+// history.
 func (c *Compute) job(w http.ResponseWriter, r *http.Request) {
 	cl, ok := c.authorize(w, r)
 	if !ok {
@@ -454,16 +543,38 @@ func (c *Compute) job(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	c.mu.Lock()
 	j, found := c.jobs[id]
+	found = found && j.cluster == cl
 	var view map[string]any
-	if found && j.cluster == cl {
+	internal, gone := false, false
+	switch {
+	case found && j.ended() && j.detailErrors > 0:
+		j.detailErrors--
+		internal = true
+		c.save()
+	case found && !c.inRealtime(j, now):
+		gone = true
+	case found:
 		view = c.jobView(j, now)
 	}
 	c.mu.Unlock()
-	if view == nil {
+	switch {
+	case internal:
+		writeEnvelopeError(w, http.StatusOK, ComputeCodePlatformInternal, "internal error")
+	case gone:
+		writeOK(w, nil)
+	case view == nil:
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "job "+id+" not found")
-		return
+	default:
+		writeOK(w, view)
 	}
-	writeOK(w, view)
+}
+
+// simTime writes t as the platform does; "" for the zero time.
+func simTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.In(simZone).Format(jobTimeLayout)
 }
 
 // jobView renders a job detail (spec 2.6). The caller holds c.mu.
@@ -473,27 +584,44 @@ func (c *Compute) jobView(j *simJob, now time.Time) map[string]any {
 		start, runTime    string
 		end, exit, cpu    any
 		procUsed, nodeStr = 0, ""
+		reason            = "None"
 	)
+	if j.phase != simQueued && (j.phase != simCancelled || j.ranFor(now) > 0) {
+		ran := j.ranFor(now)
+		start, runTime = simTime(j.startAt()), formatHMS(ran)
+		procUsed, nodeStr = j.nodes*j.ppn, simNode
+		cpu = formatHMS(ran * time.Duration(j.nodes*j.ppn))
+	}
 	switch j.phase {
 	case simRunning:
 		status, state = "statR", "RUNNING"
-		start, runTime = j.startAt().Format(jobTimeLayout), formatHMS(now.Sub(j.startAt()))
-		procUsed, nodeStr = j.nodes*j.ppn, "sim-node01"
-		cpu = formatHMS(now.Sub(j.startAt()) * time.Duration(j.nodes*j.ppn))
-	case simSucceeded, simFailed:
+	case simSucceeded, simFailed, simCancelled:
 		status, state = "statC", "COMPLETED"
-		start, runTime = j.startAt().Format(jobTimeLayout), formatHMS(j.runFor)
-		procUsed, nodeStr = j.nodes*j.ppn, "sim-node01"
-		end, exit = j.endAt().Format(jobTimeLayout), strconv.Itoa(j.exitCode)
-		cpu = formatHMS(j.runFor * time.Duration(j.nodes*j.ppn))
+		switch j.cause {
+		case causeTimeout:
+			status, state = "statT", "TIMEOUT"
+		case causeNodeFail:
+			status, state = "statN", "NODE_FAIL"
+		case causeLagFail:
+			state, reason = "FAILED", "NonZeroExitCode"
+		case causeCancelled:
+			status, state = "statDE", "CANCELLED"
+		}
+		end, exit = simTime(j.endedAt), strconv.Itoa(j.exitCode)
+		if j.cause == causeLagFail {
+			// The platform's status lags the scheduler: the detail shows
+			// a completion with exit code 0, only JobState and reason
+			// tell the failure.
+			exit = "0"
+		}
 	}
 	return map[string]any{
 		"jobId": j.id, "jobName": j.name, "jobStatus": status, "queue": j.queue,
-		"user": c.clusterUser(), "jobSubmitTime": j.submitAt.Format(jobTimeLayout),
+		"user": c.clusterUser(), "jobSubmitTime": simTime(j.submitAt),
 		"jobStartTime": start, "jobEndTime": end, "exitCode": exit,
 		"nodeUsed": nodeStr, "procNumUsed": procUsed, "gpuNumUsed": 0, "dcuNumUsed": nil,
 		"memUsed": "0", "cpuTimeUsed": cpu, "jobRunTime": runTime, "walltimeReq": j.wall,
-		"nodeNumReq": j.nodes, "procNumReq": j.nodes * j.ppn, "gpuNumReq": 0, "dcuNumReq": nil,
+		"nodeNumReq": j.nodes, "procNumReq": j.nodes * j.ppn, "gpuNumReq": j.nodes * j.gpus, "dcuNumReq": nil,
 		"workDir": j.workDir, "errorPath": j.stderr, "outputPath": j.stdout,
 		"priority": "0", "account": nil, "appType": "BASIC", "scale": nil, "jobVncSessionInfo": nil,
 		"jobInitAttr": map[string]string{
@@ -502,6 +630,6 @@ func (c *Compute) jobView(j *simJob, now time.Time) map[string]any {
 		},
 		"jobmanagerId":   strconv.FormatInt(j.cluster.schedID, 10),
 		"jobmanagerName": j.cluster.schedName, "jobmanagerType": j.cluster.schedType,
-		"restarts": "0", "aveVMSize": "0", "aveRSS": "0",
+		"restarts": "0", "aveVMSize": "0", "aveRSS": "0", "reason": reason,
 	}
 }

@@ -57,25 +57,32 @@ type computeState struct {
 }
 
 type savedJob struct {
-	ID         string        `json:"id"`
-	Name       string        `json:"name"`
-	Queue      string        `json:"queue"`
-	ClusterID  string        `json:"cluster_id"`
-	WorkDir    string        `json:"work_dir"`
-	Script     string        `json:"script"`
-	Stdout     string        `json:"stdout"`
-	Stderr     string        `json:"stderr"`
-	Nodes      int           `json:"nodes"`
-	PPN        int           `json:"ppn"`
-	Wall       string        `json:"wall"`
-	SubmitType string        `json:"submit_type"`
-	Lines      []string      `json:"lines"`
-	SubmitAt   time.Time     `json:"submit_at"`
-	QueuedFor  time.Duration `json:"queued_for"`
-	RunFor     time.Duration `json:"run_for"`
-	Vanish     bool          `json:"vanish"`
-	Phase      string        `json:"phase"`
-	ExitCode   int           `json:"exit_code"`
+	ID           string        `json:"id"`
+	Name         string        `json:"name"`
+	Queue        string        `json:"queue"`
+	ClusterID    string        `json:"cluster_id"`
+	WorkDir      string        `json:"work_dir"`
+	Script       string        `json:"script"`
+	Stdout       string        `json:"stdout"`
+	Stderr       string        `json:"stderr"`
+	Nodes        int           `json:"nodes"`
+	PPN          int           `json:"ppn"`
+	Wall         string        `json:"wall"`
+	SubmitType   string        `json:"submit_type"`
+	Lines        []string      `json:"lines"`
+	SubmitAt     time.Time     `json:"submit_at"`
+	QueuedFor    time.Duration `json:"queued_for"`
+	RunFor       time.Duration `json:"run_for"`
+	Vanish       bool          `json:"vanish"`
+	GPUs         int           `json:"gpus"`
+	DCUs         int           `json:"dcus"`
+	NodeFail     bool          `json:"node_fail"`
+	LagFail      bool          `json:"lag_fail"`
+	DetailErrors int           `json:"detail_errors"`
+	Phase        string        `json:"phase"`
+	ExitCode     int           `json:"exit_code"`
+	Cause        string        `json:"cause"`
+	EndedAt      time.Time     `json:"ended_at"`
 }
 
 // save writes the state file, if any; call with c.mu held. A failed
@@ -90,7 +97,8 @@ func (c *Compute) save() {
 			ID: j.id, Name: j.name, Queue: j.queue, ClusterID: j.cluster.id, WorkDir: j.workDir, Script: j.script,
 			Stdout: j.stdout, Stderr: j.stderr, Nodes: j.nodes, PPN: j.ppn, Wall: j.wall, SubmitType: j.submitType,
 			Lines: j.lines, SubmitAt: j.submitAt, QueuedFor: j.queuedFor, RunFor: j.runFor, Vanish: j.vanish,
-			Phase: j.phase, ExitCode: j.exitCode,
+			GPUs: j.gpus, DCUs: j.dcus, NodeFail: j.nodeFail, LagFail: j.lagFail, DetailErrors: j.detailErrors,
+			Phase: j.phase, ExitCode: j.exitCode, Cause: j.cause, EndedAt: j.endedAt,
 		})
 	}
 	if err := saveJSON(c.cfg.StateFile, st); err != nil {
@@ -125,7 +133,12 @@ func (c *Compute) load() error {
 			id: s.ID, name: s.Name, queue: s.Queue, cluster: cl, workDir: s.WorkDir, script: s.Script,
 			stdout: s.Stdout, stderr: s.Stderr, nodes: s.Nodes, ppn: s.PPN, wall: s.Wall, submitType: s.SubmitType,
 			lines: s.Lines, submitAt: s.SubmitAt, queuedFor: s.QueuedFor, runFor: s.RunFor, vanish: s.Vanish,
-			phase: s.Phase, exitCode: s.ExitCode,
+			gpus: s.GPUs, dcus: s.DCUs, nodeFail: s.NodeFail, lagFail: s.LagFail, detailErrors: s.DetailErrors,
+			phase: s.Phase, exitCode: s.ExitCode, cause: s.Cause, endedAt: s.EndedAt,
+		}
+		if j := c.jobs[s.ID]; j.endedAt.IsZero() && (j.phase == simSucceeded || j.phase == simFailed) {
+			// Saved before jobs recorded their end.
+			j.endedAt = j.endAt()
 		}
 	}
 	return nil

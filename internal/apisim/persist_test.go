@@ -28,7 +28,7 @@ func TestComputeSimStateSurvivesRestart(t *testing.T) {
 	// The restart: a new simulator on the same files and clock.
 	sim := apisim.NewCompute(apisim.ComputeConfig{
 		User: csUser, Password: csPass, OrgID: csOrg, QueuedFor: 10 * time.Second, RunFor: time.Minute,
-		Now: b.clock.Now, Root: root, StateFile: file,
+		Now: b.clock.Now, Root: root, StateFile: file, HistoryDelay: time.Hour,
 	})
 	if err := sim.StateErr(); err != nil {
 		t.Fatal(err)

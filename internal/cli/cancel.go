@@ -36,8 +36,9 @@ cancel: a publish is acknowledged only once the job is stored, so
 "enqueue video ... && enqueue cancel ID" always finds the job.
 
 A job that has already ended is left as it is ("nothing to cancel"). A
-compute job already submitted cannot be cancelled (the compute platform has
-no cancel operation): it is left to run, and enqueue says so (exit 1).
+compute job already submitted is deleted upstream by the worker holding it
+and ends cancelled once the platform shows it so; one that ended first (or
+runs on a platform without a cancel operation) keeps its own outcome.
 
 With --json, one JSON object per id, one per line:
 {"job_id","outcome":"requested"|"recorded"|"terminal"|"refused"|"no_such_job",

@@ -36,9 +36,9 @@ const (
 	CancelNoSuchJob CancelOutcome = "no_such_job"
 	// CancelTerminal: the job had already ended; nothing changed.
 	CancelTerminal CancelOutcome = "terminal"
-	// CancelRefused: the job cannot be cancelled any more (a compute job
-	// already submitted: the platform has no cancel operation); nothing
-	// changed.
+	// CancelRefused: the worker refused the cancel; nothing changed. Only
+	// workers of older versions refuse one (a compute job already
+	// submitted), during an upgrade.
 	CancelRefused CancelOutcome = "refused"
 )
 

@@ -156,10 +156,7 @@ func handleCancel(ctx context.Context, store *state.Store, c *Cancels, body []by
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rec, err := store.RequestCancel(ctx, req.JobID)
-	switch {
-	case errors.Is(err, state.ErrNotCancellable):
-		return contract.CancelReply{JobID: req.JobID, Status: string(rec.Status), Error: err.Error()}
-	case err != nil:
+	if err != nil {
 		return contract.CancelReply{JobID: req.JobID, Error: "cannot record the cancel: " + err.Error()}
 	}
 	c.notify(req.JobID)

@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,9 +22,9 @@ import (
 
 // runCompute runs a compute job: upload inputs, check the queue, submit
 // (unless the record says it was submitted), poll the job until it ends,
-// then collect stdout, stderr and the declared outputs. A compute job can
-// only be cancelled before it is submitted: the platform has no cancel
-// operation.
+// then collect stdout, stderr and the declared outputs. A cancel before
+// the submit ends the job without it; after the submit the job is deleted
+// upstream and ends cancelled once the platform shows it so (waitJob).
 func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	if r.cfg.Compute == nil {
 		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
@@ -56,16 +57,29 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	}
 	// The job no longer counts upstream while its files are copied.
 	r.releaseQuota(j)
+	if phase == apiclient.JobCancelled {
+		j.log.Info().Str("upstream_status", detail.JobStatus).Msg("compute job cancelled upstream")
+		return errCancelled
+	}
+	uncollected := ""
 	if err := r.collectCompute(ctx, j, sess, detail); err != nil {
-		return err
+		// A failed job often leaves its outputs unwritten: that must not
+		// hide why it failed. Transient errors still redeliver it.
+		var f *failure
+		if phase != apiclient.JobFailed || !errors.As(err, &f) {
+			return err
+		}
+		uncollected = "; not every file was collected: " + f.msg
 	}
 	if phase == apiclient.JobFailed {
-		exit := "unknown"
-		if detail.ExitCode != nil {
-			exit = *detail.ExitCode
+		code := CodeExitStatus
+		switch apiclient.JobEndKindOf(detail) {
+		case apiclient.EndTimedOut:
+			code = CodeWallTimeExceeded
+		case apiclient.EndNodeFailure:
+			code = CodeNodeFailure
 		}
-		return fail(CodeExitStatus, state.StagePoll, false, "job %s ended %s/%s with exit code %s",
-			detail.JobID, detail.JobStatus, detail.JobState(), exit)
+		return fail(code, state.StagePoll, false, "job %s failed: %s%s", j.rec.Upstream.JobID, apiclient.JobEndReason(detail), uncollected)
 	}
 	return nil
 }
@@ -116,7 +130,12 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		for i, q := range queues {
 			names[i] = q.QueueName
 		}
-		if !slices.Contains(names, queue) {
+		switch {
+		case len(queues) == 0:
+			// The platform answers no list for some users and regions:
+			// that refuses nothing, the submit is the judge.
+			j.log.Warn().Str("queue", queue).Msg("the platform lists no queues for the user; submitting to the queue unchecked")
+		case !slices.Contains(names, queue):
 			return fail(CodeQueueUnavailable, state.StageSubmit, true,
 				"compute.job.queue: queue %q is not available to user %s (available: %s)", queue, sess.UserName(), strings.Join(names, ", "))
 		}
@@ -131,21 +150,52 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
+	name, _ := req.MapAppJobInfo[apiclient.KeyJobName].(string)
+	// A record at "submitting" is a submit whose answer nobody recorded:
+	// the platform may hold that job, and a second one would be paid twice.
+	earlier := j.rec.Status == state.StatusSubmitting
+	since := j.rec.UpdatedAt
+	if earlier {
+		id, found, err := r.findSubmitted(sctx, j, sess, schedID, name, since)
+		switch {
+		case err != nil:
+			return transient(fmt.Errorf("look for the job an earlier submit created: %w", err))
+		case found:
+			return r.adoptSubmitted(sctx, j, sess, id)
+		}
+	}
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 	}); err != nil {
 		return transient(err)
 	}
+	if !earlier {
+		since = j.rec.UpdatedAt
+	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
+	if errors.Is(err, apiclient.ErrAmbiguous) {
+		id, found, ferr := r.findSubmitted(sctx, j, sess, schedID, name, since)
+		if found {
+			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
+			jobID, err = id, nil
+		} else if ferr != nil {
+			err = fmt.Errorf("%w (and looking for the job failed: %v)", err, ferr)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
 			return r.submitError(sctx, j, asPermanent(err))
 		}
 		return r.submitError(sctx, j, err)
 	}
+	return r.adoptSubmitted(sctx, j, sess, jobID)
+}
+
+// adoptSubmitted records jobID as j's upstream job ("submitted").
+func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.ClusterSession, jobID string) error {
 	now := r.cfg.Now().UTC()
 	upstreamID := func(rec *state.Record) string { return rec.Upstream.JobID }
-	err = r.recordSubmitted(sctx, j, jobID, upstreamID, func(rec *state.Record) {
+	err := r.recordSubmitted(sctx, j, jobID, upstreamID, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.JobID = jobID
 		rec.SubmittedAt = &now
@@ -159,8 +209,66 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		return transient(err)
 	}
 	j.log.Info().Str("upstream_job_id", jobID).Msg("compute job submitted")
-	r.publishProgress(ctx, j, state.StatusSubmitted)
+	r.publishProgress(sctx, j, state.StatusSubmitted)
 	return nil
+}
+
+// submitSkew is how far before sluice's submit a job the platform lists
+// may say it was submitted and still be the one sluice sent: clocks and
+// the zone the platform writes its times in may differ.
+const submitSkew = 12 * time.Hour
+
+// findSubmitted looks for the job an earlier submit of j created: a job
+// named name (GAP_JOB_NAME, the sluice job id unless the spec names it)
+// submitted since (less submitSkew), in the realtime job list and then the
+// history. found is true only when exactly one job matches; two or more
+// cannot be told apart, and a platform without those lists (compute-api.md's
+// letter) cannot tell at all: both answer not found, without error.
+func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.ClusterSession, schedID, name string, since time.Time) (id string, found bool, err error) {
+	if name == "" {
+		return "", false, nil
+	}
+	after := since.Add(-submitSkew)
+	matches := map[string]bool{}
+	jobs, err := sess.Jobs(ctx, schedID)
+	switch {
+	case errors.Is(err, apiclient.ErrNotSupported):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	for _, s := range jobs {
+		if s.JobName == name && submittedAfter(s.SubmitTime, after) {
+			matches[s.JobID] = true
+		}
+	}
+	recs, err := sess.HistoryJobs(ctx, apiclient.HistoryQuery{SchedulerID: schedID, Since: after},
+		func(h *apiclient.HistoryRecord) bool {
+			return h.JobName == name && submittedAfter(h.JobQueueTime, after)
+		})
+	if err != nil && !errors.Is(err, apiclient.ErrNotSupported) {
+		return "", false, err
+	}
+	for _, h := range recs {
+		matches[h.JobID] = true
+	}
+	if len(matches) != 1 {
+		if len(matches) > 1 {
+			j.log.Warn().Int("candidates", len(matches)).Str("job_name", name).Msg("several platform jobs match the lost submit; cannot tell which is this job's")
+		}
+		return "", false, nil
+	}
+	for id := range matches {
+		return id, true, nil
+	}
+	return "", false, nil
+}
+
+// submittedAfter reports whether a platform time (in its zone; an
+// unreadable or empty one counts as a match) is not before t.
+func submittedAfter(platformTime string, t time.Time) bool {
+	at, err := time.ParseInLocation(apiclient.PlatformTimeLayout, strings.TrimSpace(platformTime), apiclient.PlatformZone)
+	return err != nil || !at.Before(t)
 }
 
 // notFoundPolls is how many not-found answers in a row a job the platform
@@ -168,7 +276,19 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 // submit the platform may lag (apiclient.WaitJobOptions.NotFoundPolls).
 const notFoundPolls = 3
 
-// waitJob polls the job every ComputePoll until it ends.
+// historySearch bounds the search for a job that left the realtime detail
+// after it was seen: it counts as vanished only when neither the realtime
+// detail nor the job history has had it for this long, over at least
+// notFoundPolls lookups. The platform writes a job's history record when
+// it accounts for it, which live answers show within a minute of the end.
+const historySearch = 5 * time.Minute
+
+// waitJob polls the job every ComputePoll until it ends and returns its
+// last detail: the realtime one, or its history record's
+// (apiclient.HistoryRecord.Detail) once the realtime detail no longer has
+// it or answers an error. The history record's accounting becomes the
+// job's usage. A cancel request deletes the job upstream (cancelJob) and
+// polling goes on until the platform shows how the job ended.
 func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
 	// The job waits hours, holding its goroutine: let other jobs start.
 	j.d.Started()
@@ -180,16 +300,17 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 	deadline := since.Add(r.cfg.ComputeTimeout)
 	// last is the phase the platform last showed, "" while it has shown
 	// none (to this attempt or, as far as the record says, to an earlier
-	// one); misses counts the not-found answers in a row until then.
+	// one); misses counts the answers in a row that had no job, and
+	// missingSince is when they began.
 	var last apiclient.JobPhase
-	misses := 0
-	if j.rec.Status == state.StatusRunning {
+	misses, missingSince := 0, time.Time{}
+	if j.rec.Status == state.StatusRunning || j.rec.Status == state.StatusCollecting {
+		// Collecting: it finished before a restart, and is found again in
+		// the realtime detail or the history.
 		last = apiclient.JobRunning
 	}
-	if j.rec.Status == state.StatusCollecting {
-		// Finished before a restart: one query gives the detail again.
-		last = apiclient.JobRunning
-	}
+	hq := apiclient.HistoryQuery{SchedulerID: "", Since: since.Add(-submitSkew)}
+	cancelSent, cancelWake := false, j.cancel
 	wait := time.Duration(0)
 	for {
 		select {
@@ -197,29 +318,68 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			return nil, "", errStopping
 		case <-ctx.Done():
 			return nil, "", errStopping
+		case <-cancelWake:
+			cancelWake = nil
 		case <-time.After(wait):
 		}
 		wait = r.cfg.ComputePoll
-		d, err := sess.Job(ctx, jobID)
-		notFound := errors.Is(err, apiclient.ErrJobNotFound)
-		if notFound && last == "" {
-			misses++
+		if !cancelSent && j.cancelled() {
+			cancelSent = r.cancelJob(ctx, j, sess)
 		}
-		switch {
-		case notFound && last != "":
-			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", jobID, last)
-		case notFound && misses >= notFoundPolls:
-			return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s, accepted at submit, is unknown to the platform (not found %d times in a row)", jobID, misses)
-		case err != nil && r.cfg.Now().After(deadline):
-			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT): %v", jobID, r.cfg.ComputeTimeout, err)
-		case err != nil:
-			j.log.Warn().Err(err).Msg("job query failed")
+		d, err := sess.Job(ctx, jobID)
+		var usage json.RawMessage
+		if err == nil && apiclient.JobPhaseOf(d).Terminal() {
+			// Ended: the history has its accounting (and the exit status
+			// a lagging realtime detail may lack). One lookup; the
+			// realtime detail stands alone where the history is silent.
+			if h, herr := sess.HistoryJob(ctx, jobID, hq); herr == nil && apiclient.JobPhaseOf(h.Detail()).Terminal() {
+				d, usage = mergeEnd(d, h), h.Usage()
+			}
+		}
+		noHistory := false
+		if err != nil {
+			h, herr := sess.HistoryJob(ctx, jobID, hq)
+			noHistory = errors.Is(herr, apiclient.ErrNotSupported)
+			switch {
+			case herr == nil:
+				j.log.Debug().Err(err).Str("history_state", h.JobState).Msg("job read from the job history")
+				d, usage, err = h.Detail(), h.Usage(), nil
+			case errors.Is(herr, apiclient.ErrJobNotFound), errors.Is(herr, apiclient.ErrNotSupported):
+			default:
+				j.log.Warn().Err(herr).Msg("job history query failed")
+			}
+		}
+		if err != nil {
+			notFound := errors.Is(err, apiclient.ErrJobNotFound)
+			if notFound {
+				if misses == 0 {
+					missingSince = r.cfg.Now()
+				}
+				misses++
+			}
+			switch {
+			case notFound && last == "" && misses >= notFoundPolls:
+				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s, accepted at submit, is unknown to the platform (not found %d times in a row), nor in the job history", jobID, misses)
+			case notFound && last != "" && misses >= notFoundPolls && r.cfg.Now().Sub(missingSince) >= historySearch:
+				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s, and neither the job detail nor the job history has had it for %s", jobID, last, historySearch)
+			case notFound && last != "" && noHistory:
+				// A platform without a history (compute-api.md's letter)
+				// keeps ended jobs in the detail: gone means gone.
+				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", jobID, last)
+			case r.cfg.Now().After(deadline):
+				return nil, "", r.timedOut(ctx, j, sess, fmt.Sprintf(" (last query: %v)", err))
+			case !notFound:
+				j.log.Warn().Err(err).Msg("job query failed")
+			}
 			continue
 		}
 		misses = 0
 		phase := apiclient.JobPhaseOf(d)
 		exit, status := d.ExitCode, statusOfPhase(phase, j.rec.Status)
-		if r.pollNews(j, status, d) {
+		if usage != nil {
+			j.unrecorded = func(rec *state.Record) { rec.Usage = usage }
+		}
+		if r.pollNews(j, status, d) || j.unrecorded != nil {
 			if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
 				rec.Upstream.Status = d.JobStatus
 				rec.Upstream.State = d.JobState()
@@ -238,10 +398,71 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			return d, phase, nil
 		}
 		if r.cfg.Now().After(deadline) {
-			return nil, "", fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)", jobID, r.cfg.ComputeTimeout)
+			return nil, "", r.timedOut(ctx, j, sess, "")
 		}
 	}
 }
+
+// timedOut fails j, not finished after SLUICE_COMPUTE_TIMEOUT, once it has
+// asked the platform to delete the job: a job sluice gives up on must not
+// go on paying. The message says whether the platform took the request.
+func (r *Runner) timedOut(ctx context.Context, j *job, sess *apiclient.ClusterSession, last string) error {
+	jobID := j.rec.Upstream.JobID
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelAfterTimeout)
+	defer cancel()
+	upstream := "it was deleted upstream"
+	if err := sess.CancelJob(cctx, "", "", jobID); err != nil {
+		j.log.Warn().Err(err).Msg("cannot delete the timed-out compute job upstream")
+		upstream = "deleting it upstream failed, it may still run there: " + err.Error()
+	}
+	return fail(CodeTimeout, state.StagePoll, false, "job %s not finished after %s (SLUICE_COMPUTE_TIMEOUT)%s; %s",
+		jobID, r.cfg.ComputeTimeout, last, upstream)
+}
+
+// mergeEnd completes a terminal realtime detail with the job's history
+// record: the record's reading of the end wins (the realtime status can
+// lag the scheduler), the realtime paths stay where the record has none.
+func mergeEnd(d *apiclient.JobDetail, h *apiclient.HistoryRecord) *apiclient.JobDetail {
+	out := *h.Detail()
+	out.OutputPath = cmp.Or(d.OutputPath, out.OutputPath)
+	out.ErrorPath = cmp.Or(d.ErrorPath, out.ErrorPath)
+	out.NodeUsed = cmp.Or(d.NodeUsed, out.NodeUsed)
+	out.WalltimeReq = cmp.Or(d.WalltimeReq, out.WalltimeReq)
+	out.JobInitAttr = d.JobInitAttr
+	if out.Reason == "" {
+		out.Reason = d.Reason
+	}
+	return &out
+}
+
+// cancelJob deletes j's job upstream and reports whether the platform
+// took the request. The job's end is then read, never assumed: a job that
+// ended first keeps its own outcome. A platform without a cancel
+// (compute-api.md's letter) lets the job run to its end; an error leaves
+// the request to be sent again at the next poll.
+func (r *Runner) cancelJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) bool {
+	jobID := j.rec.Upstream.JobID
+	j.log.Info().Msg("cancelling upstream compute job")
+	err := sess.CancelJob(ctx, "", "", jobID)
+	switch {
+	case err == nil:
+		j.log.Info().Msg("upstream compute job deleted; waiting for the platform to show its end")
+		return true
+	case errors.Is(err, apiclient.ErrNotSupported):
+		j.log.Warn().Err(err).Msg(LogComputeCancelUnsupported)
+		return true
+	case errors.Is(err, apiclient.ErrJobNotFound) || !isTransientCompute(err):
+		// Ended already, or refused: its end tells the outcome.
+		j.log.Warn().Err(err).Msg("the platform refused the cancel; the job keeps the outcome it shows")
+		return true
+	}
+	j.log.Warn().Err(err).Msg("cancel request failed; sent again at the next poll")
+	return false
+}
+
+// LogComputeCancelUnsupported is logged when the platform has no cancel
+// operation: the compute job runs to its end.
+const LogComputeCancelUnsupported = "the platform has no cancel operation for compute jobs (compute-api.md lists none): the job runs to its end"
 
 // pollNews reports whether a poll of j's compute job brought news worth a
 // write: another status, scheduler status, state or exit code, or a

@@ -22,6 +22,8 @@ const (
 	CodeArtifactFetchFailed  = "artifact_fetch_failed"
 	CodeExitStatus           = "exit_status"
 	CodeJobVanished          = "job_vanished"
+	CodeWallTimeExceeded     = "wall_time_exceeded"
+	CodeNodeFailure          = "node_failure"
 	CodeTooManyDeliveries    = "too_many_deliveries"
 	CodeQueueUnavailable     = "queue_unavailable"
 	CodeInputFetchFailed     = "input_fetch_failed"

@@ -221,9 +221,10 @@ func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func
 // conflicts: the 16 a write may meet span 2–4 s.
 var conflictSpacing = backoff.Exponential{Min: 5 * time.Millisecond, Max: 400 * time.Millisecond}
 
-// ErrNotCancellable refuses a cancel: a compute job already submitted
-// cannot be cancelled, because the compute platform has no cancel
-// operation.
+// ErrNotCancellable is the refusal older workers answered for a compute
+// job already submitted. RequestCancel no longer returns it (the worker
+// holding the job deletes it upstream); it stays so a reply from such a
+// worker is still understood.
 var ErrNotCancellable = errors.New("a compute job cannot be cancelled once submitted: the platform has no cancel operation")
 
 // Active reports whether s is a step at which the job is upstream and not
@@ -251,9 +252,8 @@ func PendingCancelApplies(rec *Record, published time.Time) bool {
 // RequestCancel sets the cancel flag of jobID, creating the record when no
 // worker has seen the job yet, and returns the record as it then is. A job
 // already finished, or already flagged, is returned unchanged (the flag of
-// a job no worker has seen is renewed: see PendingCancelTTL). A compute
-// job already submitted is refused with ErrNotCancellable and the record
-// it has (a flag would be ignored while the job runs on).
+// a job no worker has seen is renewed: see PendingCancelTTL). A submitted
+// compute job is flagged like any other: its worker deletes it upstream.
 func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error) {
 	var seen *Record
 	rec, err := s.Update(ctx, jobID, func(r *Record) error {
@@ -261,8 +261,6 @@ func (s *Store) RequestCancel(ctx context.Context, jobID string) (*Record, error
 		switch {
 		case r.Status.Terminal(), r.Cancel != nil && r.Status != "":
 			return Unchanged
-		case r.Kind == "compute" && r.Status.Active():
-			return ErrNotCancellable
 		}
 		r.Cancel = &CancelRequest{RequestedAt: s.now().UTC()}
 		return nil

@@ -76,6 +76,10 @@ type setupOpts struct {
 	// simSkipInputs makes the media simulator accept media inputs without
 	// fetching them.
 	simSkipInputs bool
+	// computeLetter runs the compute simulator in Letter mode
+	// (compute-api.md's letter); historyDelay is its HistoryDelay.
+	computeLetter bool
+	historyDelay  time.Duration
 	// nats secures the NATS server. With TLS, the worker's configuration
 	// and enqueue's environment get the CA and the client certificate.
 	nats testenv.NATSOptions
@@ -103,6 +107,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		AccessKey: computeAccessKey, SecretKey: secretComputeSK, Letter: o.computeLetter,
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
+		Letter: o.computeLetter, HistoryDelay: o.historyDelay,
 	})
 	srv := httptest.NewServer(devstack.Handler(b.media, b.compute))
 	t.Cleanup(srv.Close)
