@@ -83,9 +83,6 @@ type setupOpts struct {
 	// nats secures the NATS server. With TLS, the worker's configuration
 	// and enqueue's environment get the CA and the client certificate.
 	nats testenv.NATSOptions
-	// computeLetter runs the compute simulator to compute-api.md's letter
-	// instead of the platform's behaviour.
-	computeLetter bool
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -105,7 +102,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
-		AccessKey: computeAccessKey, SecretKey: secretComputeSK, Letter: o.computeLetter,
+		AccessKey: computeAccessKey, SecretKey: secretComputeSK,
 		QueuedFor: o.computeTime / 3, RunFor: o.computeTime, Root: t.TempDir(),
 		Letter: o.computeLetter, HistoryDelay: o.historyDelay,
 	})
