@@ -45,7 +45,6 @@ func assertNoInstances(t *testing.T, b *bundle) {
 	}
 }
 
-
 func TestContainerSucceedsWithOutputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
