@@ -1,12 +1,16 @@
 package worker_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -176,6 +180,59 @@ func TestContainerNoAIService(t *testing.T) {
 	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != "no_container_service" ||
 		!strings.Contains(ev.Data.Error.Message, "404") {
 		t.Fatalf("status %s error %+v", ev.Data.Status, ev.Data.Error)
+	}
+	assertNoInstances(t, b)
+}
+
+// TestContainerFromTheCLI drives a container job through the real CLI:
+// enqueue container --script-file --wait, jobs --kind container, and a
+// retry of the failed job (a new job X-r1 of the same kind and spec).
+func TestContainerFromTheCLI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, withContainers)
+	script := filepath.Join(t.TempDir(), "fail.sh")
+	if err := os.WriteFile(script, []byte("echo from a file\nexit 4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"container", "--image", "registry.test:5000/gpu/admin/base/torch:2.1", "--version", "torch:2.1",
+		"--accelerator", "gpu", "--resource-group", "TeslaM40", "--cpus", "4", "--gpus", "1", "--ram-mb", "16384",
+		"--instance-timeout", "00:10:00", "--label", "suite=ctr"}
+	out, code := b.enqueue(t, "", append(args, "--id", "cli-ctr-ok", "--script", "echo inline\n#SIM output out.bin 3K\n",
+		"--output", "/public/home/alice/sluice/cli-ctr-ok/out.bin", "--wait", "--timeout", "60s")...)
+	if code != 0 || !strings.Contains(out, "/sluice/container/cli-ctr-ok/out.bin") || !strings.Contains(out, "stdout.txt") {
+		t.Fatalf("container --script --wait: exit %d\n%s", code, out)
+	}
+	out, code = b.enqueue(t, "", append(args, "--id", "cli-ctr", "--script-file", script, "--wait", "--timeout", "60s")...)
+	if code != 1 || !strings.Contains(out, "exit_status") {
+		t.Fatalf("container --script-file --wait: exit %d\n%s", code, out)
+	}
+	if u := b.record(t, "cli-ctr").Upstream; u.ExitCode == nil || *u.ExitCode != "4" {
+		t.Errorf("upstream = %+v", u)
+	}
+
+	out, code = b.enqueue(t, "", "jobs", "--kind", "container", "--json")
+	var list jobclient.JobList
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.Matched != 2 {
+		t.Fatalf("jobs --kind container: exit %d\n%s", code, out)
+	}
+	for _, j := range list.Jobs {
+		if j.Kind != "container" {
+			t.Errorf("jobs --kind container lists %s of kind %s", j.ID, j.Kind)
+		}
+	}
+
+	out, code = b.enqueue(t, "", "retry", "cli-ctr", "--wait", "--timeout", "60s")
+	if code != 1 || !strings.Contains(out, "retrying cli-ctr as container job cli-ctr-r1") || !strings.Contains(out, "exit_status") {
+		t.Fatalf("retry --wait: exit %d\n%s", code, out)
+	}
+	rec := b.record(t, "cli-ctr-r1")
+	if rec.Kind != "container" || rec.Labels["retry_of"] != "cli-ctr" || rec.Labels["suite"] != "ctr" ||
+		rec.Upstream.InstanceID == "" || rec.Upstream.InstanceID == b.record(t, "cli-ctr").Upstream.InstanceID {
+		t.Errorf("retry record: kind %s labels %v upstream %+v", rec.Kind, rec.Labels, rec.Upstream)
+	}
+	if created, _, _ := b.compute.ContainerCounts(); created != 3 {
+		t.Errorf("instances created = %d, want 3 (one per job)", created)
 	}
 	assertNoInstances(t, b)
 }
