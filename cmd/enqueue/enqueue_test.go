@@ -732,7 +732,7 @@ func TestUsage(t *testing.T) {
 		{"submit missing file", []string{"submit", "-f", "/nonexistent/jobs.ndjson"}, 2, []string{"no such file"}},
 		{"status without ids", []string{"status"}, 2, []string{"at least one job id"}},
 		{"bad id", []string{"cancel", "not an id"}, 2, []string{`"not an id" is not a job id`}},
-		{"watch kind", []string{"watch", "--kind", "audio"}, 2, []string{"--kind: want video, speech or compute"}},
+		{"watch kind", []string{"watch", "--kind", "audio"}, 2, []string{"--kind: want video, speech, compute or container"}},
 		{"stray argument", []string{"watch", "extra"}, 2, []string{`unexpected argument "extra"`}},
 		{"version", []string{"--version"}, 0, []string{"enqueue ", "(commit "}},
 		{"nodes zero", []string{"compute", "--template", "BASIC/BASE", "--queue", "q", "--nodes", "0", "--ppn", "-2",
@@ -740,6 +740,16 @@ func TestUsage(t *testing.T) {
 		{"bad template and more", []string{"compute", "--template", "BASIC", "--input", "nodir", "--timeout", "1s"}, 2, []string{
 			`--template: want TYPE/NAME, got "BASIC"`, "--input: want FROM=DIR", "--queue (compute.job.queue): required",
 			"--wall-time (compute.job.wall_time)", "--timeout needs --wait",
+		}},
+		{"container fields", []string{"container", "--image", "reg/x:1", "--cpus", "0", "--mount", "nodst", "--script", "echo hi",
+			"--script-file", "/nonexistent"}, 2, []string{
+			"invalid container job", "--cpus: must be positive, got 0", "--mount: want SOURCE=TARGET",
+			"--script-file: give --script (the text) or --script-file (a local file), not both",
+			"--version (container.instance.version): required", "--instance-timeout (container.instance.timeout): required",
+			"--ram-mb (container.instance.ram_mb): must be a positive integer", "--accelerator (container.instance.accelerator): required",
+		}},
+		{"container script file missing", []string{"container", "--script-file", "/nonexistent/train.sh"}, 2, []string{
+			"--script-file /nonexistent/train.sh: no such file or directory",
 		}},
 		{"misspelt flag", []string{"video", "--modle", "m"}, 2, []string{"flag provided but not defined: -modle; did you mean --model?"}},
 		{"misspelt command", []string{"stauts", "x"}, 2, []string{`unknown command "stauts"; did you mean status?`}},
@@ -755,7 +765,7 @@ func TestUsage(t *testing.T) {
 // Help refers to the user's docs, never to the project's internal files.
 func TestHelpNamesNoInternalFiles(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"video", "speech", "compute", "submit", "status", "cancel", "watch"} {
+	for _, cmd := range []string{"video", "speech", "compute", "container", "submit", "status", "cancel", "watch"} {
 		r := enqueue(t, "", "", cmd, "--help")
 		r.want(t, 0)
 		if strings.Contains(r.stdout, "CONTRACT") {
@@ -807,6 +817,11 @@ func TestSkipInvalidWaitExitCode(t *testing.T) {
 
 func TestDryRun(t *testing.T) {
 	t.Parallel()
+	script := "#!/bin/bash\nset -e\npython3 train.py --epochs 3 'quoted arg'\n"
+	scriptFile := filepath.Join(t.TempDir(), "train.sh")
+	if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -821,6 +836,11 @@ func TestDryRun(t *testing.T) {
 			"--wall-time", "36:00:00", "--script", "/home/alice/run.sh", "--input", "s3://hydro-in/basin.msh=/home/alice/run",
 			"--cover-inputs", "--output", "/home/alice/run/result.nc", "--name", "hydro", "--cluster", "east",
 			"--work-dir", "/home/alice/run", "--extra", "GAP_NGPU=1", "--id", "sim-1"}, jobspec.KindCompute},
+		{"container", []string{"container", "--image", "registry:5000/gpu/admin/base/torch:2.1", "--version", "torch:2.1",
+			"--accelerator", "gpu", "--resource-group", "TeslaM40", "--cpus", "4", "--gpus", "1", "--ram-mb", "16384",
+			"--instance-timeout", "02:00:00", "--script-file", scriptFile, "--input", "s3://data/train.tar=/public/home/alice/run",
+			"--output", "/public/home/alice/run/model.bin", "--mount", "/public/data=/data", "--cluster", "east",
+			"--work-dir", "/public/home/alice/run", "--id", "train-1"}, jobspec.KindContainer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -853,6 +873,16 @@ func TestDryRun(t *testing.T) {
 					len(c.Inputs) != 1 || c.Inputs[0].To != "/home/alice/run" || !c.Inputs[0].Cover ||
 					c.Job.Extra["GAP_NGPU"] != "1" || c.Cluster != "east" {
 					t.Errorf("compute spec: %s", r.stdout)
+				}
+			case jobspec.KindContainer:
+				c := spec.Container
+				in := c.Instance
+				if spec.ID != "train-1" || in.Image != "registry:5000/gpu/admin/base/torch:2.1" || in.Version != "torch:2.1" ||
+					in.Accelerator != "gpu" || in.ResourceGroup != "TeslaM40" || in.CPUs != 4 || in.GPUs != 1 || in.RAMMB != 16384 ||
+					in.Timeout != "02:00:00" || c.Script != script || len(c.Inputs) != 1 || c.Inputs[0].To != "/public/home/alice/run" ||
+					len(c.Outputs) != 1 || len(in.Mounts) != 1 || in.Mounts[0].Target != "/data" || c.Cluster != "east" ||
+					c.WorkDir != "/public/home/alice/run" {
+					t.Errorf("container spec: %s", r.stdout)
 				}
 			}
 		})

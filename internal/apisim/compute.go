@@ -255,6 +255,7 @@ type Compute struct {
 	issued   []string // every token handed out
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
+	ctr      *containerSim // platform mode: the container service
 }
 
 // NewCompute returns a compute simulator. When cfg.Root is empty it creates
@@ -287,6 +288,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
 		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
 		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
+		c.registerContainers(mux)
 	}
 	c.handle(mux, "GET /ac/openapi/v2/center", EndpointComputeCenter, c.center)
 	c.handle(mux, "POST /efile/openapi/v2/file/upload", EndpointComputeUpload, c.upload)

@@ -106,8 +106,8 @@ func problemLine(p problemReport) string {
 	return p.Rule
 }
 
-// runBuilt is the common tail of the video, speech and compute commands:
-// validate the built spec, then publish (and wait) like submit.
+// runBuilt is the common tail of the video, speech, compute and container
+// commands: validate the built spec, then publish (and wait) like submit.
 func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames, pf *publishFlags, bad ...flagProblem) error {
 	if err := pf.check(); err != nil {
 		var ee *exitError

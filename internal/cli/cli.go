@@ -114,6 +114,7 @@ func commands() []command {
 		{"video", "publish a video job built from flags", runVideo},
 		{"speech", "publish a speech job built from flags", runSpeech},
 		{"compute", "publish a compute job built from flags", runCompute},
+		{"container", "publish a container job built from flags", runContainer},
 		{"submit", "publish job specs from a file or stdin (one spec, or NDJSON)", runSubmit},
 		{"status", "show jobs' state records", runStatus},
 		{"cancel", "cancel jobs", runCancel},

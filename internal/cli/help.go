@@ -32,7 +32,7 @@ func (a *app) topUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("enqueue publishes sluice jobs and follows them.\n\nUsage:\n  enqueue <command> [flags] [args]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Run "enqueue <command> --help" for a command's flags and examples, and

@@ -26,7 +26,7 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 	)
 	cf.register(fs)
 	fs.StringVar(&status, "status", "", "only jobs whose latest status is this: "+strings.Join(jobclient.ListStatuses, ", "))
-	fs.StringVar(&kind, "kind", "", "only jobs of this kind: video, speech or compute")
+	fs.StringVar(&kind, "kind", "", "only jobs of this kind: video, speech, compute or container")
 	fs.Var(labels, "label", "only jobs carrying this label, `key=value` (repeatable; all must match)")
 	fs.DurationVar(&since, "since", 24*time.Hour, "only jobs active in this past period, e.g. 1h or 168h (events are kept 7 days by default)")
 	fs.IntVar(&limit, "limit", 50, "print at most this many jobs, newest first (0: all)")
@@ -107,7 +107,7 @@ func checkKind(kind string) error {
 		return nil
 	}
 	if _, err := jobspec.ParseKind(kind); err != nil {
-		return usageErrorf("--kind: want video, speech or compute, got %q", kind)
+		return usageErrorf("--kind: want video, speech, compute or container, got %q", kind)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ type Config struct {
 	NATSTLSCA        string        `envconfig:"NATS_TLS_CA"`
 	NATSTLSCert      string        `envconfig:"NATS_TLS_CERT"`
 	NATSTLSKey       string        `envconfig:"NATS_TLS_KEY"`
-	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute"`
+	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute,container"`
 	S3Endpoint       string        `envconfig:"S3_ENDPOINT"`
 	S3Region         string        `envconfig:"S3_REGION" default:"us-east-1"`
 	S3Bucket         string        `envconfig:"S3_BUCKET"`
@@ -72,6 +72,7 @@ type Config struct {
 	FleetMediaRate   float64       `envconfig:"FLEET_MEDIA_RATE" default:"0"`
 	FleetComputeJobs int           `envconfig:"FLEET_COMPUTE_JOBS" default:"0"`
 	FleetComputeRate float64       `envconfig:"FLEET_COMPUTE_RATE" default:"0"`
+	FleetContainers  int           `envconfig:"FLEET_CONTAINERS" default:"0"`
 	Console          bool          `envconfig:"CONSOLE" default:"true"`
 	// ConsoleToken is a secret: never logged (Summary says only whether
 	// it is set).
@@ -290,6 +291,7 @@ func (c *Config) Validate() error {
 	for name, v := range map[string]float64{
 		"FLEET_MEDIA_TASKS": float64(c.FleetMediaTasks), "FLEET_MEDIA_RATE": c.FleetMediaRate,
 		"FLEET_COMPUTE_JOBS": float64(c.FleetComputeJobs), "FLEET_COMPUTE_RATE": c.FleetComputeRate,
+		"FLEET_CONTAINERS": float64(c.FleetContainers),
 	} {
 		if v < 0 {
 			bad(name, "must be 0 (no limit) or positive")
@@ -366,7 +368,7 @@ func (c *Config) Summary() map[string]any {
 		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
 		"nats_move_after":   c.NATSMoveAfter.String(),
 		"fleet_media_tasks": c.FleetMediaTasks, "fleet_media_rate": c.FleetMediaRate,
-		"fleet_compute_jobs": c.FleetComputeJobs, "fleet_compute_rate": c.FleetComputeRate,
+		"fleet_compute_jobs": c.FleetComputeJobs, "fleet_compute_rate": c.FleetComputeRate, "fleet_containers": c.FleetContainers,
 	}
 }
 

@@ -40,7 +40,7 @@ const (
 )
 
 // Kinds lists the job kinds in their canonical order.
-var Kinds = []string{"video", "speech", "compute"}
+var Kinds = []string{"video", "speech", "compute", "container"}
 
 // KindUnknown is the kind of a job message that names none of Kinds, in
 // its subject or its spec: its failed event and dead letter go to

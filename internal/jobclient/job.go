@@ -19,7 +19,7 @@ const StatusQueued = "queued"
 type Job struct {
 	// ID is the job id.
 	ID string `json:"job_id"`
-	// Kind is video, speech or compute; empty while unknown.
+	// Kind is video, speech, compute or container; empty while unknown.
 	Kind string `json:"kind,omitempty"`
 	// Status is queued (no worker has reported on it), one of the state
 	// record's steps (received, submitting, submitted, running,

@@ -16,18 +16,22 @@ const (
 	KindVideo   Kind = "video"
 	KindSpeech  Kind = "speech"
 	KindCompute Kind = "compute"
+	// KindContainer is a script run in a container instance of the
+	// compute platform.
+	KindContainer Kind = "container"
 )
 
 // ErrUnknownKind is returned (wrapped) by ParseKind and KindFromSubject for
-// anything but video, speech or compute.
+// anything but video, speech, compute or container.
 var ErrUnknownKind = errors.New("jobspec: unknown kind")
 
-// Kinds returns every kind in canonical order: video, speech, compute.
-func Kinds() []Kind { return []Kind{KindVideo, KindSpeech, KindCompute} }
+// Kinds returns every kind in canonical order: video, speech, compute,
+// container.
+func Kinds() []Kind { return []Kind{KindVideo, KindSpeech, KindCompute, KindContainer} }
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
-	return k == KindVideo || k == KindSpeech || k == KindCompute
+	return k == KindVideo || k == KindSpeech || k == KindCompute || k == KindContainer
 }
 
 // ParseKind returns the Kind named s, exactly as spelled (no case folding),
@@ -36,7 +40,7 @@ func ParseKind(s string) (Kind, error) {
 	if k := Kind(s); k.Valid() {
 		return k, nil
 	}
-	return "", fmt.Errorf("%w %s: want video, speech or compute", ErrUnknownKind, quote(s))
+	return "", fmt.Errorf("%w %s: want video, speech, compute or container", ErrUnknownKind, quote(s))
 }
 
 // KindFromSubject returns the kind of a jobs subject: KindVideo for

@@ -70,6 +70,9 @@ type Spec struct {
 	Speech *Speech `json:"speech,omitempty"`
 	// Compute is the compute section, present exactly when Kind is compute.
 	Compute *Compute `json:"compute,omitempty"`
+	// Container is the container section, present exactly when Kind is
+	// container.
+	Container *Container `json:"container,omitempty"`
 }
 
 // Output is where a job's artifacts go below the worker's S3 prefix.
@@ -185,6 +188,12 @@ func (s *Spec) decode(d *decoder, raw json.RawMessage) {
 				s.Compute = c
 			}
 		},
+		"container": func(p string, r json.RawMessage) {
+			c := &Container{}
+			if c.decode(d, p, r) {
+				s.Container = c
+			}
+		},
 	})
 	if s.Version == 0 {
 		s.Version = Version
@@ -210,9 +219,9 @@ func (s *Spec) validate(ps *problems) {
 	}
 	switch {
 	case s.Kind == "":
-		ps.add("kind", "required (one of video, speech, compute)")
+		ps.add("kind", "required (one of video, speech, compute, container)")
 	case !s.Kind.Valid():
-		ps.add("kind", "must be one of video, speech, compute, got "+quote(string(s.Kind)))
+		ps.add("kind", "must be one of video, speech, compute, container, got "+quote(string(s.Kind)))
 	}
 	validateLabels(ps, s.Labels)
 	if s.Output != nil && s.Output.Prefix != "" {
@@ -229,6 +238,7 @@ func (s *Spec) validate(ps *problems) {
 		{KindVideo, s.Video != nil, func() { s.Video.validate(ps, "video") }},
 		{KindSpeech, s.Speech != nil, func() { s.Speech.validate(ps, "speech") }},
 		{KindCompute, s.Compute != nil, func() { s.Compute.validate(ps, "compute") }},
+		{KindContainer, s.Container != nil, func() { s.Container.validate(ps, "container") }},
 	}
 	for _, sec := range sections {
 		switch {

@@ -16,9 +16,11 @@ import (
 
 // Metrics holds the worker's collectors and their registry.
 type Metrics struct {
-	reg           *prometheus.Registry
-	jobs          *prometheus.CounterVec
-	retries       *prometheus.CounterVec
+	reg     *prometheus.Registry
+	jobs    *prometheus.CounterVec
+	retries *prometheus.CounterVec
+	// notDeleted counts failed deletions of container instances.
+	notDeleted    *prometheus.CounterVec
 	inflight      *prometheus.GaugeVec
 	settled       *prometheus.CounterVec
 	upstream      *prometheus.CounterVec
@@ -62,6 +64,10 @@ func New() *Metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_job_retries_total", Help: "Transient failures that redelivered a job, by kind.",
 		}, []string{"kind"}),
+		notDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_container_delete_failures_total",
+			Help: "Deletions of a container instance that failed (the instance is still billed); final=true when the job ended without deleting it.",
+		}, []string{"final"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_jobs_inflight", Help: "Jobs held by this worker, by kind.",
 		}, []string{"kind"}),
@@ -107,7 +113,7 @@ func New() *Metrics {
 		store: newStoreGauges(),
 		codes: make(map[string]bool),
 	}
-	m.reg.MustRegister(m.jobs, m.retries, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
+	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
@@ -260,3 +266,12 @@ func (m *Metrics) Transport(api string, route func(method, path string) string, 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// ContainerNotDeleted counts a failed deletion of a container instance;
+// final when its job ended without the instance deleted (docs/operating.md,
+// "A container instance that could not be deleted").
+func (m *Metrics) ContainerNotDeleted(final bool) {
+	if m != nil {
+		m.notDeleted.WithLabelValues(strconv.FormatBool(final)).Inc()
+	}
+}

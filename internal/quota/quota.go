@@ -40,10 +40,13 @@ const Bucket = "SLUICE_QUOTA"
 const (
 	Media   = "media"
 	Compute = "compute"
+	// Containers are the container service's instances, held from create
+	// to delete.
+	Containers = "container"
 )
 
 // Resources lists the resources in display order.
-var Resources = []string{Media, Compute}
+var Resources = []string{Media, Compute, Containers}
 
 // ResourceOf is the resource a job of kind uses ("" for none).
 func ResourceOf(kind string) string {
@@ -52,6 +55,8 @@ func ResourceOf(kind string) string {
 		return Media
 	case "compute":
 		return Compute
+	case "container":
+		return Containers
 	}
 	return ""
 }
@@ -78,11 +83,13 @@ type Limits struct {
 	ComputeJobs int
 	// ComputeRate is SLUICE_FLEET_COMPUTE_RATE, requests per second.
 	ComputeRate float64
+	// Containers is SLUICE_FLEET_CONTAINERS: container instances alive.
+	Containers int
 }
 
 // Any reports whether any limit is set.
 func (l Limits) Any() bool {
-	return l.MediaTasks > 0 || l.MediaRate > 0 || l.ComputeJobs > 0 || l.ComputeRate > 0
+	return l.MediaTasks > 0 || l.MediaRate > 0 || l.ComputeJobs > 0 || l.ComputeRate > 0 || l.Containers > 0
 }
 
 // Config configures a Fleet.
@@ -133,7 +140,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.KV == nil || cfg.Holder == "" {
 		return nil, errors.New("quota: KV and Holder are required with a fleet limit")
 	}
-	for res, n := range map[string]int{Media: cfg.Limits.MediaTasks, Compute: cfg.Limits.ComputeJobs} {
+	for res, n := range map[string]int{Media: cfg.Limits.MediaTasks, Compute: cfg.Limits.ComputeJobs, Containers: cfg.Limits.Containers} {
 		if n < 0 {
 			return nil, fmt.Errorf("quota: %s limit %d is negative", res, n)
 		}

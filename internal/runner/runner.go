@@ -224,6 +224,8 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 		return r.end(ctx, j, err)
 	case "compute":
 		return r.end(ctx, j, r.runCompute(ctx, j))
+	case "container":
+		return r.end(ctx, j, r.runContainer(ctx, j))
 	}
 	return r.end(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind))
 }
@@ -333,11 +335,11 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	case specErr != nil:
 		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
 	case deliveries(d, rec)-rec.QuotaWaits > r.cfg.MaxDeliver:
-		return j, r.finish(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
-			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", deliveries(d, rec), r.cfg.MaxDeliver)), true
+		return j, r.finish(ctx, j, r.cleanupContainer(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
+			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", deliveries(d, rec), r.cfg.MaxDeliver))), true
 	case rec.Cancel != nil && !submittedOrLater(rec.Status):
 		j.log.Info().Msg("job cancelled before it was submitted")
-		return j, r.finish(ctx, j, errCancelled), true
+		return j, r.finish(ctx, j, r.cleanupContainer(ctx, j, errCancelled)), true
 	}
 	return j, consumer.Outcome{}, false
 }

@@ -146,7 +146,9 @@ type CancelRequest struct {
 }
 
 // Upstream is what sluice knows of the upstream task or job. Media tasks use
-// the first five fields, compute jobs the last five (Status too).
+// the first five fields, compute jobs the next five (Status too), container
+// jobs ClusterID, InstanceID, Status (the instance's) and ExitCode (the
+// script's).
 type Upstream struct {
 	TaskID     string `json:"task_id,omitempty"`
 	RequestID  string `json:"request_id,omitempty"`
@@ -158,6 +160,8 @@ type Upstream struct {
 	JobID     string  `json:"job_id,omitempty"`
 	State     string  `json:"state,omitempty"`
 	ExitCode  *string `json:"exit_code,omitempty"`
+
+	InstanceID string `json:"instance_id,omitempty"`
 }
 
 // Artifact describes one object copied to S3; it is the artifact object of

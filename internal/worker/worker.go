@@ -141,6 +141,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	limits := quota.Limits{
 		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
 		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
+		Containers: cfg.FleetContainers,
 	}
 	buckets, err := setUp(ctx, js, opts, limits.Any(), watch.Loop("setup"), readyz)
 	if err != nil {
@@ -401,7 +402,8 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 		return nil, err
 	}
 	log.Info().Int("media_tasks", limits.MediaTasks).Float64("media_rate", limits.MediaRate).
-		Int("compute_jobs", limits.ComputeJobs).Float64("compute_rate", limits.ComputeRate).Msg("fleet quotas on")
+		Int("compute_jobs", limits.ComputeJobs).Float64("compute_rate", limits.ComputeRate).
+		Int("containers", limits.Containers).Msg("fleet quotas on")
 	return fleet, nil
 }
 
