@@ -190,11 +190,13 @@ type Observer struct {
 	Orphaned func(kind string)
 }
 
-// Gate says how many jobs of a kind may start now (the fleet's quotas,
-// see internal/quota): the consumer pulls no more than that.
+// Gate says how many jobs of a kind may start now (the artifact store's
+// reach, the fleet's quotas, see internal/quota): the consumer pulls no
+// more than that, and the sweep hands an orphan over only when one may
+// start (see sweep.go).
 type Gate interface {
-	// Reserve returns how many of n jobs of kind may be pulled now and
-	// counts them as starting.
+	// Reserve returns how many of n jobs of kind may be pulled (or handed
+	// over) now and counts them as starting.
 	Reserve(kind string, n int) int
 	// Unreserve drops the n reservations (0 or more) that the pull just
 	// made did not use.
@@ -244,8 +246,8 @@ type Config struct {
 	// Backoff spaces pulls after a failed one (no responders, a timeout, a
 	// leadership change, a 503...). Defaults to 500ms doubling up to 5s.
 	Backoff backoff.Exponential
-	// Gate, when set, bounds each pull to the jobs that may start.
-	// Optional.
+	// Gate, when set, bounds each pull and the sweep's handovers to the
+	// jobs that may start. Optional.
 	Gate Gate
 }
 

@@ -43,7 +43,12 @@ import (
 // job (Delivery.Orphaned tells it apart), but in a goroutine of its own:
 // it is a real job, which may run long. A worker does not hand over a message it is still
 // handling; nothing stops another worker's sweep from handing it over too
-// (no lease guards it), which the Handler must allow for.
+// (no lease guards it), which the Handler must allow for. An orphan is a
+// job taken like a pulled one, so the Gate decides as for a pull: one
+// handed over holds a reservation, and while the Gate lets no job of the
+// kind start (the artifact store is away, the fleet's quota is full) the
+// orphan stays in the stream, found again by every sweep, and is handed
+// over by the first sweep the Gate allows it.
 
 // sweepLoop sweeps SLUICE_JOBS at once and then every SweepInterval (with
 // up to 10% jitter, so a fleet does not sweep in step) until ctx ends.
@@ -133,8 +138,9 @@ func (c *Consumer) sweepSubject(ctx, handlerCtx context.Context, stream jetstrea
 }
 
 // orphan is what the sweep knows of an orphan: whether the last sweep
-// found it (two in a row hand it over) and whether it is logged.
-type orphan struct{ found, logged bool }
+// found it (two in a row hand it over), and whether it is logged as handed
+// over (logged) or as left for the Gate (gated).
+type orphan struct{ found, logged, gated bool }
 
 // sweepOrphans finds the orphans of the kinds served (see above) and hands
 // over those the last sweep found too. st is the stream's state as this
@@ -172,7 +178,7 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 			seq = raw.Sequence + 1
 			o := c.orphans[raw.Sequence]
 			if o.found {
-				o.logged = c.handOrphan(handlerCtx, stream, raw, kind, floor, o.logged)
+				o = c.handOrphan(handlerCtx, stream, raw, kind, floor, o)
 			}
 			o.found = true
 			found[raw.Sequence] = o
@@ -196,28 +202,44 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 // over an orphan. The reliability harness counts these lines.
 const LogOrphan = "job message below its consumer's ack floor: handing it over"
 
+// LogOrphanGated is the message of the line a worker logs, with the job
+// id, the kind and the stream sequence, the first time it leaves an orphan
+// in the stream because its Gate lets no job of the kind start.
+const LogOrphanGated = "job message below its consumer's ack floor: left in the stream while this worker may start no job of its kind"
+
 // handOrphan hands the orphan raw over in a goroutine of its own, unless
 // this worker is still handling it or settled it during this sweep (which
-// may have read the message before it was deleted), and logs and counts
-// it the first time (logged: it was); it returns whether it is logged now.
-func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, kind string, floor uint64, logged bool) bool {
+// may have read the message before it was deleted), or the Gate lets no
+// job of kind start now. It logs (and counts) the first handover and the
+// first time the Gate held it back, and returns what is known of it then.
+func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, kind string, floor uint64, o orphan) orphan {
+	// Only the sweep marks a message handed over, so it cannot become busy
+	// between this check and the mark below.
 	c.mu.Lock()
 	settled, handed := c.handing[raw.Sequence]
 	busy := handed && (settled < 0 || settled >= c.sweeps.Load())
-	if !busy {
-		c.handing[raw.Sequence] = -1
-	}
 	c.mu.Unlock()
 	if busy {
-		return logged
+		return o
 	}
-	if !logged {
+	if c.cfg.Gate != nil && c.cfg.Gate.Reserve(kind, 1) == 0 {
+		if !o.gated {
+			c.log.Info().Str("job_id", jobqueue.JobID(raw)).Str("kind", kind).Uint64("seq", raw.Sequence).Msg(LogOrphanGated)
+		}
+		o.gated = true
+		return o
+	}
+	c.mu.Lock()
+	c.handing[raw.Sequence] = -1
+	c.mu.Unlock()
+	if !o.logged {
 		c.log.Warn().Str("job_id", jobqueue.JobID(raw)).Str("kind", kind).Uint64("seq", raw.Sequence).Uint64("ack_floor", floor).
 			Msg(LogOrphan)
 		if c.cfg.Observer.Orphaned != nil {
 			c.cfg.Observer.Orphaned(kind)
 		}
 	}
+	o.logged = true
 	done := func() {
 		c.mu.Lock()
 		c.handing[raw.Sequence] = c.sweeps.Load()
@@ -228,12 +250,17 @@ func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw 
 	c.cfg.Pool.Go(func() {
 		select {
 		case <-c.stopping:
-			done() // left for the next sweep, of another worker
+			// Left for the next sweep, of another worker: the reservation
+			// goes unused.
+			if c.cfg.Gate != nil {
+				c.cfg.Gate.Unreserve(kind, 1)
+			}
+			done()
 		default:
 			c.handOver(ctx, stream, raw, true, done)
 		}
 	})
-	return true
+	return o
 }
 
 // handOver runs the Handler on a message that no consumer delivers and

@@ -136,6 +136,40 @@ func testHandsOverOrphansOnce(t *testing.T, b *testBundle) {
 	}
 }
 
+// The sweep asks the Gate as a pull does: while it lets no job start, an
+// orphan stays in the stream however many sweeps find it; the first sweep
+// it allows hands the orphan over, which keeps the reservation (the
+// Handler's job holds it as a pulled job does).
+func TestSweepHandsOverNoOrphanTheGateHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	b.publish(t, 1)
+	b.orphan(t, 1)
+	gate := &budgetGate{}
+	var sw sweeps
+	var handled atomic.Int32
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, FetchWait: 200 * time.Millisecond, SweepInterval: 20 * time.Millisecond, Gate: gate,
+		Observer: consumer.Observer{Waiting: sw.waiting}}, handlerFunc(func(context.Context, *consumer.Delivery) consumer.Outcome {
+		handled.Add(1)
+		return consumer.Outcome{Action: consumer.Ack}
+	}))
+
+	waitFor(t, "five sweeps", func() bool { return sw.n.Load() >= 5 })
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("handed over %d times while the gate allowed nothing", n)
+	}
+	gate.add(1)
+	waitFor(t, "the orphan to leave the stream", func() bool { return b.stored(t) == 0 })
+	if n := handled.Load(); n != 1 {
+		t.Errorf("handled %d times, want once", n)
+	}
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if gate.budget != 0 {
+		t.Errorf("gate budget %d after the handover, want 0 (reserved by it)", gate.budget)
+	}
+}
+
 // Under load, with two workers, retries and detached jobs (acks out of
 // order, the ack floor behind many acked messages), the sweep hands
 // nothing over: every message is delivered by its consumer only.

@@ -408,7 +408,7 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 // go on paying. The message says whether the platform took the request.
 func (r *Runner) timedOut(ctx context.Context, j *job, sess *apiclient.ClusterSession, last string) error {
 	jobID := j.rec.Upstream.JobID
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelAfterTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadlineCallTimeout)
 	defer cancel()
 	upstream := "it was deleted upstream"
 	if err := sess.CancelJob(cctx, "", "", jobID); err != nil {

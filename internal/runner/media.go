@@ -24,8 +24,10 @@ import (
 // between a paid submit and the record of its task id.
 const submitTimeout = 2 * time.Minute
 
-// cancelAfterTimeout bounds the cancel sent for a task past its deadline.
-const cancelAfterTimeout = 10 * time.Second
+// deadlineCallTimeout bounds each call made for a task at its deadline
+// (the query, the cancel): an upstream that never answers must not hold the
+// job past it.
+const deadlineCallTimeout = 10 * time.Second
 
 // LogSubmittingAgain is the message of the warning logged, with the job's
 // id, each time a job is submitted (or streamed) again because the last

@@ -175,14 +175,7 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 		task, err := r.cancelTask(ctx, j)
 		return task, err, true
 	case evDeadline:
-		// Best effort, and bounded: an upstream that never answers must
-		// not hold the job past its deadline.
-		cctx, cancel := context.WithTimeout(ctx, cancelAfterTimeout)
-		if _, err := r.cfg.Media.CancelTask(cctx, taskID); err != nil {
-			j.log.Warn().Err(err).Msg("cancel after timeout failed")
-		}
-		cancel()
-		return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout), true
+		return w.atDeadline()
 	}
 	task = u.Task
 	if u.Err != nil {
@@ -202,6 +195,44 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 		return nil, err, true
 	}
 	return task, nil, task.Output.TaskStatus.Terminal()
+}
+
+// atDeadline ends the wait of a job whose task's deadline has passed. The
+// deadline counts from submit, so a job delivered again after it (a long
+// store outage, no worker for hours) reaches it before its first poll:
+// upstream is asked once, and a task that ended meanwhile is collected (or
+// fails, or is cancelled) as a poll would have it. Only a task not
+// terminal, or one upstream does not answer for, fails timeout; it is
+// cancelled, best effort, and a cancel refused because the task ended in
+// between fetches it again instead.
+func (w *waiter) atDeadline() (task *apiclient.Task, err error, done bool) {
+	r, j, ctx := w.r, w.j, w.ctx
+	taskID := j.rec.Upstream.TaskID
+	qctx, cancel := context.WithTimeout(ctx, deadlineCallTimeout)
+	task, err = r.cfg.Media.GetTask(qctx, taskID)
+	cancel()
+	if err != nil {
+		j.log.Warn().Err(err).Msg("task query at the deadline failed")
+	}
+	if err != nil || !task.Output.TaskStatus.Terminal() {
+		cctx, cancel := context.WithTimeout(ctx, deadlineCallTimeout)
+		_, cerr := r.cfg.Media.CancelTask(cctx, taskID)
+		task, err = nil, cerr
+		switch {
+		case errors.Is(cerr, apiclient.ErrTaskTerminal):
+			task, err = r.cfg.Media.GetTask(cctx, taskID)
+		case cerr != nil:
+			j.log.Warn().Err(cerr).Msg("cancel after timeout failed")
+		}
+		cancel()
+	}
+	if err == nil && task != nil && task.Output.TaskStatus.Terminal() {
+		if err := r.observeTask(ctx, j, task); err != nil {
+			return nil, err, true
+		}
+		return task, nil, true
+	}
+	return nil, fail(CodeTimeout, state.StagePoll, false, "task %s not finished after %s (SLUICE_TASK_TIMEOUT)", taskID, r.cfg.TaskTimeout), true
 }
 
 // stopWaiting ends the wait: later events are dropped, and the poller, the

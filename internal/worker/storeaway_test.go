@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // startStoreAt starts the embedded S3 store on addr with its files in dir
@@ -136,5 +139,51 @@ func TestHeldJobWaitsForStoreWithItsLastError(t *testing.T) {
 	}
 	if rec := b.record(t, "held-away"); rec.LastError != nil {
 		t.Errorf("terminal record keeps its last error %+v", rec.LastError)
+	}
+}
+
+// TestStoreAwayHandsOverNoOrphan: the sweep asks the same gate as the
+// pulls, so a worker whose store is away does not take an orphaned job
+// (its message below its consumer's ack floor, never submitted) and pays
+// for nothing; once the store answers, the sweep hands the job over and it
+// succeeds with one submit.
+func TestStoreAwayHandsOverNoOrphan(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const prompt = "an orphan while the store is away"
+	ctx := testenv.Context(t, 10*time.Second)
+	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{AckWait: b.cfg.AckWait}); err != nil {
+		t.Fatal(err)
+	}
+	seq := b.publish(t, "video", "orphan-away", videoSpec("orphan-away", prompt))
+	if _, err := b.nats.JS.ResetConsumerToSequence(ctx, contract.JobsStream, contract.ConsumerName("video"), seq+1); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	b.start(t, func(c *config.Config) { c.S3Endpoint = "http://" + addr })
+
+	// The sweep found the orphan twice (when it would hand it over) and
+	// left it; or, without the gate, handed it over and submitted it.
+	waitFor(t, time.Minute, "the sweep to leave the orphan in the stream", func() bool {
+		return logLines(b, consumer.LogOrphanGated, `"job_id":"orphan-away"`) > 0 || b.media.SubmitCount(prompt) > 0
+	})
+	seen := b.storeProbeFailures(t)
+	waitFor(t, time.Minute, "two more failed store probes", func() bool { return b.storeProbeFailures(t) >= seen+2 })
+	if n := b.media.SubmitCount(prompt); n != 0 {
+		t.Fatalf("submits while the store is away = %d, want 0", n)
+	}
+	if n := logLines(b, consumer.LogOrphanGated, `"job_id":"orphan-away"`); n != 1 {
+		t.Errorf("the gated orphan was logged %d times, want once", n)
+	}
+
+	startStoreAt(t, addr, t.TempDir(), b.cfg.S3Bucket)
+	if ev := b.await(t, "orphan-away", time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Fatalf("job = %s %+v, want succeeded", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount(prompt); n != 1 {
+		t.Errorf("submits = %d, want 1", n)
+	}
+	if n := logLines(b, consumer.LogOrphan, `"job_id":"orphan-away"`); n != 1 {
+		t.Errorf("the orphan's handover was logged %d times, want once", n)
 	}
 }

@@ -27,8 +27,8 @@ const storeProbeTimeout = 5 * time.Second
 // storeWatch probes the artifact store and keeps the worker from taking
 // jobs it could not deliver: while the store does not answer (connection
 // refused, DNS, timeouts, credentials refused, bucket missing), /readyz
-// says why and the consumer pulls nothing (storeWatch is its Gate). Jobs
-// already held go on: they keep their upstream task and retry their copies
+// says why and the consumer pulls nothing and its sweep hands no orphan
+// over (storeWatch is its Gate). Jobs already held go on: they keep their upstream task and retry their copies
 // until the store is back. The store going away is logged once, and its
 // return once; sluice_s3_waiting shows it meanwhile.
 type storeWatch struct {
@@ -113,8 +113,8 @@ func (w *storeWatch) Err() error {
 	return fmt.Errorf("artifact store unreachable (%s), taking no jobs: %w", w.where, w.err)
 }
 
-// Reserve lets no job of kind be pulled while the store is away, else
-// what the next Gate (the fleet's quotas) lets.
+// Reserve lets no job of kind be pulled or handed over while the store is
+// away, else what the next Gate (the fleet's quotas) lets.
 func (w *storeWatch) Reserve(kind string, n int) int {
 	if w.Err() != nil {
 		return 0
