@@ -71,7 +71,7 @@ func (h *HistoryRecord) UnmarshalJSON(b []byte) error {
 }
 
 // accountingKeys are the history record's accounting fields that make a
-// compute job's usage (CONTRACT.md section 4).
+// compute job's usage (docs/events.md#events).
 var accountingKeys = []string{
 	"cpuNuclearHour", "cpuNuclearSec", "gpuCardHour", "gpuCardSec", "dcuCardHour", "dcuCardSec",
 	"jobWalltimeUsed", "jobCpuTime", "jobMemUsed", "jobVmemUsed", "walltime",

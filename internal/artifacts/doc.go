@@ -1,6 +1,6 @@
 // Package artifacts moves bytes to S3 safely: it streams media results,
-// speech audio and compute outputs into deterministic keys (CONTRACT.md
-// section 5) with multipart upload, hashing and counting on the way and
+// speech audio and compute outputs into deterministic keys
+// (docs/artifacts.md) with multipart upload, hashing and counting on the way and
 // never holding an artifact whole in memory or on disk; every object gets
 // its Content-Type and its SHA-256 in user metadata "sha256".
 //

@@ -11,7 +11,8 @@ import (
 const (
 	// MaxPrefixBytes bounds the store's key prefix.
 	MaxPrefixBytes = 256
-	// MaxOutputPrefixBytes bounds a job's output.prefix (CONTRACT.md 3).
+	// MaxOutputPrefixBytes bounds a job's output.prefix
+	// (docs/job-spec.md#fields-and-rules).
 	MaxOutputPrefixBytes = 512
 	// MaxFileNameBytes bounds a sanitized artifact file name.
 	MaxFileNameBytes = 100
@@ -19,10 +20,10 @@ const (
 	maxKeyBytes = 1024
 )
 
-// jobIDRE is the job id rule of CONTRACT.md section 2.
+// jobIDRE is the job id rule (docs/job-spec.md#fields-and-rules).
 var jobIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
-// Key returns the object key of an artifact (CONTRACT.md section 5):
+// Key returns the object key of an artifact (docs/artifacts.md):
 // <prefix>/<outputPrefix>/<kind>/<jobID>/<file>, the outputPrefix part only
 // when not empty. outputPrefix must be a relative key prefix (no leading
 // "/", no empty or ".." segment, no control character, valid UTF-8, at most

@@ -34,7 +34,7 @@ func FuzzSpecKeys(f *testing.F) {
 		if err != nil {
 			return // fails at validate: nothing is stored
 		}
-		// The job id as the runner picks it (CONTRACT.md section 2).
+		// The job id as the runner picks it (docs/job-spec.md).
 		id := spec.ID
 		if !jobspec.ValidID(id) {
 			id = msgID

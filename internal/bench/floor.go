@@ -41,8 +41,8 @@ type FloorConfig struct {
 // consumer for free slots, submits the spec's video body, queries the task
 // once with the batch endpoint, downloads the result into memory, writes it
 // with one PutObject carrying what the contract wants on every artifact
-// (its Content-Type and its sha256 in user metadata, CONTRACT.md section
-// 5), publishes a terminal event with Nats-Msg-Id and acks.
+// (its Content-Type and its sha256 in user metadata, docs/artifacts.md),
+// publishes a terminal event with Nats-Msg-Id and acks.
 // There is no checkpoint, no progress event, no retry, no limiter and no
 // log line. ready is called once it pulls.
 func RunFloor(ctx context.Context, cfg FloorConfig, ready func()) error {

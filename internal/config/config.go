@@ -1,5 +1,5 @@
 // Package config reads the worker's configuration from the environment
-// (CONTRACT.md section 6) in one place and validates it, naming the
+// (docs/configuration.md) in one place and validates it, naming the
 // variable of every invalid value.
 package config
 

@@ -1,5 +1,5 @@
 // Package contract holds the NATS names of sluice's public contract
-// (CONTRACT.md section 2) and creates the streams, consumers and key-value
+// (docs/producing.md) and creates the streams, consumers and key-value
 // bucket they name. Producers, the worker and the enqueue CLI all take their
 // names from here, so the contract is spelled in one place.
 package contract
@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Stream, bucket and subject names of CONTRACT.md section 2.
+// Stream, bucket and subject names (docs/producing.md).
 const (
 	JobsStream          = "SLUICE_JOBS"
 	JobsSubjectPrefix   = "sluice.jobs."
@@ -19,8 +19,8 @@ const (
 	EventsSubjectPrefix = "sluice.events."
 	StateBucket         = "SLUICE_STATE"
 	// SpecsBucket keeps each job's spec as received, key = job id, for as
-	// long as its state record (CONTRACT.md section 7: a retry needs only
-	// the id).
+	// long as its state record: a retry needs only the id
+	// (docs/cli.md#enqueue-retry).
 	SpecsBucket      = "SLUICE_SPECS"
 	DLQStream        = "SLUICE_DLQ"
 	DLQSubjectPrefix = "sluice.dlq."

@@ -1,4 +1,4 @@
-// Package events builds sluice's CloudEvents (CONTRACT.md section 4) from a
+// Package events builds sluice's CloudEvents (docs/events.md) from a
 // job's state record and publishes them to SLUICE_EVENTS, deduplicated by
 // their id.
 package events

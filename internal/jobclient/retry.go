@@ -15,7 +15,7 @@ import (
 )
 
 // LabelRetryOf is the label a retry carries: the id of the job it runs
-// again (CONTRACT.md section 7).
+// again (docs/cli.md#enqueue-retry).
 const LabelRetryOf = "retry_of"
 
 // CodeSubmitAmbiguous is the error code of a job whose submission may or
@@ -74,7 +74,7 @@ type RetryResult struct {
 }
 
 // Retry runs job id again as a new job X-r<N> with the original's spec,
-// kind and labels plus retry_of: X (CONTRACT.md section 7). The job must
+// kind and labels plus retry_of: X (docs/cli.md#enqueue-retry). The job must
 // have ended failed or cancelled; a succeeded job, or one that ended
 // submit_ambiguous, needs o.Force. The original's record and events are
 // left as they are.

@@ -24,7 +24,7 @@ var ErrNotWaiting = errors.New("no message of the job waits in " + contract.Jobs
 
 // Waiting is a job's message in SLUICE_JOBS.
 type Waiting struct {
-	// JobID is the job's id (CONTRACT.md section 2).
+	// JobID is the job's id (docs/job-spec.md).
 	JobID string
 	// Kind is the kind the message belongs to (contract.KindOfMessage).
 	Kind string
@@ -89,7 +89,7 @@ func waiting(id string, raw *jetstream.RawStreamMsg) *Waiting {
 }
 
 // JobID is the job id of a stored message, by the rule the worker uses
-// (CONTRACT.md section 2).
+// (docs/job-spec.md).
 func JobID(raw *jetstream.RawStreamMsg) string {
 	var spec struct {
 		ID string `json:"id"`

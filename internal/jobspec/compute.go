@@ -23,7 +23,7 @@ var (
 	extraKeyPattern = regexp.MustCompile(`^GAP_[A-Z0-9_]+$`)
 )
 
-// Compute is the compute section (CONTRACT.md section 3): which template to
+// Compute is the compute section (docs/job-spec.md): which template to
 // submit, the job's parameters by friendly name, the files to upload before
 // and download after.
 type Compute struct {

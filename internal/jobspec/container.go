@@ -25,7 +25,7 @@ const (
 	MountPath = "path"
 )
 
-// Container is the container section (CONTRACT.md section 3): a script run
+// Container is the container section (docs/job-spec.md): a script run
 // in a fresh container instance of the compute platform, with the files to
 // upload before and download after.
 type Container struct {

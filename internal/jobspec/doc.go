@@ -1,4 +1,4 @@
-// Package jobspec defines sluice's job spec (CONTRACT.md section 3): the
+// Package jobspec defines sluice's job spec (docs/job-spec.md): the
 // JSON document a producer publishes to sluice.jobs.<kind>, its strict
 // decoding, its complete validation, and the upstream request bodies it
 // builds.

@@ -11,7 +11,7 @@ import (
 // and the name of the spec's one section.
 type Kind string
 
-// The job kinds of CONTRACT.md section 3.
+// The job kinds (docs/job-spec.md).
 const (
 	KindVideo   Kind = "video"
 	KindSpeech  Kind = "speech"

@@ -31,10 +31,10 @@ const MaxPrefixBytes = 512
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // ValidID reports whether id is a valid job id:
-// ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ (CONTRACT.md section 2).
+// ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ (docs/job-spec.md#fields-and-rules).
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-// JobID is the id of a job message (CONTRACT.md section 2): the spec's id
+// JobID is the id of a job message (docs/job-spec.md): the spec's id
 // when it is valid, else the message's Nats-Msg-Id when that is valid, else
 // js-<stream sequence>.
 func JobID(specID, msgID string, seq uint64) string {
@@ -47,7 +47,7 @@ func JobID(specID, msgID string, seq uint64) string {
 	return fmt.Sprintf("js-%d", seq)
 }
 
-// Spec is one job spec (CONTRACT.md section 3). Exactly the section named by
+// Spec is one job spec (docs/job-spec.md). Exactly the section named by
 // Kind is non-nil in a valid spec. json.Marshal of a decoded Spec gives a
 // document that decodes to an equal Spec; absent optional fields are
 // omitted.

@@ -11,7 +11,7 @@ import (
 // SpeechMode is how a speech job talks to upstream.
 type SpeechMode string
 
-// The speech modes of CONTRACT.md section 3.
+// The speech modes (docs/job-spec.md).
 const (
 	// ModeSync asks for the result in the submit response.
 	ModeSync SpeechMode = "sync"
