@@ -195,11 +195,11 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.ClusterSession, jobID string) error {
 	now := r.cfg.Now().UTC()
 	upstreamID := func(rec *state.Record) string { return rec.Upstream.JobID }
-	err := r.recordSubmitted(sctx, j, jobID, upstreamID, func(rec *state.Record) {
+	err := r.writeRetried(sctx, j, submitWindow(jobID, upstreamID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.JobID = jobID
 		rec.SubmittedAt = &now
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		j.log.Warn().Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded)
 		return err
@@ -380,11 +380,11 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			j.unrecorded = func(rec *state.Record) { rec.Usage = usage }
 		}
 		if r.pollNews(j, status, d) || j.unrecorded != nil {
-			if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
+			if err := r.write(ctx, j, live, status, set(func(rec *state.Record) {
 				rec.Upstream.Status = d.JobStatus
 				rec.Upstream.State = d.JobState()
 				rec.Upstream.ExitCode = exit
-			}); err != nil {
+			})); err != nil {
 				return nil, "", transient(err)
 			}
 		}

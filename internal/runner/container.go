@@ -282,11 +282,11 @@ func (r *Runner) backOutCreate(ctx context.Context, j *job, err error) error {
 func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclient.ClusterSession, id string) error {
 	now := r.cfg.Now().UTC()
 	instanceID := func(rec *state.Record) string { return rec.Upstream.InstanceID }
-	err := r.recordSubmitted(sctx, j, id, instanceID, func(rec *state.Record) {
+	err := r.writeRetried(sctx, j, submitWindow(id, instanceID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.InstanceID = id
 		rec.SubmittedAt = &now
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		// Another delivery recorded its own instance: this one is not
 		// the job's and must not live on.
@@ -492,7 +492,7 @@ func (r *Runner) observeInstance(ctx context.Context, j *job, in *apiclient.Inst
 		return nil
 	}
 	announce := status == state.StatusRunning && j.rec.Status != state.StatusRunning
-	if err := r.checkpoint(ctx, j, status, func(rec *state.Record) { rec.Upstream.Status = in.Status }); err != nil {
+	if err := r.write(ctx, j, live, status, set(func(rec *state.Record) { rec.Upstream.Status = in.Status })); err != nil {
 		return transient(err)
 	}
 	if announce {
@@ -507,7 +507,7 @@ func (r *Runner) recordExit(ctx context.Context, j *job, exit int) error {
 	if j.rec.Status == state.StatusCollecting && j.rec.Upstream.ExitCode != nil && *j.rec.Upstream.ExitCode == code {
 		return nil
 	}
-	if err := r.retryCheckpoint(ctx, j, state.StatusCollecting, func(rec *state.Record) { rec.Upstream.ExitCode = &code }); err != nil {
+	if err := r.writeRetried(ctx, j, live, state.StatusCollecting, set(func(rec *state.Record) { rec.Upstream.ExitCode = &code })); err != nil {
 		return transient(err)
 	}
 	return nil

@@ -91,14 +91,14 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 		return fail(CodeInvalidMedia, state.StageValidate, true, "video.input.media: %s", le.Message)
 	}
 	now := r.cfg.Now().UTC()
-	passed := func(rec *state.Record) { rec.PreflightAt = &now }
+	passed := set(func(rec *state.Record) { rec.PreflightAt = &now })
 	if again {
 		// Only while the record is still where this delivery found it:
 		// another delivery may have recorded its task meanwhile.
-		if err := r.recordFenced(ctx, j, state.StatusSubmitting, unmovedSince(j, state.StatusSubmitting), passed); err != nil {
+		if err := r.writeRetried(ctx, j, unmoved(state.StatusSubmitting), state.StatusSubmitting, passed); err != nil {
 			return transient(err)
 		}
-	} else if err := r.checkpoint(ctx, j, state.StatusReceived, passed); err != nil {
+	} else if err := r.write(ctx, j, live, state.StatusReceived, passed); err != nil {
 		return transient(err)
 	}
 	j.log.Info().Int("inputs", len(inputs)).Int64("bytes_fetched", fetched).
