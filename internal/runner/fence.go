@@ -188,25 +188,19 @@ const checkpointRetryFor = time.Minute
 func (r *Runner) writeRetried(ctx context.Context, j *job, f fence, to state.Status, change func(*state.Record) error) error {
 	ctx, cancel := context.WithTimeout(ctx, checkpointRetryFor)
 	defer cancel()
-	var last error
-	err := backoff.Retry{Spacing: checkpointRetry, Jitter: backoff.JitterNone, Sleep: r.cfg.Sleep}.Do(ctx,
-		func(ctx context.Context, attempt int) error {
+	_, err := r.retry(ctx, backoff.Retry{Spacing: checkpointRetry, Jitter: backoff.JitterNone},
+		func(ctx context.Context, attempt int) (bool, error) {
 			err := r.write(ctx, j, f, to, change)
 			if err == nil || errors.Is(err, errAlreadyFinished) || errors.Is(err, errSuperseded) {
 				r.checkpoints.OK()
-				return backoff.Permanent(err)
+				return true, err
 			}
 			r.checkpoints.Fail(err)
 			if attempt == 0 {
 				j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
 			}
-			last = err
-			return err
+			return false, err
 		})
-	if err != nil && !errors.Is(err, errAlreadyFinished) && !errors.Is(err, errSuperseded) {
-		// Out of time: the write's own error, not the wait's.
-		return last
-	}
 	return err
 }
 

@@ -231,28 +231,34 @@ var refusedInputBackoff = backoff.Exponential{Min: time.Second, Max: 4 * time.Se
 // before the job fails with upstream's answer; when the object is gone,
 // the job fails with upstream's answer.
 func (r *Runner) sendSubmit(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
-	for attempt := 0; ; attempt++ {
-		task, err := submit(ctx)
-		if err == nil {
-			return task, nil
+	var task *apiclient.Task
+	done, err := r.retry(ctx, backoff.Retry{Spacing: refusedInputBackoff}, func(ctx context.Context, attempt int) (bool, error) {
+		var err error
+		if task, err = submit(ctx); err == nil {
+			return true, nil
 		}
 		ref := r.inputRefusal(ctx, j, err)
 		switch {
 		case ref == nil:
-			return nil, r.submitError(ctx, j, err)
+			return true, r.submitError(ctx, j, err)
 		case ref.probe != nil && artifacts.IsTemporary(ref.probe):
-			return nil, r.backOutSubmit(ctx, j, err)
+			return true, r.backOutSubmit(ctx, j, err)
 		case ref.probe != nil:
-			return nil, r.submitError(ctx, j, err)
+			return true, r.submitError(ctx, j, err)
 		case attempt >= refusedInputRetries:
-			return nil, r.submitError(ctx, j, fmt.Errorf("%w (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", err, attempt+1))
+			return true, r.submitError(ctx, j, fmt.Errorf("%w (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", err, attempt+1))
 		}
 		j.log.Warn().Str("field", ref.field).Int("refused", attempt+1).Str("upstream", ref.upstream).
 			Msg("upstream could not fetch an input that sluice's store serves; nothing was created, submitting again")
-		if backoff.Sleep(ctx, refusedInputBackoff.Delay(attempt)) != nil {
-			return nil, r.backOutSubmit(ctx, j, err)
-		}
+		return false, err
+	})
+	switch {
+	case !done:
+		return nil, r.backOutSubmit(ctx, j, err)
+	case err != nil:
+		return nil, err
 	}
+	return task, nil
 }
 
 // submitError classifies a failed submit. Nothing was created upstream on a
