@@ -26,21 +26,9 @@ import (
 // the submit ends the job without it; after the submit the job is deleted
 // upstream and ends cancelled once the platform shows it so (waitJob).
 func (r *Runner) runCompute(ctx context.Context, j *job) error {
-	if r.cfg.Compute == nil {
-		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
-	}
-	spec := j.spec.Compute
-	cluster := spec.Cluster
-	if j.rec.Upstream.ClusterID != "" {
-		cluster = j.rec.Upstream.ClusterID
-	}
-	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
+	sess, err := r.openSession(ctx, j, j.spec.Compute.Cluster, "compute.cluster", "open cluster session")
 	if err != nil {
-		what := "open cluster session"
-		if spec.Cluster != "" {
-			what = "compute.cluster: " + what
-		}
-		return computeError(state.StageSubmit, what, err)
+		return err
 	}
 	if !submittedOrLater(j.rec.Status) {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
@@ -82,6 +70,23 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 		return fail(code, state.StagePoll, false, "job %s failed: %s%s", j.rec.Upstream.JobID, apiclient.JobEndReason(detail), uncollected)
 	}
 	return nil
+}
+
+// openSession opens the session of the cluster (region) j runs on: the
+// one its record names, else the spec's (field, for errors), else the
+// default.
+func (r *Runner) openSession(ctx context.Context, j *job, specCluster, field, what string) (*apiclient.ClusterSession, error) {
+	if r.cfg.Compute == nil {
+		return nil, fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
+	}
+	sess, err := r.cfg.Compute.Cluster(ctx, cmp.Or(j.rec.Upstream.ClusterID, specCluster))
+	if err != nil {
+		if specCluster != "" {
+			what = field + ": " + what
+		}
+		return nil, computeError(state.StageSubmit, what, err)
+	}
+	return sess, nil
 }
 
 // submitCompute uploads the inputs, checks the queue and sends the job.

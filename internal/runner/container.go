@@ -58,21 +58,9 @@ func instanceName(jobID string) string { return "sluice-" + jobID }
 // deletes the instance first; a stop or a transient failure leaves it
 // recorded, and the next delivery resumes it.
 func (r *Runner) runContainer(ctx context.Context, j *job) error {
-	if r.cfg.Compute == nil {
-		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
-	}
-	spec := j.spec.Container
-	cluster := spec.Cluster
-	if j.rec.Upstream.ClusterID != "" {
-		cluster = j.rec.Upstream.ClusterID
-	}
-	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
+	sess, err := r.openSession(ctx, j, j.spec.Container.Cluster, "container.cluster", "open region session")
 	if err != nil {
-		what := "open region session"
-		if spec.Cluster != "" {
-			what = "container.cluster: " + what
-		}
-		return computeError(state.StageSubmit, what, err)
+		return err
 	}
 	err = r.driveContainer(ctx, j, sess)
 	return r.endContainer(ctx, j, sess, err)

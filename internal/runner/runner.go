@@ -247,7 +247,7 @@ func (r *Runner) end(ctx context.Context, j *job, runErr error) consumer.Outcome
 }
 
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
-// js-<stream sequence> (CONTRACT.md section 2).
+// js-<stream sequence> (docs/job-spec.md).
 func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
 	specID := ""
 	if spec != nil {
