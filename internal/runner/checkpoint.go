@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
-	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -18,116 +16,11 @@ import (
 // copies in one PUT (artifacts.StoreConfig.SmallSize's default).
 const smallArtifact = 1 << 20
 
-// errAlreadyFinished stops a checkpoint on a record another delivery has
-// already finished.
-var errAlreadyFinished = errors.New("job already finished by another delivery")
-
-// checkpoint moves j's record to status with compare-and-set, applying fn,
-// and keeps the written record in j.rec. It starts from j.rec (one round
-// trip) and reads the record again only when it changed meanwhile, so a
-// cancel flag set meanwhile is picked up into j.rec.
-func (r *Runner) checkpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
-	rec, err := r.update(ctx, j, func(rec *state.Record) error {
-		if rec.Status.Terminal() {
-			return errAlreadyFinished
-		}
-		fn(rec)
-		rec.Status = status
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", status, err)
-	}
-	j.rec = rec
-	return nil
-}
-
-// update writes j's record with fn, starting from j.rec when there is one
-// (see state.Store.UpdateFrom). What j saw but has not recorded yet (its
-// pending artifacts, a finished task's times and usage) is applied first,
-// so it rides on this write.
-func (r *Runner) update(ctx context.Context, j *job, fn func(*state.Record) error) (*state.Record, error) {
-	apply := fn
-	if len(j.pending) > 0 || j.unrecorded != nil {
-		pending, unrecorded := j.pending, j.unrecorded
-		apply = func(rec *state.Record) error {
-			if unrecorded != nil {
-				unrecorded(rec)
-			}
-			for _, a := range pending {
-				rec.Artifacts = appendArtifact(rec.Artifacts, a)
-			}
-			return fn(rec)
-		}
-	}
-	if j.unwritten {
-		// The job's first write creates its record; a record found
-		// instead is not this delivery's to write (firstWriteCreates).
-		create := apply
-		apply = func(rec *state.Record) error {
-			if rec.Stored() {
-				return errNotFresh
-			}
-			return create(rec)
-		}
-	}
-	step := apply
-	apply = func(rec *state.Record) error {
-		before, last := rec.Status, rec.LastError
-		if err := step(rec); err != nil {
-			return err
-		}
-		keepLastError(rec, before, last)
-		return nil
-	}
-	var rec *state.Record
-	var err error
-	if j.rec == nil {
-		rec, err = r.cfg.State.Update(ctx, j.id, apply)
-	} else {
-		rec, err = r.cfg.State.UpdateFrom(ctx, j.rec, apply)
-	}
-	if err == nil {
-		j.pending, j.unrecorded, j.unwritten = nil, nil, false
-	}
-	return rec, err
-}
-
 // errNotFresh backs a job out of its first write, which was to create its
 // record, when the record exists (see firstWriteCreates): nothing was paid
 // for, and the job is redelivered at once to read the record and go on
 // from it.
 var errNotFresh = errors.New("the job's record exists already (a cancel that came first, or the same job published again)")
-
-// retryCheckpoint is checkpoint retried with backoff for up to a minute: it
-// records what a paid call returned, which must not be lost to a passing
-// NATS hiccup or a leader election. The job logs its first failure; the
-// worker's "state writes" loop says once that it waits for JetStream.
-func (r *Runner) retryCheckpoint(ctx context.Context, j *job, status state.Status, fn func(*state.Record)) error {
-	return r.retryWrite(ctx, j, func(ctx context.Context) error { return r.checkpoint(ctx, j, status, fn) })
-}
-
-// retryWrite retries write as retryCheckpoint does; a write refused because
-// another delivery finished or took over the job is not retried.
-func (r *Runner) retryWrite(ctx context.Context, j *job, write func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	spacing := backoff.Exponential{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	for attempt := 0; ; attempt++ {
-		err := write(ctx)
-		if err == nil || errors.Is(err, errAlreadyFinished) || errors.Is(err, errSuperseded) {
-			r.checkpoints.OK()
-			return err
-		}
-		r.checkpoints.Fail(err)
-		if attempt == 0 {
-			j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
-		}
-		if backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
-			return err
-		}
-	}
-}
 
 // publishProgress publishes a submitted or running event without waiting
 // for its acknowledgement. Progress events are best effort: a failure is
@@ -190,9 +83,9 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 		j.pending = append(j.pending, art)
 		return nil
 	}
-	if err := r.retryCheckpoint(ctx, j, state.StatusCollecting, func(rec *state.Record) {
+	if err := r.writeRetried(ctx, j, live, state.StatusCollecting, set(func(rec *state.Record) {
 		rec.Artifacts = appendArtifact(rec.Artifacts, art)
-	}); err != nil {
+	})); err != nil {
 		return transient(err)
 	}
 	return nil

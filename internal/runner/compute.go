@@ -26,21 +26,9 @@ import (
 // the submit ends the job without it; after the submit the job is deleted
 // upstream and ends cancelled once the platform shows it so (waitJob).
 func (r *Runner) runCompute(ctx context.Context, j *job) error {
-	if r.cfg.Compute == nil {
-		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
-	}
-	spec := j.spec.Compute
-	cluster := spec.Cluster
-	if j.rec.Upstream.ClusterID != "" {
-		cluster = j.rec.Upstream.ClusterID
-	}
-	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
+	sess, err := r.openSession(ctx, j, j.spec.Compute.Cluster, "compute.cluster", "open cluster session")
 	if err != nil {
-		what := "open cluster session"
-		if spec.Cluster != "" {
-			what = "compute.cluster: " + what
-		}
-		return computeError(state.StageSubmit, what, err)
+		return err
 	}
 	if !submittedOrLater(j.rec.Status) {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
@@ -84,61 +72,35 @@ func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	return nil
 }
 
+// openSession opens the session of the cluster (region) j runs on: the
+// one its record names, else the spec's (field, for errors), else the
+// default.
+func (r *Runner) openSession(ctx context.Context, j *job, specCluster, field, what string) (*apiclient.ClusterSession, error) {
+	if r.cfg.Compute == nil {
+		return nil, fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
+	}
+	sess, err := r.cfg.Compute.Cluster(ctx, cmp.Or(j.rec.Upstream.ClusterID, specCluster))
+	if err != nil {
+		if specCluster != "" {
+			what = field + ": " + what
+		}
+		return nil, computeError(state.StageSubmit, what, err)
+	}
+	return sess, nil
+}
+
 // submitCompute uploads the inputs, checks the queue and sends the job.
 func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
 	spec := j.spec.Compute
-	for i, in := range spec.Inputs {
-		if j.stopping() {
-			return errStopping
-		}
-		if j.cancelled() {
-			return errCancelled
-		}
-		name := path.Base(sourcePath(in.From))
-		// A later delivery overwrites what an earlier one of the same job
-		// uploaded, whatever cover says.
-		cover := in.Cover || j.rec.Attempts > 1
-		err := sess.Upload(ctx, in.To, name, cover, r.inputOpener(ctx, in.From))
-		if err != nil {
-			field := fmt.Sprintf("compute.inputs[%d]", i)
-			var f *failure
-			var ie *inputError
-			switch {
-			case errors.As(err, &f):
-				return f
-			case errors.As(err, &ie) && artifacts.IsTemporary(ie.err):
-				// S3 or the input's server is away for a while: like
-				// every transient error, the job is redelivered.
-				return transient(fmt.Errorf("%s: %w", field, err))
-			case errors.As(err, &ie):
-				return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
-			}
-			return computeError(state.StageSubmit, field+": upload", err)
-		}
+	if err := r.uploadInputs(ctx, j, sess, "compute", spec.Inputs); err != nil {
+		return err
 	}
 	schedID, err := sess.SchedulerID(ctx)
 	if err != nil {
 		return computeError(state.StageSubmit, "query cluster", err)
 	}
-	queue := cmp.Or(spec.Job.Extra["GAP_QUEUE"], spec.Job.Queue)
-	if queue != "" {
-		queues, err := sess.Queues(ctx, sess.UserName(), schedID)
-		if err != nil {
-			return computeError(state.StageSubmit, "query queues", err)
-		}
-		names := make([]string, len(queues))
-		for i, q := range queues {
-			names[i] = q.QueueName
-		}
-		switch {
-		case len(queues) == 0:
-			// The platform answers no list for some users and regions:
-			// that refuses nothing, the submit is the judge.
-			j.log.Warn().Str("queue", queue).Msg("the platform lists no queues for the user; submitting to the queue unchecked")
-		case !slices.Contains(names, queue):
-			return fail(CodeQueueUnavailable, state.StageSubmit, true,
-				"compute.job.queue: queue %q is not available to user %s (available: %s)", queue, sess.UserName(), strings.Join(names, ", "))
-		}
+	if err := r.checkQueue(ctx, j, sess, schedID); err != nil {
+		return err
 	}
 	if j.cancelled() {
 		return errCancelled
@@ -191,15 +153,78 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	return r.adoptSubmitted(sctx, j, sess, jobID)
 }
 
+// checkQueue checks that the spec's queue, if it names one, is available
+// to the platform user.
+func (r *Runner) checkQueue(ctx context.Context, j *job, sess *apiclient.ClusterSession, schedID string) error {
+	spec := j.spec.Compute
+	queue := cmp.Or(spec.Job.Extra["GAP_QUEUE"], spec.Job.Queue)
+	if queue == "" {
+		return nil
+	}
+	queues, err := sess.Queues(ctx, sess.UserName(), schedID)
+	if err != nil {
+		return computeError(state.StageSubmit, "query queues", err)
+	}
+	names := make([]string, len(queues))
+	for i, q := range queues {
+		names[i] = q.QueueName
+	}
+	switch {
+	case len(queues) == 0:
+		// The platform answers no list for some users and regions: that
+		// refuses nothing, the submit is the judge.
+		j.log.Warn().Str("queue", queue).Msg("the platform lists no queues for the user; submitting to the queue unchecked")
+	case !slices.Contains(names, queue):
+		return fail(CodeQueueUnavailable, state.StageSubmit, true,
+			"compute.job.queue: queue %q is not available to user %s (available: %s)", queue, sess.UserName(), strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// uploadInputs uploads a compute or container job's inputs (section is
+// the spec's section, for the field names in errors). A later delivery
+// overwrites what an earlier one of the same job uploaded, whatever cover
+// says.
+func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.ClusterSession, section string, inputs []jobspec.ComputeInput) error {
+	for i, in := range inputs {
+		if j.stopping() {
+			return errStopping
+		}
+		if j.cancelled() {
+			return errCancelled
+		}
+		cover := in.Cover || j.rec.Attempts > 1
+		err := sess.Upload(ctx, in.To, path.Base(sourcePath(in.From)), cover, r.inputOpener(ctx, in.From))
+		if err == nil {
+			continue
+		}
+		field := fmt.Sprintf("%s.inputs[%d]", section, i)
+		var f *failure
+		var ie *inputError
+		switch {
+		case errors.As(err, &f):
+			return f
+		case errors.As(err, &ie) && artifacts.IsTemporary(ie.err):
+			// S3 or the input's server is away for a while: like every
+			// transient error, the job is redelivered.
+			return transient(fmt.Errorf("%s: %w", field, err))
+		case errors.As(err, &ie):
+			return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
+		}
+		return computeError(state.StageSubmit, field+": upload", err)
+	}
+	return nil
+}
+
 // adoptSubmitted records jobID as j's upstream job ("submitted").
 func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.ClusterSession, jobID string) error {
 	now := r.cfg.Now().UTC()
 	upstreamID := func(rec *state.Record) string { return rec.Upstream.JobID }
-	err := r.recordSubmitted(sctx, j, jobID, upstreamID, func(rec *state.Record) {
+	err := r.writeRetried(sctx, j, submitWindow(jobID, upstreamID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.JobID = jobID
 		rec.SubmittedAt = &now
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		j.log.Warn().Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded)
 		return err
@@ -292,115 +317,143 @@ const historySearch = 5 * time.Minute
 func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
 	// The job waits hours, holding its goroutine: let other jobs start.
 	j.d.Started()
-	jobID := j.rec.Upstream.JobID
 	since := r.cfg.Now()
 	if j.rec.SubmittedAt != nil {
 		since = *j.rec.SubmittedAt
 	}
-	deadline := since.Add(r.cfg.ComputeTimeout)
-	// last is the phase the platform last showed, "" while it has shown
-	// none (to this attempt or, as far as the record says, to an earlier
-	// one); misses counts the answers in a row that had no job, and
-	// missingSince is when they began.
-	var last apiclient.JobPhase
-	misses, missingSince := 0, time.Time{}
+	w := &jobWatch{jobID: j.rec.Upstream.JobID, deadline: since.Add(r.cfg.ComputeTimeout),
+		hq: apiclient.HistoryQuery{SchedulerID: "", Since: since.Add(-submitSkew)}}
 	if j.rec.Status == state.StatusRunning || j.rec.Status == state.StatusCollecting {
 		// Collecting: it finished before a restart, and is found again in
 		// the realtime detail or the history.
-		last = apiclient.JobRunning
+		w.last = apiclient.JobRunning
 	}
-	hq := apiclient.HistoryQuery{SchedulerID: "", Since: since.Add(-submitSkew)}
 	cancelSent, cancelWake := false, j.cancel
 	wait := time.Duration(0)
 	for {
-		select {
-		case <-j.d.Stopping():
-			return nil, "", errStopping
-		case <-ctx.Done():
-			return nil, "", errStopping
-		case <-cancelWake:
+		if r.pause(ctx, j, cancelWake, wait) {
 			cancelWake = nil
-		case <-time.After(wait):
+		}
+		if j.stopping() || ctx.Err() != nil {
+			return nil, "", errStopping
 		}
 		wait = r.cfg.ComputePoll
 		if !cancelSent && j.cancelled() {
 			cancelSent = r.cancelJob(ctx, j, sess)
 		}
-		d, err := sess.Job(ctx, jobID)
-		var usage json.RawMessage
-		if err == nil && apiclient.JobPhaseOf(d).Terminal() {
-			// Ended: the history has its accounting (and the exit status
-			// a lagging realtime detail may lack). One lookup; the
-			// realtime detail stands alone where the history is silent.
-			if h, herr := sess.HistoryJob(ctx, jobID, hq); herr == nil && apiclient.JobPhaseOf(h.Detail()).Terminal() {
-				d, usage = mergeEnd(d, h), h.Usage()
-			}
-		}
-		noHistory := false
+		d, usage, noHistory, err := r.readJob(ctx, j, sess, w)
 		if err != nil {
-			h, herr := sess.HistoryJob(ctx, jobID, hq)
-			noHistory = errors.Is(herr, apiclient.ErrNotSupported)
-			switch {
-			case herr == nil:
-				j.log.Debug().Err(err).Str("history_state", h.JobState).Msg("job read from the job history")
-				d, usage, err = h.Detail(), h.Usage(), nil
-			case errors.Is(herr, apiclient.ErrJobNotFound), errors.Is(herr, apiclient.ErrNotSupported):
-			default:
-				j.log.Warn().Err(herr).Msg("job history query failed")
-			}
-		}
-		if err != nil {
-			notFound := errors.Is(err, apiclient.ErrJobNotFound)
-			if notFound {
-				if misses == 0 {
-					missingSince = r.cfg.Now()
-				}
-				misses++
-			}
-			switch {
-			case notFound && last == "" && misses >= notFoundPolls:
-				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s, accepted at submit, is unknown to the platform (not found %d times in a row), nor in the job history", jobID, misses)
-			case notFound && last != "" && misses >= notFoundPolls && r.cfg.Now().Sub(missingSince) >= historySearch:
-				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s, and neither the job detail nor the job history has had it for %s", jobID, last, historySearch)
-			case notFound && last != "" && noHistory:
-				// A platform without a history (compute-api.md's letter)
-				// keeps ended jobs in the detail: gone means gone.
-				return nil, "", fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", jobID, last)
-			case r.cfg.Now().After(deadline):
-				return nil, "", r.timedOut(ctx, j, sess, fmt.Sprintf(" (last query: %v)", err))
-			case !notFound:
-				j.log.Warn().Err(err).Msg("job query failed")
+			if err := r.jobMissed(ctx, j, sess, w, err, noHistory); err != nil {
+				return nil, "", err
 			}
 			continue
 		}
-		misses = 0
-		phase := apiclient.JobPhaseOf(d)
-		exit, status := d.ExitCode, statusOfPhase(phase, j.rec.Status)
-		if usage != nil {
-			j.unrecorded = func(rec *state.Record) { rec.Usage = usage }
-		}
-		if r.pollNews(j, status, d) || j.unrecorded != nil {
-			if err := r.checkpoint(ctx, j, status, func(rec *state.Record) {
-				rec.Upstream.Status = d.JobStatus
-				rec.Upstream.State = d.JobState()
-				rec.Upstream.ExitCode = exit
-			}); err != nil {
-				return nil, "", transient(err)
-			}
-		}
-		if phase == apiclient.JobRunning && last != apiclient.JobRunning {
-			r.publishProgress(ctx, j, state.StatusRunning)
-		}
-		if phase != apiclient.JobUnknown {
-			last = phase
-		}
-		if phase.Terminal() {
+		w.misses = 0
+		phase, err := r.observeJob(ctx, j, w, d, usage)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case phase.Terminal():
 			return d, phase, nil
-		}
-		if r.cfg.Now().After(deadline) {
+		case r.cfg.Now().After(w.deadline):
 			return nil, "", r.timedOut(ctx, j, sess, "")
 		}
 	}
+}
+
+// jobWatch is what waitJob keeps between polls of a compute job.
+type jobWatch struct {
+	jobID    string
+	deadline time.Time
+	hq       apiclient.HistoryQuery
+	// last is the phase the platform last showed, "" while it has shown
+	// none (to this attempt or, as far as the record says, to an earlier
+	// one); misses counts the answers in a row that had no job, and
+	// missingSince is when they began.
+	last         apiclient.JobPhase
+	misses       int
+	missingSince time.Time
+}
+
+// readJob reads the job's detail, completed or replaced by its history
+// record: a terminal realtime detail takes the history's accounting (and
+// the exit status a lagging detail may lack), and the history stands in
+// when the realtime detail fails. noHistory: the platform has no history.
+func (r *Runner) readJob(ctx context.Context, j *job, sess *apiclient.ClusterSession, w *jobWatch) (d *apiclient.JobDetail, usage json.RawMessage, noHistory bool, err error) {
+	d, err = sess.Job(ctx, w.jobID)
+	if err == nil {
+		if apiclient.JobPhaseOf(d).Terminal() {
+			// One lookup; the realtime detail stands alone where the
+			// history is silent.
+			if h, herr := sess.HistoryJob(ctx, w.jobID, w.hq); herr == nil && apiclient.JobPhaseOf(h.Detail()).Terminal() {
+				d, usage = mergeEnd(d, h), h.Usage()
+			}
+		}
+		return d, usage, false, nil
+	}
+	h, herr := sess.HistoryJob(ctx, w.jobID, w.hq)
+	switch {
+	case herr == nil:
+		j.log.Debug().Err(err).Str("history_state", h.JobState).Msg("job read from the job history")
+		return h.Detail(), h.Usage(), false, nil
+	case errors.Is(herr, apiclient.ErrJobNotFound), errors.Is(herr, apiclient.ErrNotSupported):
+	default:
+		j.log.Warn().Err(herr).Msg("job history query failed")
+	}
+	return nil, nil, errors.Is(herr, apiclient.ErrNotSupported), err
+}
+
+// jobMissed judges a poll that read no job (err): it returns the error
+// that ends the wait, or nil to poll again.
+func (r *Runner) jobMissed(ctx context.Context, j *job, sess *apiclient.ClusterSession, w *jobWatch, err error, noHistory bool) error {
+	notFound := errors.Is(err, apiclient.ErrJobNotFound)
+	if notFound {
+		if w.misses == 0 {
+			w.missingSince = r.cfg.Now()
+		}
+		w.misses++
+	}
+	switch {
+	case notFound && w.last == "" && w.misses >= notFoundPolls:
+		return fail(CodeJobVanished, state.StagePoll, false, "job %s, accepted at submit, is unknown to the platform (not found %d times in a row), nor in the job history", w.jobID, w.misses)
+	case notFound && w.last != "" && w.misses >= notFoundPolls && r.cfg.Now().Sub(w.missingSince) >= historySearch:
+		return fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s, and neither the job detail nor the job history has had it for %s", w.jobID, w.last, historySearch)
+	case notFound && w.last != "" && noHistory:
+		// A platform without a history (compute-api.md's letter) keeps
+		// ended jobs in the detail: gone means gone.
+		return fail(CodeJobVanished, state.StagePoll, false, "job %s disappeared from the platform: it was last seen %s", w.jobID, w.last)
+	case r.cfg.Now().After(w.deadline):
+		return r.timedOut(ctx, j, sess, fmt.Sprintf(" (last query: %v)", err))
+	case !notFound:
+		j.log.Warn().Err(err).Msg("job query failed")
+	}
+	return nil
+}
+
+// observeJob records what a poll read, when it is news (pollNews) or
+// brings the job's usage, and announces the job running.
+func (r *Runner) observeJob(ctx context.Context, j *job, w *jobWatch, d *apiclient.JobDetail, usage json.RawMessage) (apiclient.JobPhase, error) {
+	phase := apiclient.JobPhaseOf(d)
+	exit, status := d.ExitCode, statusOfPhase(phase, j.rec.Status)
+	if usage != nil {
+		j.unrecorded = func(rec *state.Record) { rec.Usage = usage }
+	}
+	if r.pollNews(j, status, d) || j.unrecorded != nil {
+		if err := r.write(ctx, j, live, status, set(func(rec *state.Record) {
+			rec.Upstream.Status = d.JobStatus
+			rec.Upstream.State = d.JobState()
+			rec.Upstream.ExitCode = exit
+		})); err != nil {
+			return "", transient(err)
+		}
+	}
+	if phase == apiclient.JobRunning && w.last != apiclient.JobRunning {
+		r.publishProgress(ctx, j, state.StatusRunning)
+	}
+	if phase != apiclient.JobUnknown {
+		w.last = phase
+	}
+	return phase, nil
 }
 
 // timedOut fails j, not finished after SLUICE_COMPUTE_TIMEOUT, once it has
@@ -491,23 +544,38 @@ func statusOfPhase(p apiclient.JobPhase, cur state.Status) state.Status {
 // collectCompute copies stdout, stderr and every declared output.
 func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession, d *apiclient.JobDetail) error {
 	spec := j.spec.Compute
-	type file struct{ name, path string }
-	var files []file
+	var files []platformFile
 	if p := cmp.Or(d.OutputPath, spec.Job.Stdout); p != "" {
-		files = append(files, file{"stdout.txt", p})
+		files = append(files, platformFile{"stdout.txt", p})
 	}
 	if p := cmp.Or(d.ErrorPath, spec.Job.Stderr); p != "" {
-		files = append(files, file{"stderr.txt", p})
+		files = append(files, platformFile{"stderr.txt", p})
 	}
+	return r.collectFiles(ctx, j, sess, "compute", withOutputs(files, spec.Outputs))
+}
+
+// platformFile is a file on the platform to store as an artifact named
+// name.
+type platformFile struct{ name, path string }
+
+// withOutputs adds the declared outputs to files (stdout and stderr),
+// each named after its path's base, numbered when a name is taken.
+func withOutputs(files []platformFile, outputs []string) []platformFile {
 	used := map[string]bool{"stdout.txt": true, "stderr.txt": true}
-	for i, p := range spec.Outputs {
+	for i, p := range outputs {
 		name := artifacts.SanitizeFileName(path.Base(p))
 		if used[name] {
 			name = fmt.Sprintf("%d-%s", i, name)
 		}
 		used[name] = true
-		files = append(files, file{name, p})
+		files = append(files, platformFile{name, p})
 	}
+	return files
+}
+
+// collectFiles copies files from the platform as j's artifacts; origin
+// ("compute", "container") prefixes the source each artifact records.
+func (r *Runner) collectFiles(ctx context.Context, j *job, sess *apiclient.ClusterSession, origin string, files []platformFile) error {
 	for i, f := range files {
 		p := f.path
 		open := func(ctx context.Context) (io.ReadCloser, string, string, error) {
@@ -518,7 +586,7 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 				}
 				return nil, "", "", err
 			}
-			return body, "", "compute:" + p, nil
+			return body, "", origin + ":" + p, nil
 		}
 		if err := r.copyArtifact(ctx, j, f.name, i == len(files)-1, open, nil); err != nil {
 			return err

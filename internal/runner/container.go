@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
-	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -40,8 +39,12 @@ const (
 	maxExitStatusBytes = 64
 )
 
-// deleteSpacing spaces the deletes of one attempt.
-var deleteSpacing = backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
+// deleteSpacing spaces the deletes of one attempt; lookupSpacing the
+// lookups of a lost create's instance (1 s, then 2 s).
+var (
+	deleteSpacing = backoff.Exponential{Min: time.Second, Max: 4 * time.Second}
+	lookupSpacing = backoff.Exponential{Min: time.Second, Max: 2 * time.Second}
+)
 
 // instanceName is the instanceServiceName of job id's instance: how a
 // delivery finds an instance whose create answer was lost, or whose id a
@@ -55,21 +58,9 @@ func instanceName(jobID string) string { return "sluice-" + jobID }
 // deletes the instance first; a stop or a transient failure leaves it
 // recorded, and the next delivery resumes it.
 func (r *Runner) runContainer(ctx context.Context, j *job) error {
-	if r.cfg.Compute == nil {
-		return fail(CodeUpstreamUnavailable, state.StageSubmit, true, "the compute platform is not configured (SLUICE_COMPUTE_BASE_URL is empty)")
-	}
-	spec := j.spec.Container
-	cluster := spec.Cluster
-	if j.rec.Upstream.ClusterID != "" {
-		cluster = j.rec.Upstream.ClusterID
-	}
-	sess, err := r.cfg.Compute.Cluster(ctx, cluster)
+	sess, err := r.openSession(ctx, j, j.spec.Container.Cluster, "container.cluster", "open region session")
 	if err != nil {
-		what := "open region session"
-		if spec.Cluster != "" {
-			what = "container.cluster: " + what
-		}
-		return computeError(state.StageSubmit, what, err)
+		return err
 	}
 	err = r.driveContainer(ctx, j, sess)
 	return r.endContainer(ctx, j, sess, err)
@@ -199,7 +190,7 @@ func (r *Runner) workDir(j *job, sess *apiclient.ClusterSession) string {
 func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession, workDir string) error {
 	spec := j.spec.Container
 	if !submittedOrLater(j.rec.Status) && j.rec.Status != state.StatusSubmitting {
-		if err := r.uploadContainerInputs(ctx, j, sess, spec.Inputs); err != nil {
+		if err := r.uploadInputs(ctx, j, sess, "container", spec.Inputs); err != nil {
 			return err
 		}
 	}
@@ -244,15 +235,15 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	id, err := sess.CreateInstance(sctx, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
-		for try := 0; try < lookupTries && id == ""; try++ {
-			if try > 0 && backoff.Sleep(sctx, time.Duration(try)*time.Second) != nil {
-				break
-			}
-			found, ferr := r.findInstance(sctx, j, sess)
-			if ferr == nil && found != "" {
-				id, err = found, nil
-			}
-		}
+		_, _ = r.retry(sctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
+			func(ctx context.Context, _ int) (bool, error) {
+				found, ferr := r.findInstance(ctx, j, sess)
+				if ferr == nil && found != "" {
+					id, err = found, nil
+					return true, nil
+				}
+				return false, errors.New("not found yet")
+			})
 		if id == "" {
 			// Left at "submitting": the next delivery looks again
 			// before it creates.
@@ -282,11 +273,11 @@ func (r *Runner) backOutCreate(ctx context.Context, j *job, err error) error {
 func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclient.ClusterSession, id string) error {
 	now := r.cfg.Now().UTC()
 	instanceID := func(rec *state.Record) string { return rec.Upstream.InstanceID }
-	err := r.recordSubmitted(sctx, j, id, instanceID, func(rec *state.Record) {
+	err := r.writeRetried(sctx, j, submitWindow(id, instanceID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.InstanceID = id
 		rec.SubmittedAt = &now
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		// Another delivery recorded its own instance: this one is not
 		// the job's and must not live on.
@@ -336,36 +327,6 @@ func (r *Runner) findInstance(ctx context.Context, j *job, sess *apiclient.Clust
 		}
 	}
 	return keep.ID, nil
-}
-
-// uploadContainerInputs uploads the inputs as a compute job's are.
-func (r *Runner) uploadContainerInputs(ctx context.Context, j *job, sess *apiclient.ClusterSession, inputs []jobspec.ComputeInput) error {
-	for i, in := range inputs {
-		if j.stopping() {
-			return errStopping
-		}
-		if j.cancelled() {
-			return errCancelled
-		}
-		cover := in.Cover || j.rec.Attempts > 1
-		err := sess.Upload(ctx, in.To, path.Base(sourcePath(in.From)), cover, r.inputOpener(ctx, in.From))
-		if err == nil {
-			continue
-		}
-		field := fmt.Sprintf("container.inputs[%d]", i)
-		var f *failure
-		var ie *inputError
-		switch {
-		case errors.As(err, &f):
-			return f
-		case errors.As(err, &ie) && artifacts.IsTemporary(ie.err):
-			return transient(fmt.Errorf("%s: %w", field, err))
-		case errors.As(err, &ie):
-			return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
-		}
-		return computeError(state.StageSubmit, field+": upload", err)
-	}
-	return nil
 }
 
 // checkRoom asks the node resource quota of the job's group. A group
@@ -431,13 +392,9 @@ func (r *Runner) waitScript(ctx context.Context, j *job, sess *apiclient.Cluster
 	misses := 0
 	wait := time.Duration(0)
 	for {
-		select {
-		case <-j.d.Stopping():
+		r.pause(ctx, j, j.cancel, wait)
+		if j.stopping() || ctx.Err() != nil {
 			return 0, errStopping
-		case <-ctx.Done():
-			return 0, errStopping
-		case <-j.cancel:
-		case <-time.After(wait):
 		}
 		wait = r.cfg.ComputePoll
 		exit, ok, err := r.readExit(ctx, sess, files.exit)
@@ -492,7 +449,7 @@ func (r *Runner) observeInstance(ctx context.Context, j *job, in *apiclient.Inst
 		return nil
 	}
 	announce := status == state.StatusRunning && j.rec.Status != state.StatusRunning
-	if err := r.checkpoint(ctx, j, status, func(rec *state.Record) { rec.Upstream.Status = in.Status }); err != nil {
+	if err := r.write(ctx, j, live, status, set(func(rec *state.Record) { rec.Upstream.Status = in.Status })); err != nil {
 		return transient(err)
 	}
 	if announce {
@@ -507,7 +464,7 @@ func (r *Runner) recordExit(ctx context.Context, j *job, exit int) error {
 	if j.rec.Status == state.StatusCollecting && j.rec.Upstream.ExitCode != nil && *j.rec.Upstream.ExitCode == code {
 		return nil
 	}
-	if err := r.retryCheckpoint(ctx, j, state.StatusCollecting, func(rec *state.Record) { rec.Upstream.ExitCode = &code }); err != nil {
+	if err := r.writeRetried(ctx, j, live, state.StatusCollecting, set(func(rec *state.Record) { rec.Upstream.ExitCode = &code })); err != nil {
 		return transient(err)
 	}
 	return nil
@@ -539,36 +496,46 @@ func (r *Runner) readExit(ctx context.Context, sess *apiclient.ClusterSession, p
 // exited 0, every declared output.
 func (r *Runner) collectContainer(ctx context.Context, j *job, sess *apiclient.ClusterSession, workDir string, exit int) error {
 	f := filesOf(workDir, j.id)
-	type file struct{ name, path string }
-	files := []file{{"stdout.txt", f.stdout}, {"stderr.txt", f.stderr}}
+	files := []platformFile{{"stdout.txt", f.stdout}, {"stderr.txt", f.stderr}}
 	if exit == 0 {
-		used := map[string]bool{"stdout.txt": true, "stderr.txt": true}
-		for i, p := range j.spec.Container.Outputs {
-			name := artifacts.SanitizeFileName(path.Base(p))
-			if used[name] {
-				name = fmt.Sprintf("%d-%s", i, name)
-			}
-			used[name] = true
-			files = append(files, file{name, p})
-		}
+		files = withOutputs(files, j.spec.Container.Outputs)
 	}
-	for i, f := range files {
-		p := f.path
-		open := func(ctx context.Context) (io.ReadCloser, string, string, error) {
-			body, err := sess.Download(ctx, p)
-			if err != nil {
-				if isTransientCompute(err) {
-					err = artifacts.Transient(err)
-				}
-				return nil, "", "", err
+	return r.collectFiles(ctx, j, sess, "container", files)
+}
+
+// deleteOnce sends the delete of j's instance once: done when nothing is
+// left of it.
+func (r *Runner) deleteOnce(ctx context.Context, j *job, sess *apiclient.ClusterSession, try int) (done bool, err error) {
+	id := j.rec.Upstream.InstanceID
+	if id == "" {
+		if !r.instanceKnown(j) {
+			return true, nil
+		}
+		list, err := sess.FindInstances(ctx, instanceName(j.id))
+		if err != nil {
+			return false, err
+		}
+		var ids []string
+		for _, in := range list {
+			ids = append(ids, in.ID)
+		}
+		if len(ids) > 0 {
+			if err := sess.DeleteInstances(ctx, ids...); err != nil {
+				return false, err
 			}
-			return body, "", "container:" + p, nil
+			j.log.Info().Strs("instance_ids", ids).Msg("container instances found by name deleted")
 		}
-		if err := r.copyArtifact(ctx, j, f.name, i == len(files)-1, open, nil); err != nil {
-			return err
-		}
+		return true, nil
 	}
-	return nil
+	if err = sess.DeleteInstances(ctx, id); err == nil {
+		j.log.Info().Msg("container instance deleted")
+		return true, nil
+	}
+	if _, derr := sess.Instance(ctx, id); errors.Is(derr, apiclient.ErrInstanceNotFound) {
+		return true, nil
+	}
+	j.log.Warn().Err(err).Int("try", try+1).Msg("container instance delete failed")
+	return false, err
 }
 
 // deleteInstance deletes j's instance (the recorded one, or those named
@@ -578,42 +545,9 @@ func (r *Runner) collectContainer(ctx context.Context, j *job, sess *apiclient.C
 func (r *Runner) deleteInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
-	id := j.rec.Upstream.InstanceID
-	var err error
-	for try := 0; try < deleteTries; try++ {
-		if try > 0 && backoff.Sleep(dctx, deleteSpacing.Delay(try-1)) != nil {
-			break
-		}
-		if id == "" {
-			if !r.instanceKnown(j) {
-				break
-			}
-			var list []apiclient.Instance
-			if list, err = sess.FindInstances(dctx, instanceName(j.id)); err != nil {
-				continue
-			}
-			var ids []string
-			for _, in := range list {
-				ids = append(ids, in.ID)
-			}
-			if len(ids) > 0 {
-				if err = sess.DeleteInstances(dctx, ids...); err != nil {
-					continue
-				}
-				j.log.Info().Strs("instance_ids", ids).Msg("container instances found by name deleted")
-			}
-			break
-		}
-		if err = sess.DeleteInstances(dctx, id); err == nil {
-			j.log.Info().Msg("container instance deleted")
-			break
-		}
-		if _, derr := sess.Instance(dctx, id); errors.Is(derr, apiclient.ErrInstanceNotFound) {
-			err = nil
-			break
-		}
-		j.log.Warn().Err(err).Int("try", try+1).Msg("container instance delete failed")
-	}
+	_, err := r.retry(dctx, backoff.Retry{Spacing: deleteSpacing, Attempts: deleteTries}, func(ctx context.Context, try int) (bool, error) {
+		return r.deleteOnce(ctx, j, sess, try)
+	})
 	if err != nil {
 		return err
 	}

@@ -44,8 +44,8 @@ func (r *Runner) noteRetry(ctx context.Context, j *job, rt *retry) {
 	if note.Same(j.rec.LastError) {
 		return
 	}
-	rec, err := r.update(ctx, j, func(rec *state.Record) error {
-		if rec.Status.Terminal() || rec.Attempts != j.attempt || note.Same(rec.LastError) {
+	err := r.write(ctx, j, latest, "", func(rec *state.Record) error {
+		if note.Same(rec.LastError) {
 			return state.Unchanged
 		}
 		rec.LastError = note
@@ -53,9 +53,7 @@ func (r *Runner) noteRetry(ctx context.Context, j *job, rt *retry) {
 	})
 	if err != nil {
 		j.log.Debug().Err(err).Msg("cannot record the job's last error")
-		return
 	}
-	j.rec = rec
 }
 
 // keepLastError is the rule every write of a job's record follows: a write

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/backoff"
@@ -186,7 +184,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	}
 	now := r.cfg.Now().UTC()
 	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }
-	err = r.recordSubmitted(sctx, j, task.Output.TaskID, taskID, func(rec *state.Record) {
+	err = r.writeRetried(sctx, j, submitWindow(task.Output.TaskID, taskID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.TaskID = task.Output.TaskID
 		rec.Upstream.RequestID = task.RequestID
 		rec.Upstream.Status = string(task.Output.TaskStatus)
@@ -199,7 +197,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 				rec.Results = task.Output.Results
 			}
 		}
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		j.log.Warn().Str("task_id", task.Output.TaskID).Msg(LogSubmitSuperseded)
 		return nil, err
@@ -233,28 +231,34 @@ var refusedInputBackoff = backoff.Exponential{Min: time.Second, Max: 4 * time.Se
 // before the job fails with upstream's answer; when the object is gone,
 // the job fails with upstream's answer.
 func (r *Runner) sendSubmit(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
-	for attempt := 0; ; attempt++ {
-		task, err := submit(ctx)
-		if err == nil {
-			return task, nil
+	var task *apiclient.Task
+	done, err := r.retry(ctx, backoff.Retry{Spacing: refusedInputBackoff}, func(ctx context.Context, attempt int) (bool, error) {
+		var err error
+		if task, err = submit(ctx); err == nil {
+			return true, nil
 		}
 		ref := r.inputRefusal(ctx, j, err)
 		switch {
 		case ref == nil:
-			return nil, r.submitError(ctx, j, err)
+			return true, r.submitError(ctx, j, err)
 		case ref.probe != nil && artifacts.IsTemporary(ref.probe):
-			return nil, r.backOutSubmit(ctx, j, err)
+			return true, r.backOutSubmit(ctx, j, err)
 		case ref.probe != nil:
-			return nil, r.submitError(ctx, j, err)
+			return true, r.submitError(ctx, j, err)
 		case attempt >= refusedInputRetries:
-			return nil, r.submitError(ctx, j, fmt.Errorf("%w (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", err, attempt+1))
+			return true, r.submitError(ctx, j, fmt.Errorf("%w (refused %d times while sluice's store served the object: upstream cannot reach its presigned address, whose host is SLUICE_S3_ENDPOINT's)", err, attempt+1))
 		}
 		j.log.Warn().Str("field", ref.field).Int("refused", attempt+1).Str("upstream", ref.upstream).
 			Msg("upstream could not fetch an input that sluice's store serves; nothing was created, submitting again")
-		if backoff.Sleep(ctx, refusedInputBackoff.Delay(attempt)) != nil {
-			return nil, r.backOutSubmit(ctx, j, err)
-		}
+		return false, err
+	})
+	switch {
+	case !done:
+		return nil, r.backOutSubmit(ctx, j, err)
+	case err != nil:
+		return nil, err
 	}
+	return task, nil
 }
 
 // submitError classifies a failed submit. Nothing was created upstream on a
@@ -287,7 +291,7 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 // backOutSubmit hands back a job whose submit created nothing upstream:
 // its record goes back to "received" and it is redelivered with backoff.
 func (r *Runner) backOutSubmit(ctx context.Context, j *job, err error) error {
-	if cerr := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) { rec.Submits-- }); cerr != nil {
+	if cerr := r.write(ctx, j, live, state.StatusReceived, set(func(rec *state.Record) { rec.Submits-- })); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	return transient(fmt.Errorf("submit: %w", err))
@@ -317,11 +321,11 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 	}
 	spacing := backoff.Exponential{Min: r.cfg.QuotaRetry, Max: max(r.cfg.QuotaRetry, time.Hour)}
 	rt.delay = min(spacing.Delay(j.rec.QuotaWaits), r.cfg.QuotaWait-waited)
-	if cerr := r.checkpoint(ctx, j, state.StatusReceived, func(rec *state.Record) {
+	if cerr := r.write(ctx, j, live, state.StatusReceived, set(func(rec *state.Record) {
 		rec.Submits--
 		rec.QuotaWaits++
 		rec.LastError = note
-	}); cerr != nil {
+	})); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
 	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", note.Since).
@@ -367,7 +371,7 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 	st := t.Output.TaskStatus
 	switch {
 	case st == apiclient.TaskRunning && j.rec.Status != state.StatusRunning:
-		if err := r.checkpoint(ctx, j, state.StatusRunning, func(rec *state.Record) { rec.Upstream.Status = string(st) }); err != nil {
+		if err := r.write(ctx, j, live, state.StatusRunning, set(func(rec *state.Record) { rec.Upstream.Status = string(st) })); err != nil {
 			return transient(err)
 		}
 		r.publishProgress(ctx, j, state.StatusRunning)
@@ -473,21 +477,14 @@ func (r *Runner) showCollecting(ctx context.Context, j *job) (copying, stop func
 		if t != nil {
 			return
 		}
-		var unrecorded func(*state.Record)
-		var log zerolog.Logger
-		last, unrecorded, log = j.rec, j.unrecorded, j.log
+		// What j's own writes carry besides (pending artifacts, a first
+		// write) stays theirs: this one may run beside them.
+		v := view{id: j.id, rec: j.rec, attempt: j.attempt, unrecorded: j.unrecorded, aside: true}
+		last = j.rec
+		log := j.log
 		t = time.AfterFunc(collectingAfter, func() {
 			defer close(done)
-			rec, err := r.cfg.State.UpdateFrom(ctx, last, func(rec *state.Record) error {
-				if rec.Status.Terminal() || rec.Status == state.StatusCollecting {
-					return state.Unchanged
-				}
-				if unrecorded != nil {
-					unrecorded(rec)
-				}
-				rec.Status = state.StatusCollecting
-				return nil
-			})
+			rec, err := r.put(ctx, v, beforeCollecting, state.StatusCollecting, set(func(*state.Record) {}))
 			if err != nil {
 				log.Warn().Err(err).Msg("cannot record that the job is collecting; its copies go on")
 				return
@@ -546,11 +543,11 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	}
 	defer stream.Close()
 	now := r.cfg.Now().UTC()
-	err = r.recordStream(sctx, j, claim, func(rec *state.Record) {
+	err = r.writeRetried(sctx, j, lastClaim(claim), state.StatusCollecting, set(func(rec *state.Record) {
 		rec.Upstream.RequestID = stream.RequestID()
 		rec.Upstream.Status = "streaming"
 		rec.SubmittedAt = &now
-	})
+	}))
 	if errors.Is(err, errSuperseded) {
 		j.log.Warn().Str("request_id", stream.RequestID()).Msg(LogStreamSuperseded)
 		return err
@@ -580,11 +577,11 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 		return streamFailure(err)
 	}
 	r.cfg.Metrics.ArtifactBytes(j.kind, art.Size)
-	return r.recordStream(sctx, j, claim, func(rec *state.Record) {
+	return r.writeRetried(sctx, j, lastClaim(claim), state.StatusCollecting, set(func(rec *state.Record) {
 		rec.Upstream.Status = string(apiclient.TaskSucceeded)
 		rec.Usage = stream.Usage()
 		rec.Artifacts = appendArtifact(rec.Artifacts, art)
-	})
+	}))
 }
 
 // probeStore checks that S3 answers before a paid stream is opened: the

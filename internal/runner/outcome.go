@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// sluice's own error codes (CONTRACT.md section 4), used when upstream gave
+// sluice's own error codes (docs/events.md#error-codes), used when upstream gave
 // none.
 const (
 	CodeInvalidSpec          = "invalid_spec"

@@ -91,14 +91,14 @@ func (r *Runner) preflight(ctx context.Context, j *job) error {
 		return fail(CodeInvalidMedia, state.StageValidate, true, "video.input.media: %s", le.Message)
 	}
 	now := r.cfg.Now().UTC()
-	passed := func(rec *state.Record) { rec.PreflightAt = &now }
+	passed := set(func(rec *state.Record) { rec.PreflightAt = &now })
 	if again {
 		// Only while the record is still where this delivery found it:
 		// another delivery may have recorded its task meanwhile.
-		if err := r.recordFenced(ctx, j, state.StatusSubmitting, unmovedSince(j, state.StatusSubmitting), passed); err != nil {
+		if err := r.writeRetried(ctx, j, unmoved(state.StatusSubmitting), state.StatusSubmitting, passed); err != nil {
 			return transient(err)
 		}
-	} else if err := r.checkpoint(ctx, j, state.StatusReceived, passed); err != nil {
+	} else if err := r.write(ctx, j, live, state.StatusReceived, passed); err != nil {
 		return transient(err)
 	}
 	j.log.Info().Int("inputs", len(inputs)).Int64("bytes_fetched", fetched).
@@ -118,40 +118,37 @@ type probeResult struct {
 // unreachable, an s3:// input (sluice's own store) asks for a redelivery.
 func (r *Runner) probeInput(ctx context.Context, in jobspec.MediaInput) probeResult {
 	var res probeResult
-	for attempt := 0; ; attempt++ {
+	done, err := r.retry(ctx, backoff.Retry{Spacing: probeBackoff}, func(ctx context.Context, attempt int) (bool, error) {
 		var err error
 		var fetched int64
 		res.info, fetched, err = r.probeOnce(ctx, in)
 		res.fetched += fetched
 		if err == nil {
-			return res
+			return true, nil
 		}
 		var f *failure
 		switch {
 		case errors.As(err, &f):
-			res.err = f
-			return res
+			return true, f
 		case ctx.Err() != nil:
-			res.err = errStopping
-			return res
+			return true, errStopping
 		case !artifacts.IsTemporary(err):
-			res.err = unreachable(in, err, attempt+1)
-			return res
+			return true, unreachable(in, err, attempt+1)
 		case attempt+1 >= probeAttempts && strings.HasPrefix(in.URL, "s3://"):
 			// sluice's own store is away (an outage, a restart): like an
 			// artifact copy or a compute input, the job waits for it,
 			// redelivered with backoff, rather than failing.
-			res.err = transient(fmt.Errorf("%s: %w", in.Field, err))
-			return res
+			return true, transient(fmt.Errorf("%s: %w", in.Field, err))
 		case attempt+1 >= probeAttempts:
-			res.err = unreachable(in, err, attempt+1)
-			return res
+			return true, unreachable(in, err, attempt+1)
 		}
-		if backoff.Sleep(ctx, probeBackoff.Delay(attempt)) != nil {
-			res.err = errStopping
-			return res
-		}
+		return false, err
+	})
+	res.err = err
+	if !done {
+		res.err = errStopping
 	}
+	return res
 }
 
 // probeOnce opens in and probes it. A broken limit or an unparseable file

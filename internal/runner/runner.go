@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
@@ -105,6 +106,10 @@ type Config struct {
 	Logger *zerolog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Sleep waits out the runner's retry spacings and poll intervals, or
+	// returns ctx's error when ctx ends first: with Now, the one clock the
+	// runner measures durations by. Defaults to backoff.Sleep.
+	Sleep func(context.Context, time.Duration) error
 }
 
 // Runner implements consumer.Handler for every kind.
@@ -149,6 +154,9 @@ func New(cfg Config) (*Runner, error) {
 	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, 8)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = backoff.Sleep
 	}
 	if cfg.Pool == nil {
 		cfg.Pool = gopool.New(0)
@@ -238,165 +246,8 @@ func (r *Runner) end(ctx context.Context, j *job, runErr error) consumer.Outcome
 	return out
 }
 
-// begin decodes d's spec, registers the job for cancel notices and
-// records the delivery in the job's state record. done reports that out
-// settles the message already (a finished job, an invalid spec, too many
-// deliveries, a cancel before submit, or no state); the caller must call
-// j.unregister either way.
-func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
-	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
-	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
-	j.id = jobID(spec, d)
-	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
-
-	// Register for cancel notices before reading the record: a cancel
-	// either is in the record read below or is noticed after it.
-	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
-
-	// A message on a subject no consumer serves (handed over by the
-	// consumer's sweep) fails, unless its id is a job a worker already
-	// holds: that job is left alone and only this copy is dead-lettered.
-	stray, held := !contract.Served(d.Msg.Subject()), false
-	// An orphan (a message its consumer will not deliver again, handed
-	// over by the sweep) has no lease: another worker's sweep may hand it
-	// over too. It is left to the delivery that wrote the job's record
-	// within a lease (busy), and taken over like a redelivery once the
-	// record has been left alone for as long as a lease.
-	busy := false
-	// A redelivery that finds another delivery inside its paid submit
-	// (inSubmit) leaves the job to it for a lease, without a write that
-	// would fence that delivery out: see paying.
-	inSubmit := false
-	now := r.cfg.Now()
-	if r.firstWriteCreates(j, stray, specErr) {
-		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels}
-		j.unwritten = true
-		out, done := r.started(ctx, j)
-		return j, out, done
-	}
-	rec, err := r.cfg.State.UpdateNew(ctx, j.id, func(rec *state.Record) error {
-		rec.Kind = cmp.Or(rec.Kind, j.kind)
-		held = stray && rec.Status != "" && !rec.Status.Terminal()
-		busy = d.Orphaned() && rec.Status != "" && !rec.Status.Terminal() && now.Sub(rec.UpdatedAt) < d.Lease()
-		inSubmit = !held && !busy && paying(rec, spec) && now.Sub(rec.UpdatedAt) < 2*d.Lease()
-		if rec.Status.Terminal() || held || busy || inSubmit {
-			return state.Unchanged
-		}
-		if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, d.Published()) {
-			// A cancel of a job that did not exist yet, long before this
-			// one was published: not this job's.
-			rec.Cancel = nil
-		}
-		rec.Attempts++
-		if spec != nil && spec.Labels != nil {
-			rec.Labels = spec.Labels
-		}
-		if rec.Status == "" {
-			rec.Status = state.StatusReceived
-		}
-		return nil
-	})
-	if err != nil {
-		r.checkpoints.Fail(err)
-		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
-		return j, r.settle(j, transient(err)), true
-	}
-	r.checkpoints.OK()
-	j.rec = rec
-	if rec.Status.Terminal() || busy || inSubmit {
-		j.attempt = rec.Attempts
-		j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
-	} else if out, done := r.started(ctx, j); done {
-		return j, out, true
-	}
-	if rec.Upstream.TaskID != "" {
-		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
-	}
-
-	switch {
-	case rec.Status.Terminal():
-		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).Uint64("terminal_seq", rec.TerminalSeq).
-			Msg("job already finished; its terminal event is published unless the stream holds it or another message ended the job")
-		return j, r.republish(ctx, j), true
-	case busy:
-		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
-			Msg("orphaned job message: another delivery wrote the job's record within a lease; leaving the job to it")
-		return j, consumer.Outcome{Action: consumer.Retry, Delay: d.Lease()}, true
-	case inSubmit:
-		j.log.Warn().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
-			Msg(LogLeftInSubmit)
-		return j, consumer.Outcome{Action: consumer.Retry, Delay: d.Lease()}, true
-	case held:
-		msg := strayMessage(d.Msg.Subject(), j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
-		j.log.Warn().Str("subject", d.Msg.Subject()).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")
-		return j, consumer.Outcome{Action: consumer.DeadLetter, Reason: CodeInvalidSpec + ": " + msg, JobID: j.id}, true
-	case stray:
-		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(d.Msg.Subject(), j.kind))), true
-	case specErr != nil:
-		return j, r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr))), true
-	case deliveries(d, rec)-rec.QuotaWaits > r.cfg.MaxDeliver:
-		return j, r.finish(ctx, j, r.cleanupContainer(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
-			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", deliveries(d, rec), r.cfg.MaxDeliver))), true
-	case rec.Cancel != nil && !submittedOrLater(rec.Status):
-		j.log.Info().Msg("job cancelled before it was submitted")
-		return j, r.finish(ctx, j, r.cleanupContainer(ctx, j, errCancelled)), true
-	}
-	return j, consumer.Outcome{}, false
-}
-
-// deliveries is how often a job has been delivered (the deliveries that
-// waited for upstream's quota are subtracted by the caller: see
-// quotaExhausted): its message's count,
-// or, for an orphan, which the sweep hands over as a first delivery every
-// time, the record's count of the deliveries that reached a worker (this
-// one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
-// again and again (a handler that panics on it).
-func deliveries(d *consumer.Delivery, rec *state.Record) int {
-	n := int(d.NumDelivered())
-	if d.Orphaned() {
-		n = max(n, rec.Attempts)
-	}
-	return n
-}
-
-// started keeps j's spec and takes its attempt from j.rec, for a delivery
-// that goes on with the job.
-func (r *Runner) started(ctx context.Context, j *job) (consumer.Outcome, bool) {
-	if r.cfg.Specs != nil {
-		// Kept before anything is paid for, so that every job that may
-		// have run upstream can be retried by its id alone.
-		if err := r.cfg.Specs.Keep(ctx, j.id, j.d.Msg.Data()); err != nil {
-			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
-			return r.settle(j, transient(err)), true
-		}
-	}
-	j.attempt = j.rec.Attempts
-	j.log = j.log.With().Int("attempt", j.rec.Attempts).Logger()
-	return consumer.Outcome{}, false
-}
-
-// notFreshDelay is how soon a job that backed out of creating its record
-// (errNotFresh) is delivered again.
-const notFreshDelay = 100 * time.Millisecond
-
-// firstWriteCreates reports whether j, at its first delivery, can go
-// without the "received" write: its record is made up here (attempt 1,
-// received) and created by its first write, the "submitting" claim before
-// the paid submit. That saves a write per job (BENCHMARKS.md, "The cost
-// of a job") and weakens no fence: the create fails if any record exists
-// (a cancel that came first, the same job id published again, another
-// delivery), and the job then backs out before paying anything
-// (errNotFresh) and is redelivered at once to take the usual way, which
-// reads the record. Only media jobs with nothing to probe and no fleet
-// quota to wait for go this way: those reach their claim within
-// milliseconds, so that no status reader misses a "received" that lasts.
-func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
-	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
-		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
-}
-
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
-// js-<stream sequence> (CONTRACT.md section 2).
+// js-<stream sequence> (docs/job-spec.md).
 func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
 	specID := ""
 	if spec != nil {
@@ -488,14 +339,7 @@ func (r *Runner) settle(j *job, rt *retry) consumer.Outcome {
 // event and returns Ack (or DeadLetter).
 func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *failure) consumer.Outcome {
 	now := r.cfg.Now().UTC()
-	rec, err := r.update(ctx, j, func(rec *state.Record) error {
-		if rec.Status.Terminal() {
-			return state.Unchanged
-		}
-		if status != state.StatusSucceeded && j.attempt != 0 && rec.Attempts != j.attempt {
-			// A later delivery holds the job: it decides how it ends.
-			return errSuperseded
-		}
+	err := r.write(ctx, j, ending(status), "", func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
 		rec.Status = status
 		rec.FinishedAt = &now
@@ -515,10 +359,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 	if err != nil {
 		return r.settle(j, transient(fmt.Errorf("record terminal state: %w", err)))
 	}
-	j.rec = rec
-	r.cfg.Metrics.JobFinished(j.kind, string(rec.Status), r.cfg.Now().Sub(j.start))
-	if rec.Error != nil {
-		r.cfg.Metrics.JobFailed(j.kind, rec.Error.Code, string(rec.Error.Stage))
+	r.cfg.Metrics.JobFinished(j.kind, string(j.rec.Status), r.cfg.Now().Sub(j.start))
+	if e := j.rec.Error; e != nil {
+		r.cfg.Metrics.JobFailed(j.kind, e.Code, string(e.Stage))
 	}
 	return r.republish(ctx, j)
 }
@@ -585,8 +428,8 @@ func settled(j *job, unconfirmed func(context.Context)) consumer.Outcome {
 // event. A failure only costs a second publish if the job is delivered
 // again (the stream drops it as a duplicate), so it is logged, not retried.
 func (r *Runner) markEventStored(ctx context.Context, j *job) {
-	rec, err := r.update(ctx, j, func(rec *state.Record) error {
-		if rec.TerminalEventStored || !rec.Status.Terminal() {
+	err := r.write(ctx, j, finished, "", func(rec *state.Record) error {
+		if rec.TerminalEventStored {
 			return state.Unchanged
 		}
 		rec.TerminalEventStored = true
@@ -594,9 +437,7 @@ func (r *Runner) markEventStored(ctx context.Context, j *job) {
 	})
 	if err != nil {
 		j.log.Warn().Err(err).Msg("cannot record that the stream holds the terminal event; a redelivery publishes it again")
-		return
 	}
-	j.rec = rec
 }
 
 // cancelled reports whether a cancel was requested for j, by notice or in
@@ -618,29 +459,4 @@ func (j *job) stopping() bool {
 	default:
 		return false
 	}
-}
-
-// LogLeftInSubmit is logged by a delivery that leaves its job to another
-// delivery inside its paid submit (see paying).
-const LogLeftInSubmit = "another delivery of the job is inside its paid submit; leaving the job to it for a lease"
-
-// paying reports whether rec shows a delivery inside its paid submit: the
-// record at "submitting" (the submit sent, its answer not recorded yet),
-// or a speech stream being read ("collecting" without its audio stored).
-// A redelivery comes while the first delivery is still there when that
-// one could not extend its lease (a consumer leader's election, a worker
-// cut off a while); the record then was written less than two leases
-// ago. Left alone for a lease, the first delivery records its task or
-// stream, and no second one is paid for (or, for a stream, failed
-// unread); a worker that died inside the window is not heard from again,
-// and the job's next delivery, a lease later, submits again as before.
-func paying(rec *state.Record, spec *jobspec.Spec) bool {
-	switch rec.Status {
-	case state.StatusSubmitting:
-		return true
-	case state.StatusCollecting:
-		return len(rec.Artifacts) == 0 && spec != nil && spec.Speech != nil &&
-			spec.Speech.EffectiveMode() == jobspec.ModeStream
-	}
-	return false
 }

@@ -20,7 +20,7 @@ import (
 // collect the results, publish the terminal event and settle the message.
 // A waiting job so costs its state (about 4 KiB), not a goroutine stack (8
 // KiB more): that is what lets one worker wait for 10,000 tasks
-// (BENCHMARKS.md, P3).
+// (docs/performance.md, P3).
 func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	since := r.cfg.Now()
 	if j.rec.SubmittedAt != nil {
@@ -246,11 +246,9 @@ func (w *waiter) stopWaiting() {
 	w.r.untrack(w)
 }
 
-// track adds w to the jobs told when their worker stops.
-// (context.AfterFunc on a stop context, and on a cancel context per job,
-// would read simpler but cost about 1.3 KiB of heap per waiting job: P3
-// measured 120 MiB with them against 105 MiB.) One goroutine per
-// consumer waits for its stop.
+// track adds w to the jobs told when their worker stops. One goroutine
+// per consumer waits for its stop: a context.AfterFunc per waiting job
+// would cost about 1.3 KiB of heap each.
 func (r *Runner) track(w *waiter) {
 	ch := w.j.d.Stopping()
 	r.waitMu.Lock()

@@ -1,0 +1,282 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// verdict is what a delivery does with its job, decided on the job's
+// record as read (decide).
+type verdict uint8
+
+const (
+	// verdictRun: the delivery counts and runs the job.
+	verdictRun verdict = iota
+	// verdictFinished: the job ended; its stored terminal event is
+	// published unless that was done.
+	verdictFinished
+	// verdictBusy: an orphan (a message the sweep handed over, without a
+	// lease) of a job another delivery wrote within a lease: left to it.
+	verdictBusy
+	// verdictInSubmit: another delivery is inside its paid submit (see
+	// paying): left to it for a lease, without a write that would fence
+	// it out.
+	verdictInSubmit
+	// verdictHeldCopy: a copy, on a subject no consumer serves, of a job a
+	// worker holds: only the copy is dead-lettered.
+	verdictHeldCopy
+	// verdictStray: a message on a subject no consumer serves fails.
+	verdictStray
+	// verdictBadSpec: a spec that does not decode fails.
+	verdictBadSpec
+	// verdictTooMany: delivered more often than SLUICE_MAX_DELIVER.
+	verdictTooMany
+	// verdictCancelled: a cancel came before the submit.
+	verdictCancelled
+)
+
+// counts reports whether the delivery is written into the record
+// (countDelivery) before it acts.
+func (v verdict) counts() bool {
+	return v != verdictFinished && v != verdictBusy && v != verdictInSubmit && v != verdictHeldCopy
+}
+
+// arrival is what begin knows of a delivery besides its record and spec.
+type arrival struct {
+	// stray: on a subject no consumer serves (the sweep hands those over).
+	stray bool
+	// orphaned: handed over by the sweep (consumer.Delivery.Orphaned).
+	orphaned bool
+	// lease is the consumers' AckWait.
+	lease time.Duration
+	// delivered is the message's delivery count.
+	delivered int
+	// published is when the stream stored the message (zero: unknown).
+	published time.Time
+	// badSpec: the spec did not decode.
+	badSpec bool
+	// maxDeliver is SLUICE_MAX_DELIVER.
+	maxDeliver int
+}
+
+func arrivalOf(d *consumer.Delivery, specErr error, maxDeliver int) arrival {
+	return arrival{
+		stray: !contract.Served(d.Msg.Subject()), orphaned: d.Orphaned(), lease: d.Lease(),
+		delivered: int(d.NumDelivered()), published: d.Published(), badSpec: specErr != nil, maxDeliver: maxDeliver,
+	}
+}
+
+// decide is begin's decision on the job's record as read (rec, not nil:
+// a fresh one when none exists) at now. The checks after the first four
+// see the record as the delivery would write it (countDelivery).
+func decide(rec *state.Record, a arrival, spec *jobspec.Spec, now time.Time) verdict {
+	open := rec.Status != "" && !rec.Status.Terminal()
+	age := now.Sub(rec.UpdatedAt)
+	switch {
+	case rec.Status.Terminal():
+		return verdictFinished
+	case a.orphaned && open && age < a.lease:
+		return verdictBusy
+	case a.stray && open:
+		return verdictHeldCopy
+	case paying(rec, spec) && age < 2*a.lease:
+		return verdictInSubmit
+	}
+	next := *rec
+	countDelivery(&next, a, spec)
+	switch {
+	case a.stray:
+		return verdictStray
+	case a.badSpec:
+		return verdictBadSpec
+	case a.deliveries(&next)-next.QuotaWaits > a.maxDeliver:
+		return verdictTooMany
+	case next.Cancel != nil && !submittedOrLater(next.Status):
+		return verdictCancelled
+	}
+	return verdictRun
+}
+
+// countDelivery writes a delivery that goes on into the record: one more
+// attempt, the spec's labels, "received" for a job not seen before. A
+// cancel recorded before the job existed, long before this message was
+// published, is not this job's and is dropped.
+func countDelivery(rec *state.Record, a arrival, spec *jobspec.Spec) {
+	if rec.Status == "" && rec.Cancel != nil && !state.PendingCancelApplies(rec, a.published) {
+		rec.Cancel = nil
+	}
+	rec.Attempts++
+	if spec != nil && spec.Labels != nil {
+		rec.Labels = spec.Labels
+	}
+	if rec.Status == "" {
+		rec.Status = state.StatusReceived
+	}
+}
+
+// deliveries is how often a job has been delivered: its message's count,
+// or, for an orphan, which the sweep hands over as a first delivery every
+// time, the record's count of the deliveries that reached a worker (this
+// one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
+// again and again (a handler that panics on it). The caller subtracts the
+// deliveries that waited for upstream's quota (see quotaExhausted).
+func (a arrival) deliveries(rec *state.Record) int {
+	if a.orphaned {
+		return max(a.delivered, rec.Attempts)
+	}
+	return a.delivered
+}
+
+// begin decodes d's spec, registers the job for cancel notices and
+// records the delivery in the job's state record. done reports that out
+// settles the message already (see verdict, or no state); the caller must
+// call j.unregister either way.
+func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
+	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
+	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
+	j.id = jobID(spec, d)
+	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
+
+	// Register for cancel notices before reading the record: a cancel
+	// either is in the record read below or is noticed after it.
+	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
+
+	a := arrivalOf(d, specErr, r.cfg.MaxDeliver)
+	now := r.cfg.Now()
+	if r.firstWriteCreates(j, a.stray, specErr) {
+		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels}
+		j.unwritten = true
+		out, done := r.started(ctx, j)
+		return j, out, done
+	}
+	var v verdict
+	rec, err := r.put(ctx, view{id: j.id, fresh: true}, admitted, "", func(rec *state.Record) error {
+		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		if v = decide(rec, a, spec, now); !v.counts() {
+			return state.Unchanged
+		}
+		countDelivery(rec, a, spec)
+		return nil
+	})
+	if err != nil {
+		r.checkpoints.Fail(err)
+		j.log.Warn().Err(err).Msg("cannot read job state; retrying later")
+		return j, r.settle(j, transient(err)), true
+	}
+	r.checkpoints.OK()
+	j.rec = rec
+	if v == verdictFinished || v == verdictBusy || v == verdictInSubmit {
+		j.attempt = rec.Attempts
+		j.log = j.log.With().Int("attempt", rec.Attempts).Logger()
+	} else if out, done := r.started(ctx, j); done {
+		return j, out, true
+	}
+	if rec.Upstream.TaskID != "" {
+		j.log = j.log.With().Str("task_id", rec.Upstream.TaskID).Str("request_id", rec.Upstream.RequestID).Logger()
+	}
+	if v == verdictRun {
+		return j, consumer.Outcome{}, false
+	}
+	return j, r.settleVerdict(ctx, j, v, a, specErr), true
+}
+
+// settleVerdict ends a delivery whose verdict is not to run its job.
+func (r *Runner) settleVerdict(ctx context.Context, j *job, v verdict, a arrival, specErr error) consumer.Outcome {
+	rec, subject := j.rec, j.d.Msg.Subject()
+	switch v {
+	case verdictFinished:
+		j.log.Info().Str("status", string(rec.Status)).Bool("event_stored", rec.TerminalEventStored).Uint64("terminal_seq", rec.TerminalSeq).
+			Msg("job already finished; its terminal event is published unless the stream holds it or another message ended the job")
+		return r.republish(ctx, j)
+	case verdictBusy:
+		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
+			Msg("orphaned job message: another delivery wrote the job's record within a lease; leaving the job to it")
+		return consumer.Outcome{Action: consumer.Retry, Delay: a.lease}
+	case verdictInSubmit:
+		j.log.Warn().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
+			Msg(LogLeftInSubmit)
+		return consumer.Outcome{Action: consumer.Retry, Delay: a.lease}
+	case verdictHeldCopy:
+		msg := strayMessage(subject, j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
+		j.log.Warn().Str("subject", subject).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")
+		return consumer.Outcome{Action: consumer.DeadLetter, Reason: CodeInvalidSpec + ": " + msg, JobID: j.id}
+	case verdictStray:
+		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(subject, j.kind)))
+	case verdictBadSpec:
+		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr)))
+	case verdictTooMany:
+		return r.finish(ctx, j, r.cleanupContainer(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
+			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", a.deliveries(rec), a.maxDeliver)))
+	case verdictCancelled:
+		j.log.Info().Msg("job cancelled before it was submitted")
+		return r.finish(ctx, j, r.cleanupContainer(ctx, j, errCancelled))
+	}
+	return consumer.Outcome{}
+}
+
+// started keeps j's spec and takes its attempt from j.rec, for a delivery
+// that goes on with the job.
+func (r *Runner) started(ctx context.Context, j *job) (consumer.Outcome, bool) {
+	if r.cfg.Specs != nil {
+		// Kept before anything is paid for, so that every job that may
+		// have run upstream can be retried by its id alone.
+		if err := r.cfg.Specs.Keep(ctx, j.id, j.d.Msg.Data()); err != nil {
+			j.log.Warn().Err(err).Msg("cannot keep the job's spec; retrying later")
+			return r.settle(j, transient(err)), true
+		}
+	}
+	j.attempt = j.rec.Attempts
+	j.log = j.log.With().Int("attempt", j.rec.Attempts).Logger()
+	return consumer.Outcome{}, false
+}
+
+// notFreshDelay is how soon a job that backed out of creating its record
+// (errNotFresh) is delivered again.
+const notFreshDelay = 100 * time.Millisecond
+
+// firstWriteCreates reports whether j, at its first delivery, can go
+// without the "received" write: its record is made up here (attempt 1,
+// received) and created by its first write, the "submitting" claim before
+// the paid submit. That saves a write per job and weakens no fence: the
+// create fails if any record exists (a cancel that came first, the same
+// job id published again, another delivery), and the job then backs out
+// before paying anything (errNotFresh) and is redelivered at once to take
+// the usual way, which reads the record. Only media jobs with nothing to
+// probe and no fleet quota to wait for go this way: those reach their
+// claim within milliseconds, so that no status reader misses a "received"
+// that lasts.
+func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
+	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
+		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
+}
+
+// LogLeftInSubmit is logged by a delivery that leaves its job to another
+// delivery inside its paid submit (see paying).
+const LogLeftInSubmit = "another delivery of the job is inside its paid submit; leaving the job to it for a lease"
+
+// paying reports whether rec shows a delivery inside its paid submit: the
+// record at "submitting" (the submit sent, its answer not recorded yet),
+// or a speech stream being read ("collecting" without its audio stored).
+// A redelivery comes while the first delivery is still there when that
+// one could not extend its lease (a consumer leader's election, a worker
+// cut off a while); the record then was written less than two leases
+// ago. Left alone for a lease, the first delivery records its task or
+// stream, and no second one is paid for (or, for a stream, failed
+// unread); a worker that died inside the window is not heard from again,
+// and the job's next delivery, a lease later, submits again as before.
+func paying(rec *state.Record, spec *jobspec.Spec) bool {
+	switch rec.Status {
+	case state.StatusSubmitting:
+		return true
+	case state.StatusCollecting:
+		return len(rec.Artifacts) == 0 && spec != nil && spec.Speech != nil &&
+			spec.Speech.EffectiveMode() == jobspec.ModeStream
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	lease := 30 * time.Second
+	video := &jobspec.Spec{Video: &jobspec.Video{}}
+	stream := &jobspec.Spec{Speech: &jobspec.Speech{Mode: jobspec.ModeStream}}
+	at := func(status state.Status, age time.Duration) *state.Record {
+		return &state.Record{JobID: "j", Status: status, Attempts: 1, UpdatedAt: now.Add(-age)}
+	}
+	cancelled := func(rec *state.Record, requested time.Time) *state.Record {
+		rec.Cancel = &state.CancelRequest{RequestedAt: requested}
+		return rec
+	}
+	first := arrival{lease: lease, delivered: 1, maxDeliver: 3}
+	with := func(f func(*arrival)) arrival { a := first; f(&a); return a }
+	orphan := with(func(a *arrival) { a.orphaned = true })
+	stray := with(func(a *arrival) { a.stray = true })
+
+	tests := []struct {
+		name string
+		rec  *state.Record
+		a    arrival
+		spec *jobspec.Spec
+		want verdict
+	}{
+		{"a new job runs", &state.Record{JobID: "j"}, first, video, verdictRun},
+		{"a redelivery resumes", at(state.StatusSubmitted, time.Hour), with(func(a *arrival) { a.delivered = 2 }), video, verdictRun},
+		{"a finished job republishes", at(state.StatusSucceeded, 0), first, video, verdictFinished},
+		{"a finished job republishes even from a stray", at(state.StatusFailed, 0), stray, video, verdictFinished},
+		{"an orphan leaves a job written within a lease", at(state.StatusRunning, lease/2), orphan, video, verdictBusy},
+		{"an orphan takes over a job left alone for a lease", at(state.StatusRunning, lease), orphan, video, verdictRun},
+		{"an orphan of a job never seen runs it", &state.Record{JobID: "j"}, orphan, video, verdictRun},
+		{"busy wins over a held copy", at(state.StatusRunning, 0), with(func(a *arrival) { a.orphaned, a.stray = true, true }), video, verdictBusy},
+		{"a stray copy of a held job is dead-lettered alone", at(state.StatusReceived, time.Hour), stray, video, verdictHeldCopy},
+		{"a stray of no held job fails", &state.Record{JobID: "j"}, stray, video, verdictStray},
+		{"a held copy wins over a paying delivery", at(state.StatusSubmitting, 0), stray, video, verdictHeldCopy},
+		{"a paid submit is left alone for two leases", at(state.StatusSubmitting, 2*lease-time.Second), first, video, verdictInSubmit},
+		{"a submit left for two leases is taken over", at(state.StatusSubmitting, 2*lease), first, video, verdictRun},
+		{"a stream being read is left alone", at(state.StatusCollecting, 0), first, stream, verdictInSubmit},
+		{"a stored stream is not paying", func() *state.Record {
+			rec := at(state.StatusCollecting, 0)
+			rec.Artifacts = []state.Artifact{{Key: "k"}}
+			return rec
+		}(), first, stream, verdictRun},
+		{"collecting video is not paying", at(state.StatusCollecting, 0), first, video, verdictRun},
+		{"a spec that does not decode fails", &state.Record{JobID: "j"}, with(func(a *arrival) { a.badSpec = true }), nil, verdictBadSpec},
+		{"a stray wins over a bad spec", &state.Record{JobID: "j"}, with(func(a *arrival) { a.stray, a.badSpec = true, true }), nil, verdictStray},
+		{"delivered at the limit runs", at(state.StatusReceived, time.Hour), with(func(a *arrival) { a.delivered = 3 }), video, verdictRun},
+		{"delivered past the limit fails", at(state.StatusReceived, time.Hour), with(func(a *arrival) { a.delivered = 4 }), video, verdictTooMany},
+		{"quota waits do not count against the limit", func() *state.Record {
+			rec := at(state.StatusReceived, time.Hour)
+			rec.QuotaWaits = 1
+			return rec
+		}(), with(func(a *arrival) { a.delivered = 4 }), video, verdictRun},
+		{"an orphan counts the record's attempts, this one included", func() *state.Record {
+			rec := at(state.StatusReceived, time.Hour)
+			rec.Attempts = 3
+			return rec
+		}(), orphan, video, verdictTooMany},
+		{"a cancel before the submit ends the job", cancelled(at(state.StatusReceived, time.Hour), now), first, video, verdictCancelled},
+		{"a cancel at the submit ends the job", cancelled(at(state.StatusSubmitting, time.Hour), now), first, video, verdictCancelled},
+		{"a cancel after the submit is the run's to carry out", cancelled(at(state.StatusRunning, time.Hour), now), first, video, verdictRun},
+		{"a cancel that came first applies", cancelled(&state.Record{JobID: "j"}, now), with(func(a *arrival) { a.published = now }), video, verdictCancelled},
+		{"a cancel long before the job was published is not its", cancelled(&state.Record{JobID: "j"}, now.Add(-time.Hour)),
+			with(func(a *arrival) { a.published = now }), video, verdictRun},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := *tt.rec
+			if got := decide(tt.rec, tt.a, tt.spec, now); got != tt.want {
+				t.Fatalf("decide = %d, want %d", got, tt.want)
+			}
+			if tt.rec.Attempts != before.Attempts || tt.rec.Status != before.Status || tt.rec.Cancel != before.Cancel {
+				t.Fatalf("decide changed the record: %+v, was %+v", tt.rec, before)
+			}
+		})
+	}
+}
+
+func TestCountDelivery(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	labels := map[string]string{"team": "a"}
+	rec := &state.Record{JobID: "j", Cancel: &state.CancelRequest{RequestedAt: now.Add(-time.Hour)}}
+	countDelivery(rec, arrival{published: now}, &jobspec.Spec{Labels: labels})
+	if rec.Attempts != 1 || rec.Status != state.StatusReceived || rec.Cancel != nil || rec.Labels["team"] != "a" {
+		t.Fatalf("a first delivery: %+v", rec)
+	}
+	rec = &state.Record{JobID: "j", Status: state.StatusRunning, Attempts: 2, Labels: labels}
+	countDelivery(rec, arrival{}, &jobspec.Spec{})
+	if rec.Attempts != 3 || rec.Status != state.StatusRunning || rec.Labels["team"] != "a" {
+		t.Fatalf("a redelivery: %+v", rec)
+	}
+}
