@@ -389,7 +389,7 @@ func Usage(w io.Writer) error {
 			if d.name == name {
 				var c Config
 				d.set(&c)
-				def += " (dev: " + reflect.ValueOf(c).Field(i).Interface().(fmt.Stringer).String() + ")"
+				def += " (dev: " + fmt.Sprint(reflect.ValueOf(c).Field(i).Interface()) + ")"
 			}
 		}
 		fmt.Fprintf(tw, "  %s_%s\t%s\n", Prefix, name, def)

@@ -179,3 +179,22 @@ func TestComputeChunkSizeUnits(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+func TestUsageListsEveryVariableWithItsDefaults(t *testing.T) {
+	var b strings.Builder
+	if err := config.Usage(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"SLUICE_HTTP_ADDR        :9090 (dev: 127.0.0.1:9090)",
+		"SLUICE_POLL_FIRST       1s (dev: 200ms)",
+		"SLUICE_MAX_INFLIGHT     256",
+		"SLUICE_ACK_WAIT         60s",
+		"SLUICE_SHUTDOWN_TIMEOUT  30s",
+		"SLUICE_SWEEP_INTERVAL   10s",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("usage lacks %q:\n%s", want, b.String())
+		}
+	}
+}
