@@ -218,6 +218,16 @@ type Gate interface {
 // asks again.
 const gateWait = 250 * time.Millisecond
 
+// The defaults of Config that are also the worker's: internal/config
+// takes SLUICE_MAX_INFLIGHT, SLUICE_ACK_WAIT, SLUICE_SHUTDOWN_TIMEOUT and
+// SLUICE_SWEEP_INTERVAL's defaults from here, so each is stated once.
+const (
+	DefaultMaxInflight     = 256
+	DefaultAckWait         = 60 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultSweepInterval   = 10 * time.Second
+)
+
 // Config configures a Consumer.
 type Config struct {
 	// JS is the JetStream context. Required.
@@ -263,12 +273,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.MaxInflight = cmp.Or(c.MaxInflight, 256)
+	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
 	c.MaxStarting = cmp.Or(c.MaxStarting, 64)
-	c.AckWait = cmp.Or(c.AckWait, 60*time.Second)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.FetchWait = cmp.Or(c.FetchWait, 2*time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
-	c.SweepInterval = cmp.Or(c.SweepInterval, 10*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
 	c.Backoff.Min = cmp.Or(c.Backoff.Min, 500*time.Millisecond)
 	c.Backoff.Max = cmp.Or(c.Backoff.Max, 5*time.Second)
 	if c.Logger == nil {
