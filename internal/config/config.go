@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/config/containername"
+	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/redact"
@@ -30,8 +31,13 @@ const Prefix = "SLUICE"
 // Config is the worker's configuration. The first block is the contract's;
 // the second holds sluice's own extensions, each with a default that suits
 // most deployments. Secrets (MediaAPIKey, ComputePassword,
-// ComputeSecretKey) must never be
-// logged: use Summary for logging.
+// ComputeSecretKey) must never be logged: use Summary for logging.
+//
+// Each default is stated once: in its field's `default:` tag, or, for a
+// field whose component applies the same default to a config made in code
+// (the consumer's), in that component's exported constant, which Parse
+// applies when the variable is not set (componentDefaults). Usage and
+// Validate see both alike.
 type Config struct {
 	Dev              bool          `envconfig:"DEV" default:"false"`
 	DataDir          string        `envconfig:"DATA_DIR" default:"./data"`
@@ -57,7 +63,7 @@ type Config struct {
 	ComputeAuthURL   string        `envconfig:"COMPUTE_AUTH_URL"`
 	ComputeRegion    string        `envconfig:"COMPUTE_REGION"`
 	ComputeChunkSize ByteSize      `envconfig:"COMPUTE_CHUNK_SIZE" default:"8MiB"`
-	MaxInflight      int           `envconfig:"MAX_INFLIGHT" default:"256"`
+	MaxInflight      int           `envconfig:"MAX_INFLIGHT"`
 	PollInterval     time.Duration `envconfig:"POLL_INTERVAL" default:"5s"`
 	PollFirst        time.Duration `envconfig:"POLL_FIRST" default:"1s"`
 	ComputePoll      time.Duration `envconfig:"COMPUTE_POLL_INTERVAL" default:"30s"`
@@ -66,7 +72,7 @@ type Config struct {
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":9090"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
-	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT"`
 	Preflight        string        `envconfig:"PREFLIGHT" default:"strict"`
 	FleetMediaTasks  int           `envconfig:"FLEET_MEDIA_TASKS" default:"0"`
 	FleetMediaRate   float64       `envconfig:"FLEET_MEDIA_RATE" default:"0"`
@@ -80,7 +86,7 @@ type Config struct {
 
 	// Extensions.
 	WorkerName        string        `envconfig:"WORKER_NAME"`
-	AckWait           time.Duration `envconfig:"ACK_WAIT" default:"60s"`
+	AckWait           time.Duration `envconfig:"ACK_WAIT"`
 	MaxDeliver        int           `envconfig:"MAX_DELIVER" default:"20"`
 	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
 	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY" default:"5m"`
@@ -103,7 +109,7 @@ type Config struct {
 	DevS3Addr         string        `envconfig:"DEV_S3_ADDR" default:"127.0.0.1:7070"`
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
-	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL" default:"10s"`
+	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL"`
 
 	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
 	// when both are set. They are never read from the environment (the
@@ -138,6 +144,7 @@ func Parse() (*Config, error) {
 	if c.WorkerName == "" {
 		c.WorkerName = defaultWorkerName()
 	}
+	c.applyUnset(componentDefaults)
 	if c.Dev {
 		c.DevDefaults()
 	}
@@ -201,18 +208,57 @@ func wantOf(typeName string) string {
 	return "want a " + typeName
 }
 
+// envDefault sets the default of the variable Prefix_name on a Config.
+type envDefault struct {
+	name string
+	set  func(*Config)
+}
+
+// componentDefaults are the defaults a component states (see Config).
+var componentDefaults = []envDefault{
+	{"MAX_INFLIGHT", func(c *Config) { c.MaxInflight = consumer.DefaultMaxInflight }},
+	{"SHUTDOWN_TIMEOUT", func(c *Config) { c.ShutdownTimeout = consumer.DefaultShutdownTimeout }},
+	{"ACK_WAIT", func(c *Config) { c.AckWait = consumer.DefaultAckWait }},
+	{"SWEEP_INTERVAL", func(c *Config) { c.SweepInterval = consumer.DefaultSweepInterval }},
+}
+
 // devDefaults are the defaults that differ in dev mode: the embedded
 // simulators finish a task in seconds, so polls come often enough that the
 // tour is not spent waiting for the next one; and the console and metrics
 // listen on loopback like the embedded NATS and S3 store.
-var devDefaults = []struct {
-	name string
-	set  func(*Config)
-}{
+var devDefaults = []envDefault{
 	{"POLL_FIRST", func(c *Config) { c.PollFirst = 200 * time.Millisecond }},
 	{"POLL_INTERVAL", func(c *Config) { c.PollInterval = time.Second }},
 	{"COMPUTE_POLL_INTERVAL", func(c *Config) { c.ComputePoll = 500 * time.Millisecond }},
 	{"HTTP_ADDR", func(c *Config) { c.HTTPAddr = DevHTTPAddr }},
+}
+
+// applyUnset applies each of defaults whose variable the environment does
+// not set: an explicit value, even an invalid one, is left for Validate.
+func (c *Config) applyUnset(defaults []envDefault) {
+	for _, d := range defaults {
+		if _, set := os.LookupEnv(Prefix + "_" + d.name); !set {
+			d.set(c)
+		}
+	}
+}
+
+// defaultOf is the default of field i of Config that defaults sets, as a
+// variable would be written ("" when none does).
+func defaultOf(defaults []envDefault, name string, i int) string {
+	for _, d := range defaults {
+		if d.name != name {
+			continue
+		}
+		var c Config
+		d.set(&c)
+		v := reflect.ValueOf(c).Field(i).Interface()
+		if d, ok := v.(time.Duration); ok && d%time.Second == 0 && d < time.Hour {
+			return fmt.Sprintf("%ds", d/time.Second)
+		}
+		return fmt.Sprint(v)
+	}
+	return ""
 }
 
 // DevHTTPAddr is SLUICE_HTTP_ADDR's default in dev mode.
@@ -224,13 +270,7 @@ const DevHTTPAddr = "127.0.0.1:9090"
 // variables that are not set in the environment: an explicit value wins.
 // Parse calls it when SLUICE_DEV=true; a caller that turns Dev on itself
 // calls it after.
-func (c *Config) DevDefaults() {
-	for _, d := range devDefaults {
-		if _, set := os.LookupEnv(Prefix + "_" + d.name); !set {
-			d.set(c)
-		}
-	}
-}
+func (c *Config) DevDefaults() { c.applyUnset(devDefaults) }
 
 // Validate checks every value and reports all problems at once, each naming
 // its variable.
@@ -384,13 +424,9 @@ func Usage(w io.Writer) error {
 		if name == "" || f.Tag.Get("ignored") == "true" {
 			continue
 		}
-		def := cmp.Or(f.Tag.Get("default"), "-")
-		for _, d := range devDefaults {
-			if d.name == name {
-				var c Config
-				d.set(&c)
-				def += " (dev: " + reflect.ValueOf(c).Field(i).Interface().(fmt.Stringer).String() + ")"
-			}
+		def := cmp.Or(f.Tag.Get("default"), defaultOf(componentDefaults, name, i), "-")
+		if dev := defaultOf(devDefaults, name, i); dev != "" {
+			def += " (dev: " + dev + ")"
 		}
 		fmt.Fprintf(tw, "  %s_%s\t%s\n", Prefix, name, def)
 	}

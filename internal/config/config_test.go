@@ -18,7 +18,7 @@ func TestDefaultsNeedOnlyABucket(t *testing.T) {
 	if c.MaxInflight != 256 || c.PollInterval != 5*time.Second || c.ComputePoll != 30*time.Second ||
 		c.MaxArtifactBytes != 5368709120 || c.HTTPAddr != ":9090" || c.S3Prefix != "sluice" ||
 		strings.Join(c.Kinds, ",") != "video,speech,compute,container" || c.ShutdownTimeout != 30*time.Second ||
-		c.NATSMoveAfter != 10*time.Second {
+		c.NATSMoveAfter != 10*time.Second || c.AckWait != 60*time.Second || c.SweepInterval != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 	if c.WorkerName == "" {
@@ -177,5 +177,24 @@ func TestComputeChunkSizeUnits(t *testing.T) {
 	t.Setenv("SLUICE_COMPUTE_CHUNK_SIZE", "lots")
 	if _, err := config.Load(); err == nil || !strings.Contains(err.Error(), "SLUICE_COMPUTE_CHUNK_SIZE") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestUsageListsEveryVariableWithItsDefaults(t *testing.T) {
+	var b strings.Builder
+	if err := config.Usage(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"SLUICE_HTTP_ADDR        :9090 (dev: 127.0.0.1:9090)",
+		"SLUICE_POLL_FIRST       1s (dev: 200ms)",
+		"SLUICE_MAX_INFLIGHT     256",
+		"SLUICE_ACK_WAIT         60s",
+		"SLUICE_SHUTDOWN_TIMEOUT  30s",
+		"SLUICE_SWEEP_INTERVAL   10s",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("usage lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -1,8 +1,13 @@
 // Package consumer takes job messages from the contract's durable pull
-// consumers and settles them: it pulls only for free slots, keeps every held
-// message's lease alive with InProgress heartbeats, hands each message to a
-// Handler, and turns the Handler's Outcome into Ack, NakWithDelay, Nak or a
-// dead letter plus Term. It knows nothing of what a job does.
+// consumers and settles them: it pulls only for free slots, sends
+// InProgress heartbeats for every held message so that its AckWait never
+// runs out, hands each message to a Handler, and turns the Handler's
+// Outcome into Ack, NakWithDelay, Nak or a dead letter plus Term. It knows
+// nothing of what a job does.
+//
+// "Held" means one thing here: a message this worker took (pulled, or
+// handed over by the sweep) and has not settled yet. It takes a slot of
+// MaxInflight and gets heartbeats.
 package consumer
 
 import (
@@ -41,7 +46,7 @@ const (
 	DeadLetter
 	// Detach: the Handler keeps the job past its return and settles it
 	// later with Delivery.Settle. The message stays held (its slot taken,
-	// its lease kept alive, a graceful stop waits for it) but no goroutine
+	// its heartbeats sent, a graceful stop waits for it) but no goroutine
 	// waits for it: a job waiting hours for an upstream task costs its
 	// state, not a goroutine stack.
 	Detach
@@ -104,18 +109,24 @@ type Delivery struct {
 
 // Orphaned reports whether the sweep handed this message over because its
 // consumer will not deliver it again: it is still in SLUICE_JOBS at or
-// below the consumer's ack floor (see sweep.go). No lease guards such a
+// below the consumer's ack floor (see sweep.go). No AckWait guards such a
 // message: another worker's sweep may hand it over too.
 func (d *Delivery) Orphaned() bool { return d.orphaned }
 
-// Lease is how long a worker holds a delivered message without a
-// heartbeat before JetStream delivers it again: the consumers' AckWait.
-func (d *Delivery) Lease() time.Duration {
+// AckWait is how long JetStream waits for an ack or a heartbeat of a
+// delivered message before it delivers the message again: the consumers'
+// AckWait.
+func (d *Delivery) AckWait() time.Duration {
 	if d.c == nil {
 		return 0
 	}
 	return d.c.cfg.AckWait
 }
+
+// Lease is AckWait.
+//
+// Deprecated: use AckWait; "lease" names the fleet quota's slots.
+func (d *Delivery) Lease() time.Duration { return d.AckWait() }
 
 // Started tells the consumer that the Handler's start phase is over: from
 // now on the job may wait long (for an upstream task, a stream, a compute
@@ -207,6 +218,16 @@ type Gate interface {
 // asks again.
 const gateWait = 250 * time.Millisecond
 
+// The defaults of Config that are also the worker's: internal/config
+// takes SLUICE_MAX_INFLIGHT, SLUICE_ACK_WAIT, SLUICE_SHUTDOWN_TIMEOUT and
+// SLUICE_SWEEP_INTERVAL's defaults from here, so each is stated once.
+const (
+	DefaultMaxInflight     = 256
+	DefaultAckWait         = 60 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultSweepInterval   = 10 * time.Second
+)
+
 // Config configures a Consumer.
 type Config struct {
 	// JS is the JetStream context. Required.
@@ -252,12 +273,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.MaxInflight = cmp.Or(c.MaxInflight, 256)
+	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
 	c.MaxStarting = cmp.Or(c.MaxStarting, 64)
-	c.AckWait = cmp.Or(c.AckWait, 60*time.Second)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	c.FetchWait = cmp.Or(c.FetchWait, 2*time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
-	c.SweepInterval = cmp.Or(c.SweepInterval, 10*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.SweepInterval = cmp.Or(c.SweepInterval, DefaultSweepInterval)
 	c.Backoff.Min = cmp.Or(c.Backoff.Min, 500*time.Millisecond)
 	c.Backoff.Max = cmp.Or(c.Backoff.Max, 5*time.Second)
 	if c.Logger == nil {
@@ -371,8 +392,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // fetchLoop binds kind's consumer, then pulls at most as many messages as
 // kind has free slots, and the Gate allows, so no message waits in a
-// client buffer while its AckWait runs. A pulled message is held (its lease kept alive) and queued
-// for dispatch at once; queue is closed when the loop ends.
+// client buffer while its AckWait runs. A pulled message is held and
+// queued for dispatch at once; queue is closed when the loop ends.
 //
 // Every failure, whether Fetch returns it or it ends the batch (no
 // responders, no answer, a leadership change, a 503), spaces the next pull
@@ -383,34 +404,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct{}, queue chan<- jetstream.Msg) {
 	defer close(queue)
 	loop := c.cfg.Reach.Loop("pull " + kind)
+	cn, err := c.bind(ctx, kind, loop)
+	if err != nil {
+		return
+	}
 	attempt := 0
-	// failed reports err and waits before the next attempt; false: stop.
-	failed := func(err error) bool {
-		loop.Fail(err)
-		c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
-		d := c.cfg.Backoff.Delay(attempt)
-		attempt++
-		return backoff.Sleep(ctx, d) == nil
-	}
-	answered := func() {
-		loop.OK()
-		attempt = 0
-	}
-
-	name := contract.ConsumerName(kind)
-	var cn jetstream.Consumer
-	for cn == nil {
-		bctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
-		var err error
-		cn, err = c.cfg.JS.Consumer(bctx, contract.JobsStream, name)
-		cancel()
-		if err != nil && (ctx.Err() != nil || !failed(fmt.Errorf("bind consumer %s: %w", name, err))) {
-			return
-		}
-	}
-	answered()
 	lastAnswer := time.Now()
-
 	for {
 		// A stopping worker starts no new pull. The select alone would
 		// take a free slot as often as it sees ctx done, and every pull
@@ -418,34 +417,12 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 		if ctx.Err() != nil {
 			return
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		free, gated, ok := c.takeSlots(ctx, kind, slots)
+		if !ok {
 			return
 		}
-		free := 1
-		for free < c.cfg.MaxInflight {
-			select {
-			case slots <- struct{}{}:
-				free++
-				continue
-			default:
-			}
-			break
-		}
-		gated := false
-		if c.cfg.Gate != nil {
-			allowed := c.cfg.Gate.Reserve(kind, free)
-			for range free - allowed {
-				<-slots
-			}
-			if allowed == 0 {
-				if backoff.Sleep(ctx, gateWait) != nil {
-					return
-				}
-				continue
-			}
-			gated, free = allowed < free, allowed
+		if free == 0 {
+			continue
 		}
 		got, err := c.pull(kind, cn, free, !gated, queue)
 		for range free - got {
@@ -464,24 +441,90 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 		}
 		switch {
 		case err != nil:
-			if ctx.Err() != nil || !failed(err) {
+			if ctx.Err() != nil {
 				return
 			}
+			loop.Fail(err)
+			c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
+			if backoff.Sleep(ctx, c.cfg.Backoff.Delay(attempt)) != nil {
+				return
+			}
+			attempt++
 		case answer:
-			answered()
+			loop.OK()
+			attempt = 0
 			lastAnswer = time.Now()
 		}
 	}
 }
 
+// bind looks kind's consumer up, with Backoff between failed attempts,
+// until ctx ends.
+func (c *Consumer) bind(ctx context.Context, kind string, loop *reach.Loop) (jetstream.Consumer, error) {
+	name := contract.ConsumerName(kind)
+	var cn jetstream.Consumer
+	err := backoff.Retry{Spacing: c.cfg.Backoff}.Do(ctx, func(ctx context.Context, _ int) error {
+		bctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+		defer cancel()
+		var err error
+		if cn, err = c.cfg.JS.Consumer(bctx, contract.JobsStream, name); err != nil {
+			if ctx.Err() != nil {
+				return backoff.Permanent(err)
+			}
+			err = fmt.Errorf("bind consumer %s: %w", name, err)
+			loop.Fail(err)
+			c.log.Debug().Err(err).Str("kind", kind).Msg("pull failed")
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	loop.OK()
+	return cn, nil
+}
+
+// takeSlots waits for one free slot of kind, takes every other free one
+// and lets the Gate bound them: free is how many a pull may fill, gated
+// whether the Gate allowed fewer than were free. With no job allowed it
+// waits gateWait and returns free 0; ok is false once ctx ends.
+func (c *Consumer) takeSlots(ctx context.Context, kind string, slots chan struct{}) (free int, gated, ok bool) {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0, false, false
+	}
+	free = 1
+	for free < c.cfg.MaxInflight {
+		select {
+		case slots <- struct{}{}:
+			free++
+			continue
+		default:
+		}
+		break
+	}
+	if c.cfg.Gate == nil {
+		return free, false, true
+	}
+	allowed := c.cfg.Gate.Reserve(kind, free)
+	for range free - allowed {
+		<-slots
+	}
+	if allowed == 0 {
+		return 0, false, backoff.Sleep(ctx, gateWait) == nil
+	}
+	return allowed, allowed < free, true
+}
+
 // pull sends one pull request for up to free messages, holds and queues
 // what arrives, and returns how many did and the error that ended the
 // batch. Without wait it takes only what is there at once: a pull the
-// fleet's quota bounds must not hold the places it reserved for FetchWait
-// while another kind of the same resource could use them. The pull is not cancelled with the worker's context: a stopping
-// worker waits for its pending pulls to end (see pullsDone). A pull that
-// gets no answer at all ends with context.DeadlineExceeded shortly after
-// FetchWait.
+// fleet's quota bounds must not keep the places it reserved for FetchWait
+// while another kind of the same resource could use them. The pull is not
+// cancelled with the worker's context: a stopping worker waits for its
+// pending pulls to end (see pullsDone). A pull that gets no answer at all
+// ends with context.DeadlineExceeded shortly after FetchWait.
 func (c *Consumer) pull(kind string, cn jetstream.Consumer, free int, wait bool, queue chan<- jetstream.Msg) (got int, err error) {
 	fctx, cancel := context.WithTimeout(context.Background(), c.cfg.FetchWait+min(c.cfg.FetchWait/9, time.Second))
 	defer cancel()
@@ -517,7 +560,7 @@ func (c *Consumer) probe(cn jetstream.Consumer) error {
 
 // dispatch starts a Handler for each queued message, at most MaxStarting
 // in their start phase at once (see Delivery.Started). A message waiting
-// for its turn is held, its lease kept alive, but no goroutine waits for
+// for its turn is held (its heartbeats sent), but no goroutine waits for
 // it: a burst of 10,000 jobs does not grow 10,000 goroutine stacks. During
 // a stop, queued messages are handed back at once.
 func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struct{}, queue <-chan jetstream.Msg) {
@@ -531,7 +574,7 @@ func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struc
 		}
 		c.cfg.Pool.Go(func() {
 			c.handle(ctx, kind, msg, started, func() {
-				c.release(msg)
+				c.drop(msg)
 				<-slots
 				c.wg.Done()
 			})
@@ -645,10 +688,10 @@ func oneLine(s string) string {
 }
 
 // heartbeats sends InProgress for every held message four times per
-// AckWait, so a job's lease outlives any wait while its worker lives, and
-// lapses soon after the worker dies.
-// A heartbeat that cannot be sent is reported to Reach; the ticker paces
-// the retries.
+// AckWait, so a held message is not delivered again while its worker
+// lives, however long its job waits, and is within AckWait of the
+// worker's death. A heartbeat that cannot be sent is reported to Reach;
+// the ticker paces the retries.
 func (c *Consumer) heartbeats(done <-chan struct{}) {
 	t := time.NewTicker(c.cfg.AckWait / 4)
 	defer t.Stop()
@@ -673,6 +716,7 @@ func (c *Consumer) heartbeats(done <-chan struct{}) {
 	}
 }
 
+// hold counts m as held (see the package doc) until drop.
 func (c *Consumer) hold(m jetstream.Msg, kind string) {
 	c.mu.Lock()
 	c.held[m] = kind
@@ -682,7 +726,8 @@ func (c *Consumer) hold(m jetstream.Msg, kind string) {
 	}
 }
 
-func (c *Consumer) release(m jetstream.Msg) {
+// drop ends m's hold once it is settled.
+func (c *Consumer) drop(m jetstream.Msg) {
 	c.mu.Lock()
 	kind := c.held[m]
 	delete(c.held, m)

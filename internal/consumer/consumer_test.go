@@ -200,7 +200,7 @@ func TestRetryNaksWithDelayAndPanicsDoNotKill(t *testing.T) {
 	})
 }
 
-func TestDetachedJobsKeepSlotsAndLeasesUntilSettled(t *testing.T) {
+func TestDetachedJobsKeepSlotsAndHeartbeatsUntilSettled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, time.Second)
 	b.publish(t, 6)
@@ -215,8 +215,8 @@ func TestDetachedJobsKeepSlotsAndLeasesUntilSettled(t *testing.T) {
 		}))
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(detached) }
 	waitFor(t, "2 detached jobs", func() bool { return count() == 2 })
-	// No goroutine waits for them, yet they hold their slots and their
-	// leases for three AckWaits.
+	// No goroutine waits for them, yet they keep their slots and are not
+	// delivered again for three AckWaits.
 	time.Sleep(3 * time.Second)
 	if i := b.info(t); count() != 2 || i.NumAckPending != 2 || i.NumRedelivered != 0 || i.NumPending != 4 {
 		t.Errorf("detached %d, ack pending %d, redelivered %d, pending %d; want 2, 2, 0, 4", count(), i.NumAckPending, i.NumRedelivered, i.NumPending)

@@ -15,40 +15,33 @@ import (
 	"github.com/sluice-dev/sluice/internal/reach"
 )
 
-// SLUICE_JOBS takes every subject under sluice.jobs. (CONTRACT.md section
-// 2), but its durable consumers deliver only sluice.jobs.<kind>. A message
-// published anywhere else (sluice.jobs.vidoe, sluice.jobs.speech.extra) is
-// acknowledged to its producer and then no consumer would ever deliver it.
-// The sweep finds such messages by the stream's subject counts (one request
-// per sweep, whatever the depth of the queue) and hands each to the Handler
-// like a delivery; settling it deletes it from the stream (Ack, Term) or
-// leaves it for the next sweep (a retry). The same counts give the jobs
-// waiting per kind.
+// SLUICE_JOBS takes every subject under sluice.jobs. (docs/producing.md),
+// but its durable consumers deliver only sluice.jobs.<kind>: a message
+// published anywhere else (sluice.jobs.vidoe, sluice.jobs.speech.extra)
+// is stored and no consumer would ever deliver it. The sweep finds such
+// messages by the stream's subject counts (one request per sweep, whatever
+// the depth of the queue) and hands each to the Handler like a delivery;
+// settling it deletes it from the stream (Ack, Term) or leaves it for the
+// next sweep (a retry). The same counts give the jobs waiting per kind.
 //
 // The sweep also hands over orphans: messages of a kind served that the
 // kind's consumer will not deliver again. SLUICE_JOBS is a work queue, so
 // an acknowledged message is deleted; one still stored at or below its
 // consumer's ack floor is neither pending nor awaiting an ack, and no
-// consumer delivers it. A long cluster fault run once left ten jobs that
-// were never delivered again, perhaps so (see docs/guarantees.md); the
-// cause was not established. The test costs one consumer info per kind
-// with messages, and messages are read only when the stream's first
-// sequence is at or below that kind's ack floor (in a healthy queue it is
-// above it, or the first message of the kind found from it is). A message
-// is handed over only when two consecutive sweeps found it orphaned: an
+// consumer delivers it (see docs/guarantees.md). Finding them costs one
+// consumer info per kind with messages; messages are read only when the
+// stream's first sequence is at or below that kind's ack floor.
+//
+// An orphan is handed over only when two consecutive sweeps found it: an
 // acknowledged message is deleted a moment after the floor passes it, and
-// a new leader may report an odd floor for a moment (a Handler that finds
-// the job finished only settles it). It goes the same way as a message on
-// a wrong subject, so the Handler's own checks decide what to do with the
-// job (Delivery.Orphaned tells it apart), but in a goroutine of its own:
-// it is a real job, which may run long. A worker does not hand over a message it is still
-// handling; nothing stops another worker's sweep from handing it over too
-// (no lease guards it), which the Handler must allow for. An orphan is a
-// job taken like a pulled one, so the Gate decides as for a pull: one
-// handed over holds a reservation, and while the Gate lets no job of the
-// kind start (the artifact store is away, the fleet's quota is full) the
-// orphan stays in the stream, found again by every sweep, and is handed
-// over by the first sweep the Gate allows it.
+// a new leader may report an odd floor for a moment. It runs in a
+// goroutine of its own (it is a real job, which may run long) and the
+// Handler's own checks decide what to do with it (Delivery.Orphaned tells
+// it apart). A worker does not hand over a message it is still handling,
+// but another worker's sweep may (no AckWait guards it): the Handler must
+// allow for that. The Gate decides as for a pull: a handover takes a
+// reservation, and while the Gate lets no job of the kind start the
+// orphan stays in the stream until a sweep the Gate allows.
 
 // sweepLoop sweeps SLUICE_JOBS at once and then every SweepInterval (with
 // up to 10% jitter, so a fleet does not sweep in step) until ctx ends.
@@ -211,7 +204,7 @@ const LogOrphanGated = "job message below its consumer's ack floor: left in the 
 // this worker is still handling it or settled it during this sweep (which
 // may have read the message before it was deleted), or the Gate lets no
 // job of kind start now. It logs (and counts) the first handover and the
-// first time the Gate held it back, and returns what is known of it then.
+// first time the Gate kept it back, and returns what is known of it then.
 func (c *Consumer) handOrphan(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, kind string, floor uint64, o orphan) orphan {
 	// Only the sweep marks a message handed over, so it cannot become busy
 	// between this check and the mark below.

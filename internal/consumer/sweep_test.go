@@ -94,8 +94,8 @@ func testHandsOverOrphansOnce(t *testing.T, b *testBundle) {
 			calls[key] = h
 		}
 		h.n.Add(1)
-		if d.Kind != "video" || d.Lease() != 5*time.Second {
-			t.Errorf("%s: kind %q, lease %s", key, d.Kind, d.Lease())
+		if d.Kind != "video" || d.AckWait() != 5*time.Second {
+			t.Errorf("%s: kind %q, ack wait %s", key, d.Kind, d.AckWait())
 		}
 		mu.Unlock()
 		if key == "job-0" {

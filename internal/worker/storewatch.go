@@ -28,9 +28,10 @@ const storeProbeTimeout = 5 * time.Second
 // jobs it could not deliver: while the store does not answer (connection
 // refused, DNS, timeouts, credentials refused, bucket missing), /readyz
 // says why and the consumer pulls nothing and its sweep hands no orphan
-// over (storeWatch is its Gate). Jobs already held go on: they keep their upstream task and retry their copies
-// until the store is back. The store going away is logged once, and its
-// return once; sluice_s3_waiting shows it meanwhile.
+// over (storeWatch is its Gate). Jobs already held go on: they keep their
+// upstream task and retry their copies until the store is back. The store
+// going away is logged once, and its return once; sluice_s3_waiting shows
+// it meanwhile.
 type storeWatch struct {
 	probe func(context.Context) error
 	// where names the store in messages: its endpoint without

@@ -60,7 +60,7 @@ type Endpoints struct {
 // cfg.ShutdownTimeout. ready, when non-nil, is called once the worker
 // consumes (tests and the demo wait for it). A stop asked for while the
 // worker is still starting (a SIGTERM while NATS is unreachable) is a clean
-// stop too: Run returns nil, since nothing was held and nothing failed.
+// stop too: Run returns nil, since no job was taken and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
 	err := run(ctx, cfg, log, ready)
 	if err != nil && ctx.Err() != nil {
@@ -72,33 +72,13 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 
 func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
 	var ep Endpoints
-	s3Key, s3Secret := cfg.S3AccessKeyID, cfg.S3SecretAccessKey
 	if cfg.Dev {
-		stack, err := devstack.Start(ctx, devstack.Config{
-			DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, S3Addr: cfg.DevS3Addr, Bucket: cfg.S3Bucket,
-			TaskTime: cfg.DevSimTaskTime, ComputeTime: cfg.DevSimComputeTime,
-		})
+		stack, err := startDev(ctx, &cfg, log)
 		if err != nil {
-			return fmt.Errorf("embedded default (SLUICE_DEV_NATS_PORT=%d, SLUICE_DEV_S3_ADDR=%s): %w", cfg.DevNATSPort, cfg.DevS3Addr, err)
+			return err
 		}
 		defer stack.Close()
-		cfg.NATSURL = stack.NATS.ClientURL()
-		cfg.S3Endpoint, cfg.S3PathStyle, cfg.S3Bucket = stack.S3.Endpoint(), true, stack.Bucket
-		cfg.S3Region = s3dev.Region
-		s3Key, s3Secret = s3dev.AccessKeyID, s3dev.SecretAccessKey
-		if cfg.MediaBaseURL == "" {
-			cfg.MediaBaseURL, cfg.MediaAPIKey = stack.SimURL, devstack.MediaAPIKey
-		}
-		if cfg.ComputeBaseURL == "" {
-			cfg.ComputeBaseURL, cfg.ComputeUser = stack.SimURL, devstack.ComputeUser
-			cfg.ComputePassword, cfg.ComputeOrgID = devstack.ComputePassword, devstack.ComputeOrgID
-			cfg.ComputeAccessKey, cfg.ComputeSecretKey = devstack.ComputeAccessKey, devstack.ComputeSecretKey
-		}
-		cfg.AllowPrivateURLs = true
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
-		log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("s3_bucket", cfg.S3Bucket).
-			Str("s3_access_key_id", s3Key).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
-			Str("simulators", stack.SimURL).Msg("embedded default started")
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
 
@@ -108,11 +88,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	m.BuildInfo(buildinfo.Read())
 	readyz := &readiness{}
 	readyz.wait("connecting to NATS")
-	var consoleSlot *lateHandler
-	if cfg.Console {
-		consoleSlot = &lateHandler{}
-	}
-	ops, err := serveOps(cfg.HTTPAddr, readyz, m, consoleSlot, log)
+	ops, consoleSlot, err := serveOps(cfg.HTTPAddr, cfg.Console, readyz, m, log)
 	if err != nil {
 		return err
 	}
@@ -128,71 +104,188 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved,
 	})
 	defer watch.Stop()
+	js, err := openJetStream(nc, watch, log)
+	if err != nil {
+		return err
+	}
+	readyz.wait("waiting for JetStream")
+	p, err := openParts(ctx, cfg, nc, js, watch, readyz, m, log)
+	if err != nil {
+		return err
+	}
+	jobs, err := consumer.New(consumerConfig(cfg, p, js, watch, m, log), p.runner)
+	if err != nil {
+		return err
+	}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	quotaDone, err := serveBackground(bg, p, nc, log)
+	if err != nil {
+		return err
+	}
+	if cfg.Console {
+		if err := startConsole(consoleSlot, nc, p.store, cfg.ConsoleToken, log); err != nil {
+			return err
+		}
+	}
+	readyz.set(nc, js)
+
+	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
+	if ready != nil {
+		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr
+		ready(ep)
+	}
+	err = jobs.Run(ctx)
+	stopBG()
+	drain(nc, quotaDone, log)
+	log.Info().Msg("worker stopped")
+	return err
+}
+
+// drain drains nc once the fleet's quotas have made their last write
+// (their slots handed back), which must go out before the connection
+// closes.
+func drain(nc *nats.Conn, quotaDone <-chan struct{}, log zerolog.Logger) {
+	<-quotaDone
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Debug().Err(err).Msg("drain")
+	}
+}
+
+// startDev starts the embedded default (SLUICE_DEV) and points cfg at it:
+// its NATS, its S3 store with its credentials, and its simulators for the
+// upstreams cfg does not name.
+func startDev(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*devstack.Stack, error) {
+	stack, err := devstack.Start(ctx, devstack.Config{
+		DataDir: cfg.DataDir, NATSPort: cfg.DevNATSPort, S3Addr: cfg.DevS3Addr, Bucket: cfg.S3Bucket,
+		TaskTime: cfg.DevSimTaskTime, ComputeTime: cfg.DevSimComputeTime,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded default (SLUICE_DEV_NATS_PORT=%d, SLUICE_DEV_S3_ADDR=%s): %w", cfg.DevNATSPort, cfg.DevS3Addr, err)
+	}
+	cfg.NATSURL = stack.NATS.ClientURL()
+	cfg.S3Endpoint, cfg.S3PathStyle, cfg.S3Bucket = stack.S3.Endpoint(), true, stack.Bucket
+	cfg.S3Region = s3dev.Region
+	cfg.S3AccessKeyID, cfg.S3SecretAccessKey = s3dev.AccessKeyID, s3dev.SecretAccessKey
+	if cfg.MediaBaseURL == "" {
+		cfg.MediaBaseURL, cfg.MediaAPIKey = stack.SimURL, devstack.MediaAPIKey
+	}
+	if cfg.ComputeBaseURL == "" {
+		cfg.ComputeBaseURL, cfg.ComputeUser = stack.SimURL, devstack.ComputeUser
+		cfg.ComputePassword, cfg.ComputeOrgID = devstack.ComputePassword, devstack.ComputeOrgID
+		cfg.ComputeAccessKey, cfg.ComputeSecretKey = devstack.ComputeAccessKey, devstack.ComputeSecretKey
+	}
+	cfg.AllowPrivateURLs = true
+	log.Info().Str("nats", cfg.NATSURL).Str("s3", cfg.S3Endpoint).Str("s3_bucket", cfg.S3Bucket).
+		Str("s3_access_key_id", cfg.S3AccessKeyID).Str("objects", filepath.Join(stack.S3.Dir(), "buckets")).
+		Str("simulators", stack.SimURL).Msg("embedded default started")
+	return stack, nil
+}
+
+// openJetStream opens JetStream over nc. A progress event whose
+// asynchronous publish fails is reported to watch's "event publishes"
+// loop: the runner does not wait for those.
+func openJetStream(nc *nats.Conn, watch *reach.Watch, log zerolog.Logger) (jetstream.JetStream, error) {
 	publishes := watch.Loop("event publishes")
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 		log.Debug().Err(err).Str("event", m.Header.Get(contract.HeaderMsgID)).Msg("progress event not published")
 		publishes.Fail(err)
 	}))
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	readyz.wait("waiting for JetStream")
-	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
-	limits := quota.Limits{
-		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
-		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
-		Containers: cfg.FleetContainers,
-	}
-	buckets, err := setUp(ctx, js, opts, limits.Any(), watch.Loop("setup"), readyz)
-	if err != nil {
-		return err
-	}
-	kv, specsKV := buckets.state, buckets.specs
-	st := state.NewStore(kv, cfg.WorkerName, nil)
-	st.Direct(nc)
-	specs := state.NewSpecs(specsKV)
-	specs.Direct(nc)
-	fleet, err := fleetQuota(buckets.quota, nc, limits, cfg, m, log)
-	if err != nil {
-		return err
-	}
+	return js, nil
+}
 
+// parts are what a worker serves jobs with, once NATS answers.
+type parts struct {
+	state  *state.Store
+	store  *artifacts.Store
+	stores *storeWatch
+	fleet  *quota.Fleet
+	pool   *gopool.Pool
+	rcfg   runner.Config
+	runner *runner.Runner
+}
+
+// openParts sets up the contract's streams and buckets and opens what a
+// job goes through: the state store, the fleet's quotas, the artifact
+// store (probed once before the first pull: a worker whose store is away
+// takes no job), the upstream clients and the runner.
+func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstream.JetStream, watch *reach.Watch,
+	readyz *readiness, m *metrics.Metrics, log zerolog.Logger) (p parts, err error) {
+	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
+	limits := fleetLimits(cfg)
+	b, err := setUp(ctx, js, opts, limits.Any(), watch.Loop("setup"), readyz)
+	if err != nil {
+		return p, err
+	}
+	p.state = state.NewStore(b.state, cfg.WorkerName, nil)
+	p.state.Direct(nc)
+	specs := state.NewSpecs(b.specs)
+	specs.Direct(nc)
+	if p.fleet, err = fleetQuota(b.quota, nc, limits, cfg, m, log); err != nil {
+		return p, err
+	}
+	if p.store, p.stores, err = openStore(ctx, cfg, m, log); err != nil {
+		return p, err
+	}
+	readyz.store = p.stores
+	// One pool of goroutines serves the consumer's handlers and the
+	// runner's waiting jobs, so a job that detaches hands its grown stack
+	// to the next.
+	p.pool = gopool.New(0)
+	p.rcfg = runner.Config{
+		Pool: p.pool, State: p.state, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName),
+		Store: p.store, Cancels: runner.NewCancels(),
+		Fetcher:    artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes}),
+		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
+		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
+		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
+		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
+		Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
+	}
+	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, log); err != nil {
+		return p, err
+	}
+	if p.runner, err = runner.New(p.rcfg); err != nil {
+		return p, err
+	}
+	if p.fleet != nil {
+		p.stores.next = p.fleet
+	}
+	return p, nil
+}
+
+// openStore opens the artifact store of cfg and its watch, and probes it
+// once.
+func openStore(ctx context.Context, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*artifacts.Store, *storeWatch, error) {
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
-		AccessKeyID: s3Key, SecretAccessKey: s3Secret,
+		AccessKeyID: cfg.S3AccessKeyID, SecretAccessKey: cfg.S3SecretAccessKey,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	store, err := artifacts.NewStore(artifacts.StoreConfig{
 		Client: s3c, Bucket: cfg.S3Bucket, Prefix: cfg.S3Prefix, PartSize: cfg.PartSize,
 		MaxUploads: cfg.CopyConcurrency, Logger: &log,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	stores := &storeWatch{probe: store.CheckBucket, where: storeWhere(cfg), log: log, m: m}
 	if cfg.S3CreateBucket {
 		stores.probe = store.EnsureBucket
 	}
-	// The first probe comes before the first pull: a worker whose store is
-	// away takes no job.
 	_ = stores.check(ctx)
-	readyz.store = stores
-	fetcher := artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes})
+	return store, stores, nil
+}
 
-	// One pool of goroutines serves the consumer's handlers and the
-	// runner's waiting jobs, so a job that detaches hands its grown stack
-	// to the next.
-	pool := gopool.New(0)
-	rcfg := runner.Config{
-		Pool: pool, State: st, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName), Store: store, Fetcher: fetcher, Cancels: runner.NewCancels(),
-		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
-		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
-		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
-		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Metrics: m, Logger: &log, Reach: watch, Quota: fleet,
-	}
+// openUpstreams adds to rcfg the clients of the upstreams cfg names (and
+// the media poller), each behind its limits.
+func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, fleet *quota.Fleet, log zerolog.Logger) (err error) {
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
 			BaseURL: cfg.MediaBaseURL, APIKey: cfg.MediaAPIKey,
@@ -217,15 +310,14 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 			return fmt.Errorf("SLUICE_COMPUTE_BASE_URL: %w", err)
 		}
 	}
-	run, err := runner.New(rcfg)
-	if err != nil {
-		return err
-	}
-	if fleet != nil {
-		stores.next = fleet
-	}
-	jobs, err := consumer.New(consumer.Config{
-		Pool: pool, Gate: stores,
+	return nil
+}
+
+// consumerConfig is the consumer of cfg's kinds: it pulls only the jobs
+// the store watch (and behind it the fleet's quotas) lets start.
+func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *reach.Watch, m *metrics.Metrics, log zerolog.Logger) consumer.Config {
+	return consumer.Config{
+		Pool: p.pool, Gate: p.stores,
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
@@ -234,51 +326,39 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 			Waiting:  m.Waiting,
 			Orphaned: m.Orphaned,
 		},
-	}, run)
+	}
+}
+
+// serveBackground starts what runs beside the consumer until bg ends: the
+// media poller, the store's probes, the fleet's quotas (quotaDone closes
+// once their last write is made) and the cancel requests' subscription.
+func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Logger) (quotaDone <-chan struct{}, err error) {
+	if p.rcfg.Poller != nil {
+		go p.rcfg.Poller.Run(bg)
+	}
+	go p.stores.run(bg)
+	done := make(chan struct{})
+	go func() { p.fleet.Run(bg); close(done) }()
+	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {
+		return done, fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
+	}
+	return done, nil
+}
+
+// startConsole puts the web console into slot, which the ops server has
+// answered 503 until now. Its job client shares nc, which Run closes: it
+// is never closed on its own.
+func startConsole(slot *lateHandler, nc *nats.Conn, store *artifacts.Store, token string, log zerolog.Logger) error {
+	jc, err := jobclient.New(nc, nil)
 	if err != nil {
 		return err
 	}
-
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	if rcfg.Poller != nil {
-		go rcfg.Poller.Run(bg)
+	cons, err := console.New(console.Config{Client: jc, Token: token, Presigner: store, Logger: &log})
+	if err != nil {
+		return err
 	}
-	go stores.run(bg)
-	quotaDone := make(chan struct{})
-	go func() { fleet.Run(bg); close(quotaDone) }()
-	if err := runner.ServeCancels(bg, nc, st, rcfg.Cancels, log); err != nil {
-		return fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
-	}
-	if cfg.Console {
-		jc, err := jobclient.New(nc, nil)
-		if err != nil {
-			return err
-		}
-		// jc shares nc, which Run closes: jc is never closed on its own.
-		cons, err := console.New(console.Config{Client: jc, Token: cfg.ConsoleToken, Presigner: store, Logger: &log})
-		if err != nil {
-			return err
-		}
-		consoleSlot.set(cons)
-	}
-	readyz.set(nc, js)
-
-	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
-	if ready != nil {
-		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr
-		ready(ep)
-	}
-	err = jobs.Run(ctx)
-	stopBG()
-	// The quota's last write (the leases handed back) goes before the
-	// connection drains.
-	<-quotaDone
-	if derr := nc.Drain(); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
-		log.Debug().Err(derr).Msg("drain")
-	}
-	log.Info().Msg("worker stopped")
-	return err
+	slot.set(cons)
+	return nil
 }
 
 // connect dials NATS, retrying with backoff until ctx ends so that a
@@ -308,18 +388,19 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 	}
 	opts = append(opts, secure...)
 	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
-	for attempt := 0; ; attempt++ {
-		nc, err := nats.Connect(cfg.NATSURL, opts...)
-		if err == nil {
-			return nc, nil
+	var nc *nats.Conn
+	err = backoff.Retry{Spacing: spacing, Jitter: backoff.JitterNone}.Do(ctx, func(_ context.Context, attempt int) error {
+		var err error
+		if nc, err = nats.Connect(cfg.NATSURL, opts...); err != nil {
+			err = sec.Explain(err)
+			log.Warn().Err(err).Str("url", redact.ServerURLs(cfg.NATSURL)).Dur("retry_in", spacing.Ceiling(attempt)).Msg("cannot connect to NATS")
 		}
-		err = sec.Explain(err)
-		delay := spacing.Ceiling(attempt)
-		log.Warn().Err(err).Str("url", redact.ServerURLs(cfg.NATSURL)).Dur("retry_in", delay).Msg("cannot connect to NATS")
-		if backoff.Sleep(ctx, delay) != nil {
-			return nil, fmt.Errorf("connect to NATS: %w", err)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
+	return nc, nil
 }
 
 // buckets are the key-value buckets a worker uses.
@@ -339,41 +420,53 @@ func setUp(ctx context.Context, js jetstream.JetStream, opts contract.Options, w
 	// pause between attempts is 5s at most, so a worker consumes within
 	// about 10s of the cluster answering again. Objects an attempt created
 	// stay, so a slow cluster needs no attempt to do everything in 5s.
-	retry := backoff.Exponential{Min: 500 * time.Millisecond, Max: 5 * time.Second}
-	for attempt := 0; ; attempt++ {
+	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 500 * time.Millisecond, Max: 5 * time.Second}}
+	err = retry.Do(ctx, func(ctx context.Context, _ int) error {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = contract.Ensure(actx, js, opts)
-		if err == nil {
-			if b.state, err = js.KeyValue(actx, contract.StateBucket); err != nil {
-				err = fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
-			}
-		}
-		if err == nil {
-			if b.specs, err = js.KeyValue(actx, contract.SpecsBucket); err != nil {
-				err = fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
-			}
-		}
-		if err == nil && withQuota {
-			if b.quota, err = js.CreateOrUpdateKeyValue(actx, quota.BucketConfig(opts.Replicas)); err != nil {
-				err = fmt.Errorf("bucket %s (SLUICE_FLEET_*): %w", quota.Bucket, err)
-			}
-		}
-		cancel()
-		if err == nil {
+		defer cancel()
+		var err error
+		if b, err = openBuckets(actx, js, opts, withQuota); err == nil {
 			loop.OK()
-			return b, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return b, err
+			return backoff.Permanent(err)
 		}
 		if reason, unreachable := reach.Reason(err); !unreachable && reason != "disconnected" {
-			return b, err
+			return backoff.Permanent(err)
 		}
 		loop.Fail(err)
 		ready.wait("waiting for JetStream: " + err.Error())
-		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
-			return b, err
+		return err
+	})
+	return b, err
+}
+
+// openBuckets is one attempt of setUp.
+func openBuckets(ctx context.Context, js jetstream.JetStream, opts contract.Options, withQuota bool) (b buckets, err error) {
+	if err := contract.Ensure(ctx, js, opts); err != nil {
+		return b, err
+	}
+	if b.state, err = js.KeyValue(ctx, contract.StateBucket); err != nil {
+		return b, fmt.Errorf("bucket %s: %w", contract.StateBucket, err)
+	}
+	if b.specs, err = js.KeyValue(ctx, contract.SpecsBucket); err != nil {
+		return b, fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
+	}
+	if withQuota {
+		if b.quota, err = js.CreateOrUpdateKeyValue(ctx, quota.BucketConfig(opts.Replicas)); err != nil {
+			return b, fmt.Errorf("bucket %s (SLUICE_FLEET_*): %w", quota.Bucket, err)
 		}
+	}
+	return b, nil
+}
+
+// fleetLimits are the fleet's quotas of cfg (SLUICE_FLEET_*).
+func fleetLimits(cfg config.Config) quota.Limits {
+	return quota.Limits{
+		MediaTasks: cfg.FleetMediaTasks, MediaRate: cfg.FleetMediaRate,
+		ComputeJobs: cfg.FleetComputeJobs, ComputeRate: cfg.FleetComputeRate,
+		Containers: cfg.FleetContainers,
 	}
 }
 
@@ -477,9 +570,10 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*h).ServeHTTP(w, r)
 }
 
-// serveOps serves /healthz, /readyz, /metrics and, when cons is not nil,
-// the web console under /console/ on addr.
-func serveOps(addr string, ready *readiness, m *metrics.Metrics, cons *lateHandler, log zerolog.Logger) (*http.Server, error) {
+// serveOps serves /healthz, /readyz, /metrics and, withConsole, the web
+// console under /console/ on addr: the console's slot answers 503 until
+// it is set.
+func serveOps(addr string, withConsole bool, ready *readiness, m *metrics.Metrics, log zerolog.Logger) (*http.Server, *lateHandler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -493,14 +587,16 @@ func serveOps(addr string, ready *readiness, m *metrics.Metrics, cons *lateHandl
 	})
 	mux.Handle("GET /metrics", m.Handler())
 	paths := "/healthz /readyz /metrics"
-	if cons != nil {
+	var cons *lateHandler
+	if withConsole {
+		cons = &lateHandler{}
 		mux.Handle(console.Prefix, cons)
 		mux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusFound))
 		paths += " /console/"
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("SLUICE_HTTP_ADDR %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("SLUICE_HTTP_ADDR %s: %w", addr, err)
 	}
 	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -509,5 +605,5 @@ func serveOps(addr string, ready *readiness, m *metrics.Metrics, cons *lateHandl
 		}
 	}()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + paths)
-	return srv, nil
+	return srv, cons, nil
 }
