@@ -123,11 +123,6 @@ func (d *Delivery) AckWait() time.Duration {
 	return d.c.cfg.AckWait
 }
 
-// Lease is AckWait.
-//
-// Deprecated: use AckWait; "lease" names the fleet quota's slots.
-func (d *Delivery) Lease() time.Duration { return d.AckWait() }
-
 // Started tells the consumer that the Handler's start phase is over: from
 // now on the job may wait long (for an upstream task, a stream, a compute
 // job) and another message may start. It is implied when Handle returns;

@@ -22,10 +22,10 @@ const (
 	// published unless that was done.
 	verdictFinished
 	// verdictBusy: an orphan (a message the sweep handed over, without a
-	// lease) of a job another delivery wrote within a lease: left to it.
+	// lease) of a job another delivery wrote within an AckWait: left to it.
 	verdictBusy
 	// verdictInSubmit: another delivery is inside its paid submit (see
-	// paying): left to it for a lease, without a write that would fence
+	// paying): left to it for an AckWait, without a write that would fence
 	// it out.
 	verdictInSubmit
 	// verdictHeldCopy: a copy, on a subject no consumer serves, of a job a
@@ -53,8 +53,8 @@ type arrival struct {
 	stray bool
 	// orphaned: handed over by the sweep (consumer.Delivery.Orphaned).
 	orphaned bool
-	// lease is the consumers' AckWait.
-	lease time.Duration
+	// ackWait is the consumers' AckWait.
+	ackWait time.Duration
 	// delivered is the message's delivery count.
 	delivered int
 	// published is when the stream stored the message (zero: unknown).
@@ -67,7 +67,7 @@ type arrival struct {
 
 func arrivalOf(d *consumer.Delivery, specErr error, maxDeliver int) arrival {
 	return arrival{
-		stray: !contract.Served(d.Msg.Subject()), orphaned: d.Orphaned(), lease: d.Lease(),
+		stray: !contract.Served(d.Msg.Subject()), orphaned: d.Orphaned(), ackWait: d.AckWait(),
 		delivered: int(d.NumDelivered()), published: d.Published(), badSpec: specErr != nil, maxDeliver: maxDeliver,
 	}
 }
@@ -81,11 +81,11 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, now time.Time) ver
 	switch {
 	case rec.Status.Terminal():
 		return verdictFinished
-	case a.orphaned && open && age < a.lease:
+	case a.orphaned && open && age < a.ackWait:
 		return verdictBusy
 	case a.stray && open:
 		return verdictHeldCopy
-	case paying(rec, spec) && age < 2*a.lease:
+	case paying(rec, spec) && age < 2*a.ackWait:
 		return verdictInSubmit
 	}
 	next := *rec
@@ -197,11 +197,11 @@ func (r *Runner) settleVerdict(ctx context.Context, j *job, v verdict, a arrival
 	case verdictBusy:
 		j.log.Info().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
 			Msg("orphaned job message: another delivery wrote the job's record within a lease; leaving the job to it")
-		return consumer.Outcome{Action: consumer.Retry, Delay: a.lease}
+		return consumer.Outcome{Action: consumer.Retry, Delay: a.ackWait}
 	case verdictInSubmit:
 		j.log.Warn().Time("updated_at", rec.UpdatedAt).Str("worker", rec.Worker).Str("status", string(rec.Status)).
 			Msg(LogLeftInSubmit)
-		return consumer.Outcome{Action: consumer.Retry, Delay: a.lease}
+		return consumer.Outcome{Action: consumer.Retry, Delay: a.ackWait}
 	case verdictHeldCopy:
 		msg := strayMessage(subject, j.kind) + "; job " + j.id + " is already held by a worker, which goes on with it"
 		j.log.Warn().Str("subject", subject).Msg("copy of a held job on a subject no worker serves; dead-lettering the copy")

@@ -11,7 +11,7 @@ import (
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	lease := 30 * time.Second
+	ackWait := 30 * time.Second
 	video := &jobspec.Spec{Video: &jobspec.Video{}}
 	stream := &jobspec.Spec{Speech: &jobspec.Speech{Mode: jobspec.ModeStream}}
 	at := func(status state.Status, age time.Duration) *state.Record {
@@ -21,7 +21,7 @@ func TestDecide(t *testing.T) {
 		rec.Cancel = &state.CancelRequest{RequestedAt: requested}
 		return rec
 	}
-	first := arrival{lease: lease, delivered: 1, maxDeliver: 3}
+	first := arrival{ackWait: ackWait, delivered: 1, maxDeliver: 3}
 	with := func(f func(*arrival)) arrival { a := first; f(&a); return a }
 	orphan := with(func(a *arrival) { a.orphaned = true })
 	stray := with(func(a *arrival) { a.stray = true })
@@ -37,15 +37,15 @@ func TestDecide(t *testing.T) {
 		{"a redelivery resumes", at(state.StatusSubmitted, time.Hour), with(func(a *arrival) { a.delivered = 2 }), video, verdictRun},
 		{"a finished job republishes", at(state.StatusSucceeded, 0), first, video, verdictFinished},
 		{"a finished job republishes even from a stray", at(state.StatusFailed, 0), stray, video, verdictFinished},
-		{"an orphan leaves a job written within a lease", at(state.StatusRunning, lease/2), orphan, video, verdictBusy},
-		{"an orphan takes over a job left alone for a lease", at(state.StatusRunning, lease), orphan, video, verdictRun},
+		{"an orphan leaves a job written within an AckWait", at(state.StatusRunning, ackWait/2), orphan, video, verdictBusy},
+		{"an orphan takes over a job left alone for an AckWait", at(state.StatusRunning, ackWait), orphan, video, verdictRun},
 		{"an orphan of a job never seen runs it", &state.Record{JobID: "j"}, orphan, video, verdictRun},
 		{"busy wins over a held copy", at(state.StatusRunning, 0), with(func(a *arrival) { a.orphaned, a.stray = true, true }), video, verdictBusy},
 		{"a stray copy of a held job is dead-lettered alone", at(state.StatusReceived, time.Hour), stray, video, verdictHeldCopy},
 		{"a stray of no held job fails", &state.Record{JobID: "j"}, stray, video, verdictStray},
 		{"a held copy wins over a paying delivery", at(state.StatusSubmitting, 0), stray, video, verdictHeldCopy},
-		{"a paid submit is left alone for two leases", at(state.StatusSubmitting, 2*lease-time.Second), first, video, verdictInSubmit},
-		{"a submit left for two leases is taken over", at(state.StatusSubmitting, 2*lease), first, video, verdictRun},
+		{"a paid submit is left alone for two AckWaits", at(state.StatusSubmitting, 2*ackWait-time.Second), first, video, verdictInSubmit},
+		{"a submit left for two leases is taken over", at(state.StatusSubmitting, 2*ackWait), first, video, verdictRun},
 		{"a stream being read is left alone", at(state.StatusCollecting, 0), first, stream, verdictInSubmit},
 		{"a stored stream is not paying", func() *state.Record {
 			rec := at(state.StatusCollecting, 0)
