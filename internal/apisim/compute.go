@@ -226,6 +226,13 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
+	// saved is the state file's content, rewritten in part by the jobs
+	// (under mu) and by the container service (under ctr.mu); its own
+	// lock is taken last.
+	saved struct {
+		mu sync.Mutex
+		st computeState
+	}
 }
 
 // NewCompute returns a compute simulator. When cfg.Root is empty it creates
@@ -251,7 +258,6 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	if !c.cfg.Letter {
 		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
 	}
-	c.loadErr = c.load()
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	if !c.cfg.Letter {
@@ -268,6 +274,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
 	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
 	c.mux = mux
+	c.loadErr = c.load()
 	return c
 }
 

@@ -267,6 +267,7 @@ func (c *Compute) containerCreate(w http.ResponseWriter, r *http.Request) {
 		s.twice[in.name] = true
 	}
 	c.counters.Add("instances:created", 1)
+	c.saveInstances()
 	writeOK(w, in.id)
 }
 
@@ -338,34 +339,47 @@ func redirectTarget(line, op string) string {
 	return p
 }
 
-// settleInstances moves every instance along to now. The caller holds
-// c.ctr.mu.
+// settleInstances moves every instance along to now, and saves them when
+// one changed. The caller holds c.ctr.mu.
 func (c *Compute) settleInstances(now time.Time) {
+	changed := false
+	defer func() {
+		if changed {
+			c.saveInstances()
+		}
+	}()
 	for _, in := range c.ctr.instances {
-		if in.status == instFailed || in.status == instStopped || in.status == instCompleted {
-			continue
+		status, ended := in.status, in.scriptEnded
+		c.settleInstance(in, now)
+		changed = changed || in.status != status || in.scriptEnded != ended
+	}
+}
+
+// settleInstance moves in along to now.
+func (c *Compute) settleInstance(in *simInstance, now time.Time) {
+	if in.status == instFailed || in.status == instStopped || in.status == instCompleted {
+		return
+	}
+	if in.timeout > 0 && !now.Before(in.created.Add(in.timeout)) {
+		if !in.scriptEnded && !in.deployFail && !in.created.Add(in.timeout).Before(in.scriptEndAt()) {
+			c.endScript(in)
 		}
-		if in.timeout > 0 && !now.Before(in.created.Add(in.timeout)) {
-			if !in.scriptEnded && !in.deployFail && !in.created.Add(in.timeout).Before(in.scriptEndAt()) {
-				c.endScript(in)
-			}
-			in.status, in.endTime = instStopped, in.created.Add(in.timeout)
-			continue
-		}
-		switch {
-		case now.Before(in.created.Add(in.waitFor)):
-			in.status = instWaiting
-		case now.Before(in.startAt()):
-			in.status = instDeploying
-		case in.deployFail:
-			in.status, in.endTime = instFailed, in.startAt()
-		default:
-			in.status = instRunning
-			if !in.scriptEnded && !now.Before(in.scriptEndAt()) {
-				c.endScript(in)
-				if in.complete {
-					in.status, in.endTime = instCompleted, in.scriptEndAt()
-				}
+		in.status, in.endTime = instStopped, in.created.Add(in.timeout)
+		return
+	}
+	switch {
+	case now.Before(in.created.Add(in.waitFor)):
+		in.status = instWaiting
+	case now.Before(in.startAt()):
+		in.status = instDeploying
+	case in.deployFail:
+		in.status, in.endTime = instFailed, in.startAt()
+	default:
+		in.status = instRunning
+		if !in.scriptEnded && !now.Before(in.scriptEndAt()) {
+			c.endScript(in)
+			if in.complete {
+				in.status, in.endTime = instCompleted, in.scriptEndAt()
 			}
 		}
 	}
@@ -546,5 +560,6 @@ func (c *Compute) containerDelete(w http.ResponseWriter, r *http.Request) {
 		s.alive[in.name]--
 		c.counters.Add("instances:deleted", 1)
 	}
+	c.saveInstances()
 	writeOK(w, nil)
 }
