@@ -72,8 +72,9 @@ type containerSim struct {
 	mu        sync.Mutex
 	instances map[string]*simInstance
 	next      int
-	alive     map[string]int  // instanceServiceName → instances alive
-	twice     map[string]bool // names that had two instances alive at once
+	alive     map[string]int   // instanceServiceName → instances alive
+	twice     map[string]bool  // names that had two instances alive at once
+	creates   map[string]int64 // instanceServiceName → instances created
 	// failCreates, failDeletes: the next so many creates or deletes
 	// answer the platform's error envelope.
 	failCreates, failDeletes int
@@ -106,7 +107,7 @@ func (i *simInstance) scriptEndAt() time.Time {
 
 // registerContainers adds the container routes to mux (platform mode).
 func (c *Compute) registerContainers(mux *http.ServeMux) {
-	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}}
+	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}, creates: map[string]int64{}}
 	base := "/ai/openapi/v2/instance-service"
 	c.handle(mux, "GET "+base+"/resources", EndpointContainerResources, c.containerResources)
 	c.handle(mux, "POST "+base+"/task", EndpointContainerCreate, c.containerCreate)
@@ -168,6 +169,17 @@ func (c *Compute) ContainersTwiceAlive() []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// ContainerCreates reports how many instances named name were created
+// (sluice names an instance after its job).
+func (c *Compute) ContainerCreates(name string) int64 {
+	if c.ctr == nil {
+		return 0
+	}
+	c.ctr.mu.Lock()
+	defer c.ctr.mu.Unlock()
+	return c.ctr.creates[name]
 }
 
 // ContainerAlive lists the ids of the instances alive.
@@ -263,6 +275,7 @@ func (c *Compute) containerCreate(w http.ResponseWriter, r *http.Request) {
 	in.readStartScript(script)
 	s.instances[in.id] = in
 	s.alive[in.name]++
+	s.creates[in.name]++
 	if s.alive[in.name] > 1 {
 		s.twice[in.name] = true
 	}

@@ -63,6 +63,7 @@ type computeState struct {
 	Created      int64            `json:"instances_created,omitempty"`
 	Deleted      int64            `json:"instances_deleted,omitempty"`
 	TwiceAlive   []string         `json:"twice_alive,omitempty"`
+	Creates      map[string]int64 `json:"instance_creates,omitempty"`
 }
 
 type savedJob struct {
@@ -149,8 +150,10 @@ func (c *Compute) saveInstances() {
 	}
 	twice := slices.Sorted(maps.Keys(s.twice))
 	created, deleted := c.counters.Get("instances:created"), c.counters.Get("instances:deleted")
+	creates := maps.Clone(s.creates)
 	c.writeState(func(st *computeState) {
 		st.NextInstance, st.Instances, st.Created, st.Deleted, st.TwiceAlive = s.next, list, created, deleted, twice
+		st.Creates = creates
 	})
 }
 
@@ -221,6 +224,7 @@ func (c *Compute) load() error {
 	for _, name := range st.TwiceAlive {
 		s.twice[name] = true
 	}
+	maps.Copy(s.creates, st.Creates)
 	c.counters.Add("instances:created", st.Created)
 	c.counters.Add("instances:deleted", st.Deleted)
 	return nil

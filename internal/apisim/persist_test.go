@@ -180,7 +180,8 @@ func TestContainerSimStateSurvivesRestart(t *testing.T) {
 	if err := sim3.StateErr(); err != nil {
 		t.Fatal(err)
 	}
-	if created, deleted, alive := sim3.ContainerCounts(); created != 2 || deleted != 2 || alive != 0 || len(sim3.ContainersTwiceAlive()) != 0 {
+	if created, deleted, alive := sim3.ContainerCounts(); created != 2 || deleted != 2 || alive != 0 || len(sim3.ContainersTwiceAlive()) != 0 ||
+		sim3.ContainerCreates("sluice-kept") != 1 {
 		t.Errorf("after the second restart: created %d, deleted %d, alive %d", created, deleted, alive)
 	}
 }
