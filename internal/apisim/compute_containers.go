@@ -75,6 +75,7 @@ type containerSim struct {
 	alive     map[string]int   // instanceServiceName → instances alive
 	twice     map[string]bool  // names that had two instances alive at once
 	creates   map[string]int64 // instanceServiceName → instances created
+	times     map[string]ContainerTimes
 	// failCreates, failDeletes: the next so many creates or deletes
 	// answer the platform's error envelope.
 	failCreates, failDeletes int
@@ -107,7 +108,8 @@ func (i *simInstance) scriptEndAt() time.Time {
 
 // registerContainers adds the container routes to mux (platform mode).
 func (c *Compute) registerContainers(mux *http.ServeMux) {
-	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}, creates: map[string]int64{}}
+	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}, creates: map[string]int64{},
+		times: map[string]ContainerTimes{}}
 	base := "/ai/openapi/v2/instance-service"
 	c.handle(mux, "GET "+base+"/resources", EndpointContainerResources, c.containerResources)
 	c.handle(mux, "POST "+base+"/task", EndpointContainerCreate, c.containerCreate)
@@ -180,6 +182,25 @@ func (c *Compute) ContainerCreates(name string) int64 {
 	c.ctr.mu.Lock()
 	defer c.ctr.mu.Unlock()
 	return c.ctr.creates[name]
+}
+
+// ContainerTimes is when the first instance of a name was created and
+// when its script ended (zero until it has): the instant the simulated
+// run was due to end, not when a poll noticed.
+type ContainerTimes struct {
+	Created, ScriptEnded time.Time
+}
+
+// ContainerTimesOf returns the times of the first instance named name,
+// kept after it is deleted (not across a restart).
+func (c *Compute) ContainerTimesOf(name string) (ContainerTimes, bool) {
+	if c.ctr == nil {
+		return ContainerTimes{}, false
+	}
+	c.ctr.mu.Lock()
+	defer c.ctr.mu.Unlock()
+	t, ok := c.ctr.times[name]
+	return t, ok
 }
 
 // ContainerAlive lists the ids of the instances alive.
@@ -276,6 +297,9 @@ func (c *Compute) containerCreate(w http.ResponseWriter, r *http.Request) {
 	s.instances[in.id] = in
 	s.alive[in.name]++
 	s.creates[in.name]++
+	if _, seen := s.times[in.name]; !seen {
+		s.times[in.name] = ContainerTimes{Created: now}
+	}
 	if s.alive[in.name] > 1 {
 		s.twice[in.name] = true
 	}
@@ -402,6 +426,14 @@ func (c *Compute) settleInstance(in *simInstance, now time.Time) {
 // last.
 func (c *Compute) endScript(in *simInstance) {
 	in.scriptEnded = true
+	if t, ok := c.ctr.times[in.name]; ok && t.ScriptEnded.IsZero() {
+		// A script cut short by the timeout ends with the instance.
+		t.ScriptEnded = in.scriptEndAt()
+		if stop := in.created.Add(in.timeout); in.timeout > 0 && stop.Before(t.ScriptEnded) {
+			t.ScriptEnded = stop
+		}
+		c.ctr.times[in.name] = t
+	}
 	var stdout, stderr strings.Builder
 	code := 0
 lines:
