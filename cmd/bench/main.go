@@ -1,8 +1,11 @@
 // Command bench runs sluice's benchmarks against their floors (see
 // BENCHMARKS.md and internal/bench). "bench run" measures every figure and
 // prints a Markdown report; "bench peer" runs sluice and its River +
-// Postgres peer (bench/riverpeer) side by side and prints their table. The
-// other subcommands are the helper processes they start: "floor" (the bare
+// Postgres peer (bench/riverpeer) side by side and prints their table;
+// "bench container" runs container jobs one at a time through a worker in
+// the bench's own process against the compute simulator and prints their
+// upstream calls and the worker's latencies around the platform's. The other
+// subcommands are the helper processes they start: "floor" (the bare
 // floor pipeline), "natsserve" (NATS in a process of its own, for bench
 // peer), "s3serve" (the embedded S3
 // store in a process of its own, for -p4-store embedded), "upload" (a
@@ -22,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/bench"
 )
@@ -47,12 +51,14 @@ func main() {
 		err = runS3(ctx)
 	case "upload":
 		err = runUpload(ctx)
+	case "container":
+		err = runContainer(ctx)
 	case "worker":
 		pprofAddr := flag.String("pprof", "127.0.0.1:0", "address of net/http/pprof")
 		flag.Parse()
 		err = bench.RunProfiledWorker(ctx, *pprofAddr)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want run, peer, floor, natsserve, s3serve, upload or worker)", cmd)
+		err = fmt.Errorf("unknown subcommand %q (want run, peer, container, floor, natsserve, s3serve, upload or worker)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -222,5 +228,26 @@ func runUpload(ctx context.Context) error {
 		return err
 	}
 	fmt.Println("RESULT", string(b))
+	return nil
+}
+
+func runContainer(ctx context.Context) error {
+	var o bench.ContainerOptions
+	flag.IntVar(&o.Jobs, "jobs", 10, "container jobs, run one after the other")
+	flag.DurationVar(&o.QueuedFor, "queued", time.Second, "how long an instance waits and deploys before its script starts")
+	flag.DurationVar(&o.RunFor, "run", 2*time.Second, "how long the script runs")
+	flag.DurationVar(&o.ComputePoll, "poll", 500*time.Millisecond, "the worker's SLUICE_COMPUTE_POLL_INTERVAL")
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "sluice-bench-container-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	o.Dir = dir
+	f, err := bench.Container(ctx, o)
+	if err != nil {
+		return err
+	}
+	bench.WriteContainer(os.Stdout, f)
 	return nil
 }

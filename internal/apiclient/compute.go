@@ -174,11 +174,28 @@ type Compute struct {
 // tokenState is one cached token. worked records that some call succeeded
 // with it, which makes a later error envelope look like expiry. refreshAt,
 // when not zero, is when the token is replaced before a call: shortly
-// before the expireTime its JWT payload carries.
+// before the expireTime its JWT payload carries. confirmedAt is when a
+// refresh last handed this same token back.
 type tokenState struct {
-	entry     TokenEntry
-	refreshAt atomic.Int64 // unix nanoseconds; 0 = none
-	worked    atomic.Bool
+	entry       TokenEntry
+	refreshAt   atomic.Int64 // unix nanoseconds; 0 = none
+	worked      atomic.Bool
+	confirmedAt atomic.Int64 // unix nanoseconds; 0 = never
+}
+
+// tokenConfirmedFor is how long after a refresh handed the same token
+// back an error envelope is taken for the call's own error, not the
+// token's expiry: a token lives for hours, and a call that expects error
+// envelopes (the exit status file polled before it exists) would
+// otherwise log in again at every poll.
+const tokenConfirmedFor = time.Minute
+
+// expiryPossible reports whether an error envelope answered with this
+// token may mean it expired: it worked before, and no refresh confirmed it
+// within tokenConfirmedFor of now.
+func (t *tokenState) expiryPossible(now time.Time) bool {
+	at := t.confirmedAt.Load()
+	return t.worked.Load() && (at == 0 || now.Sub(time.Unix(0, at)) >= tokenConfirmedFor)
 }
 
 // NewCompute validates cfg and returns a client. Nothing is sent until the
@@ -362,6 +379,7 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 				// The platform handed the same token back: refreshing
 				// ahead of its expiry again would only repeat this.
 				old.refreshAt.Store(0)
+				old.confirmedAt.Store(now.UnixNano())
 				states[i] = old
 			}
 		}

@@ -207,7 +207,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			}
 		case outEnvelope:
 			env := o.env
-			if rq.auth && !refreshed && tok.worked.Load() {
+			if rq.auth && !refreshed && tok.expiryPossible(c.cfg.Now()) {
 				// The token worked before: the error may be its expiry.
 				// A refresh that hands back the same token says it was not.
 				refreshed = true

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
@@ -102,6 +103,29 @@ func TestComputeTokenRefresh(t *testing.T) {
 		}
 		if n := b.count("requests:compute.queues:200"); n != 1 {
 			t.Errorf("queue calls = %d, want 1: the refreshed token was the same", n)
+		}
+	})
+
+	t.Run("a token confirmed by a refresh is not refreshed again for a minute", func(t *testing.T) {
+		t.Parallel()
+		b := setupCompute(t, computeOpts{})
+		s := b.session(t)
+		// The first error envelope refreshes and gets the same token back;
+		// the next ones within a minute are the calls' own errors.
+		for range 3 {
+			if _, err := s.Queues(ctx, "mallory", "2001"); err == nil {
+				t.Fatal("Queues of another user succeeded")
+			}
+		}
+		if n := b.count("requests:compute.tokens:200"); n != 2 {
+			t.Errorf("token calls = %d, want 2 (one refresh)", n)
+		}
+		b.clock.Advance(time.Minute)
+		if _, err := s.Queues(ctx, "mallory", "2001"); err == nil {
+			t.Fatal("Queues of another user succeeded")
+		}
+		if n := b.count("requests:compute.tokens:200"); n != 3 {
+			t.Errorf("token calls after a minute = %d, want 3 (the envelope may mean expiry again)", n)
 		}
 	})
 

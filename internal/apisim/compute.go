@@ -256,6 +256,13 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
+	// saved is the state file's content, rewritten in part by the jobs
+	// (under mu) and by the container service (under ctr.mu); its own
+	// lock is taken last.
+	saved struct {
+		mu sync.Mutex
+		st computeState
+	}
 }
 
 // NewCompute returns a compute simulator. When cfg.Root is empty it creates
@@ -281,7 +288,6 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	if !c.cfg.Letter {
 		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
 	}
-	c.loadErr = c.load()
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	if !c.cfg.Letter {
@@ -301,6 +307,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		c.registerPlatformJobs(mux)
 	}
 	c.mux = mux
+	c.loadErr = c.load()
 	return c
 }
 

@@ -72,8 +72,10 @@ type containerSim struct {
 	mu        sync.Mutex
 	instances map[string]*simInstance
 	next      int
-	alive     map[string]int  // instanceServiceName → instances alive
-	twice     map[string]bool // names that had two instances alive at once
+	alive     map[string]int   // instanceServiceName → instances alive
+	twice     map[string]bool  // names that had two instances alive at once
+	creates   map[string]int64 // instanceServiceName → instances created
+	times     map[string]ContainerTimes
 	// failCreates, failDeletes: the next so many creates or deletes
 	// answer the platform's error envelope.
 	failCreates, failDeletes int
@@ -106,7 +108,8 @@ func (i *simInstance) scriptEndAt() time.Time {
 
 // registerContainers adds the container routes to mux (platform mode).
 func (c *Compute) registerContainers(mux *http.ServeMux) {
-	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}}
+	c.ctr = &containerSim{instances: map[string]*simInstance{}, alive: map[string]int{}, twice: map[string]bool{}, creates: map[string]int64{},
+		times: map[string]ContainerTimes{}}
 	base := "/ai/openapi/v2/instance-service"
 	c.handle(mux, "GET "+base+"/resources", EndpointContainerResources, c.containerResources)
 	c.handle(mux, "POST "+base+"/task", EndpointContainerCreate, c.containerCreate)
@@ -168,6 +171,36 @@ func (c *Compute) ContainersTwiceAlive() []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// ContainerCreates reports how many instances named name were created
+// (sluice names an instance after its job).
+func (c *Compute) ContainerCreates(name string) int64 {
+	if c.ctr == nil {
+		return 0
+	}
+	c.ctr.mu.Lock()
+	defer c.ctr.mu.Unlock()
+	return c.ctr.creates[name]
+}
+
+// ContainerTimes is when the first instance of a name was created and
+// when its script ended (zero until it has): the instant the simulated
+// run was due to end, not when a poll noticed.
+type ContainerTimes struct {
+	Created, ScriptEnded time.Time
+}
+
+// ContainerTimesOf returns the times of the first instance named name,
+// kept after it is deleted (not across a restart).
+func (c *Compute) ContainerTimesOf(name string) (ContainerTimes, bool) {
+	if c.ctr == nil {
+		return ContainerTimes{}, false
+	}
+	c.ctr.mu.Lock()
+	defer c.ctr.mu.Unlock()
+	t, ok := c.ctr.times[name]
+	return t, ok
 }
 
 // ContainerAlive lists the ids of the instances alive.
@@ -263,10 +296,15 @@ func (c *Compute) containerCreate(w http.ResponseWriter, r *http.Request) {
 	in.readStartScript(script)
 	s.instances[in.id] = in
 	s.alive[in.name]++
+	s.creates[in.name]++
+	if _, seen := s.times[in.name]; !seen {
+		s.times[in.name] = ContainerTimes{Created: now}
+	}
 	if s.alive[in.name] > 1 {
 		s.twice[in.name] = true
 	}
 	c.counters.Add("instances:created", 1)
+	c.saveInstances()
 	writeOK(w, in.id)
 }
 
@@ -338,34 +376,47 @@ func redirectTarget(line, op string) string {
 	return p
 }
 
-// settleInstances moves every instance along to now. The caller holds
-// c.ctr.mu.
+// settleInstances moves every instance along to now, and saves them when
+// one changed. The caller holds c.ctr.mu.
 func (c *Compute) settleInstances(now time.Time) {
+	changed := false
+	defer func() {
+		if changed {
+			c.saveInstances()
+		}
+	}()
 	for _, in := range c.ctr.instances {
-		if in.status == instFailed || in.status == instStopped || in.status == instCompleted {
-			continue
+		status, ended := in.status, in.scriptEnded
+		c.settleInstance(in, now)
+		changed = changed || in.status != status || in.scriptEnded != ended
+	}
+}
+
+// settleInstance moves in along to now.
+func (c *Compute) settleInstance(in *simInstance, now time.Time) {
+	if in.status == instFailed || in.status == instStopped || in.status == instCompleted {
+		return
+	}
+	if in.timeout > 0 && !now.Before(in.created.Add(in.timeout)) {
+		if !in.scriptEnded && !in.deployFail && !in.created.Add(in.timeout).Before(in.scriptEndAt()) {
+			c.endScript(in)
 		}
-		if in.timeout > 0 && !now.Before(in.created.Add(in.timeout)) {
-			if !in.scriptEnded && !in.deployFail && !in.created.Add(in.timeout).Before(in.scriptEndAt()) {
-				c.endScript(in)
-			}
-			in.status, in.endTime = instStopped, in.created.Add(in.timeout)
-			continue
-		}
-		switch {
-		case now.Before(in.created.Add(in.waitFor)):
-			in.status = instWaiting
-		case now.Before(in.startAt()):
-			in.status = instDeploying
-		case in.deployFail:
-			in.status, in.endTime = instFailed, in.startAt()
-		default:
-			in.status = instRunning
-			if !in.scriptEnded && !now.Before(in.scriptEndAt()) {
-				c.endScript(in)
-				if in.complete {
-					in.status, in.endTime = instCompleted, in.scriptEndAt()
-				}
+		in.status, in.endTime = instStopped, in.created.Add(in.timeout)
+		return
+	}
+	switch {
+	case now.Before(in.created.Add(in.waitFor)):
+		in.status = instWaiting
+	case now.Before(in.startAt()):
+		in.status = instDeploying
+	case in.deployFail:
+		in.status, in.endTime = instFailed, in.startAt()
+	default:
+		in.status = instRunning
+		if !in.scriptEnded && !now.Before(in.scriptEndAt()) {
+			c.endScript(in)
+			if in.complete {
+				in.status, in.endTime = instCompleted, in.scriptEndAt()
 			}
 		}
 	}
@@ -375,6 +426,14 @@ func (c *Compute) settleInstances(now time.Time) {
 // last.
 func (c *Compute) endScript(in *simInstance) {
 	in.scriptEnded = true
+	if t, ok := c.ctr.times[in.name]; ok && t.ScriptEnded.IsZero() {
+		// A script cut short by the timeout ends with the instance.
+		t.ScriptEnded = in.scriptEndAt()
+		if stop := in.created.Add(in.timeout); in.timeout > 0 && stop.Before(t.ScriptEnded) {
+			t.ScriptEnded = stop
+		}
+		c.ctr.times[in.name] = t
+	}
 	var stdout, stderr strings.Builder
 	code := 0
 lines:
@@ -546,5 +605,6 @@ func (c *Compute) containerDelete(w http.ResponseWriter, r *http.Request) {
 		s.alive[in.name]--
 		c.counters.Add("instances:deleted", 1)
 	}
+	c.saveInstances()
 	writeOK(w, nil)
 }

@@ -5,17 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
 // A simulator with a state file (MediaConfig.StateFile,
 // ComputeConfig.StateFile) keeps the records of what it accepted there,
 // rewritten after each change, and reads them back when it starts: a
-// restarted simulator (the dev worker's, SLUICE_DEV) still knows the tasks
-// and jobs a resumed job asks about, and their clocks go on from their
-// recorded times.
+// restarted simulator (the dev worker's, SLUICE_DEV) still knows the
+// tasks, jobs and container instances a resumed job asks about, and their
+// clocks go on from their recorded times.
 
 // saveJSON writes v to path through a temporary file and a rename, so a
 // crash leaves the old file or the new one, never half of one.
@@ -49,11 +51,19 @@ func loadJSON(path string, v any) error {
 	return nil
 }
 
-// computeState is the compute simulator's state file.
+// computeState is the compute simulator's state file: its jobs, and in
+// platform mode its container instances with the counters the tests and
+// the chaos verdict read (created, deleted, names that had two alive).
 type computeState struct {
-	NextJob int64            `json:"next_job"`
-	Submits map[string]int64 `json:"submits"`
-	Jobs    []savedJob       `json:"jobs"`
+	NextJob      int64            `json:"next_job"`
+	Submits      map[string]int64 `json:"submits"`
+	Jobs         []savedJob       `json:"jobs"`
+	NextInstance int              `json:"next_instance,omitempty"`
+	Instances    []savedInstance  `json:"instances,omitempty"`
+	Created      int64            `json:"instances_created,omitempty"`
+	Deleted      int64            `json:"instances_deleted,omitempty"`
+	TwiceAlive   []string         `json:"twice_alive,omitempty"`
+	Creates      map[string]int64 `json:"instance_creates,omitempty"`
 }
 
 type savedJob struct {
@@ -85,15 +95,39 @@ type savedJob struct {
 	EndedAt      time.Time     `json:"ended_at"`
 }
 
-// save writes the state file, if any; call with c.mu held. A failed
-// write is counted ("state:save_failed"): the simulator goes on in memory.
+type savedInstance struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	ClusterID   string         `json:"cluster_id"`
+	Status      string         `json:"status"`
+	Request     map[string]any `json:"request"`
+	Created     time.Time      `json:"created"`
+	WaitFor     time.Duration  `json:"wait_for"`
+	Deploy      time.Duration  `json:"deploy"`
+	RunFor      time.Duration  `json:"run_for"`
+	Timeout     time.Duration  `json:"timeout"`
+	DeployFail  bool           `json:"deploy_fail"`
+	Complete    bool           `json:"complete"`
+	WorkDir     string         `json:"work_dir"`
+	Body        []string       `json:"body"`
+	Stdout      string         `json:"stdout"`
+	Stderr      string         `json:"stderr"`
+	ExitFile    string         `json:"exit_file"`
+	ScriptEnded bool           `json:"script_ended"`
+	ExitCode    int            `json:"exit_code"`
+	EndTime     time.Time      `json:"end_time"`
+}
+
+// save writes the state file with the jobs as they are, if there is a
+// file; call with c.mu held. A failed write is counted
+// ("state:save_failed"): the simulator goes on in memory.
 func (c *Compute) save() {
 	if c.cfg.StateFile == "" {
 		return
 	}
-	st := computeState{NextJob: c.nextJob, Submits: c.submits, Jobs: make([]savedJob, 0, len(c.jobs))}
+	jobs := make([]savedJob, 0, len(c.jobs))
 	for _, j := range c.jobs {
-		st.Jobs = append(st.Jobs, savedJob{
+		jobs = append(jobs, savedJob{
 			ID: j.id, Name: j.name, Queue: j.queue, ClusterID: j.cluster.id, WorkDir: j.workDir, Script: j.script,
 			Stdout: j.stdout, Stderr: j.stderr, Nodes: j.nodes, PPN: j.ppn, Wall: j.wall, SubmitType: j.submitType,
 			Lines: j.lines, SubmitAt: j.submitAt, QueuedFor: j.queuedFor, RunFor: j.runFor, Vanish: j.vanish,
@@ -101,7 +135,42 @@ func (c *Compute) save() {
 			Phase: j.phase, ExitCode: j.exitCode, Cause: j.cause, EndedAt: j.endedAt,
 		})
 	}
-	if err := saveJSON(c.cfg.StateFile, st); err != nil {
+	c.writeState(func(st *computeState) {
+		st.NextJob, st.Submits, st.Jobs = c.nextJob, maps.Clone(c.submits), jobs
+	})
+}
+
+// saveInstances writes the state file with the container instances as
+// they are, if there is a file; call with c.ctr.mu held.
+func (c *Compute) saveInstances() {
+	if c.cfg.StateFile == "" {
+		return
+	}
+	s := c.ctr
+	list := make([]savedInstance, 0, len(s.instances))
+	for _, in := range s.instances {
+		list = append(list, savedInstance{
+			ID: in.id, Name: in.name, ClusterID: in.cluster, Status: in.status, Request: in.req, Created: in.created,
+			WaitFor: in.waitFor, Deploy: in.deploy, RunFor: in.runFor, Timeout: in.timeout, DeployFail: in.deployFail,
+			Complete: in.complete, WorkDir: in.workDir, Body: in.body, Stdout: in.stdout, Stderr: in.stderr,
+			ExitFile: in.exitFile, ScriptEnded: in.scriptEnded, ExitCode: in.exitCode, EndTime: in.endTime,
+		})
+	}
+	twice := slices.Sorted(maps.Keys(s.twice))
+	created, deleted := c.counters.Get("instances:created"), c.counters.Get("instances:deleted")
+	creates := maps.Clone(s.creates)
+	c.writeState(func(st *computeState) {
+		st.NextInstance, st.Instances, st.Created, st.Deleted, st.TwiceAlive = s.next, list, created, deleted, twice
+		st.Creates = creates
+	})
+}
+
+// writeState applies set to the saved state and writes it.
+func (c *Compute) writeState(set func(*computeState)) {
+	c.saved.mu.Lock()
+	defer c.saved.mu.Unlock()
+	set(&c.saved.st)
+	if err := saveJSON(c.cfg.StateFile, c.saved.st); err != nil {
 		c.counters.Add("state:save_failed", 1)
 	}
 }
@@ -115,19 +184,23 @@ func (c *Compute) load() error {
 	if err := loadJSON(c.cfg.StateFile, &st); err != nil {
 		return err
 	}
+	c.saved.st = st
 	c.nextJob = max(c.nextJob, st.NextJob)
 	for name, n := range st.Submits {
 		c.submits[name] = n
 	}
-	for _, s := range st.Jobs {
-		var cl *simCluster
+	cluster := func(what, id, clusterID string) (*simCluster, error) {
 		for _, x := range c.clusters {
-			if x.id == s.ClusterID {
-				cl = x
+			if x.id == clusterID {
+				return x, nil
 			}
 		}
-		if cl == nil {
-			return fmt.Errorf("apisim: state file %s: job %s is on unknown cluster %q", c.cfg.StateFile, s.ID, s.ClusterID)
+		return nil, fmt.Errorf("apisim: state file %s: %s %s is on unknown cluster %q", c.cfg.StateFile, what, id, clusterID)
+	}
+	for _, s := range st.Jobs {
+		cl, err := cluster("job", s.ID, s.ClusterID)
+		if err != nil {
+			return err
 		}
 		c.jobs[s.ID] = &simJob{
 			id: s.ID, name: s.Name, queue: s.Queue, cluster: cl, workDir: s.WorkDir, script: s.Script,
@@ -141,6 +214,32 @@ func (c *Compute) load() error {
 			j.endedAt = j.endAt()
 		}
 	}
+	if len(st.Instances) > 0 && c.ctr == nil {
+		return fmt.Errorf("apisim: state file %s: it holds container instances, which the letter mode has no service for", c.cfg.StateFile)
+	}
+	if c.ctr == nil {
+		return nil
+	}
+	s := c.ctr
+	s.next = max(s.next, st.NextInstance)
+	for _, v := range st.Instances {
+		if _, err := cluster("instance", v.ID, v.ClusterID); err != nil {
+			return err
+		}
+		s.instances[v.ID] = &simInstance{
+			id: v.ID, name: v.Name, cluster: v.ClusterID, status: v.Status, req: v.Request, created: v.Created,
+			waitFor: v.WaitFor, deploy: v.Deploy, runFor: v.RunFor, timeout: v.Timeout, deployFail: v.DeployFail,
+			complete: v.Complete, workDir: v.WorkDir, body: v.Body, stdout: v.Stdout, stderr: v.Stderr,
+			exitFile: v.ExitFile, scriptEnded: v.ScriptEnded, exitCode: v.ExitCode, endTime: v.EndTime,
+		}
+		s.alive[v.Name]++
+	}
+	for _, name := range st.TwiceAlive {
+		s.twice[name] = true
+	}
+	maps.Copy(s.creates, st.Creates)
+	c.counters.Add("instances:created", st.Created)
+	c.counters.Add("instances:deleted", st.Deleted)
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package apisim_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -102,3 +104,86 @@ func TestSimStateFileCorrupt(t *testing.T) {
 		t.Errorf("compute: %v", err)
 	}
 }
+
+// A compute simulator with a state file that is restarted still knows its
+// container instances: a running one runs on and completes, the counters
+// of created and deleted instances go on, a delete after the restart
+// leaves none alive, and a new instance gets a new id.
+func TestContainerSimStateSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	root, file := t.TempDir(), filepath.Join(t.TempDir(), "sim", "compute.json")
+	b := setupComputeSim(t, func(c *apisim.ComputeConfig) { c.Root, c.StateFile = root, file })
+	tok, _ := b.tokens(t)
+	create := func(b *csBundle, tok, name string) string {
+		t.Helper()
+		body := `{"instanceServiceName":"` + name + `","taskType":"ssh","acceleratorType":"gpu","version":"torch:2.1",
+			"imagePath":"reg:5000/gpu/torch:2.1","resourceGroup":"TeslaM40","cpuNumber":4,"gpuNumber":1,"ramSize":1024,
+			"taskNumber":1,"timeoutLimit":"01:00:00","useStartScript":true,"startScriptActionScope":"all",
+			"startScriptContent":"#SIM complete\necho hi\n"}`
+		a := b.postJSON(t, ctrBase+"/task", tok, body)
+		var id string
+		if a.Code != "0" || json.Unmarshal(a.Data, &id) != nil || id == "" {
+			t.Fatalf("create: %s", a.raw)
+		}
+		return id
+	}
+	status := func(b *csBundle, tok, id string) string {
+		t.Helper()
+		a := b.get(t, ctrBase+"/"+id+"/detail", tok)
+		var d struct{ Status string }
+		if a.Code != "0" || json.Unmarshal(a.Data, &d) != nil {
+			t.Fatalf("detail: %s", a.raw)
+		}
+		return d.Status
+	}
+	id := create(b, tok, "sluice-kept")
+	b.clock.Advance(20 * time.Second)
+	if s := status(b, tok, id); s != "Running" {
+		t.Fatalf("before the restart: %s", s)
+	}
+
+	// The restart: a new simulator on the same files and clock.
+	sim := apisim.NewCompute(apisim.ComputeConfig{
+		User: csUser, Password: csPass, OrgID: csOrg, QueuedFor: 10 * time.Second, RunFor: time.Minute,
+		Now: b.clock.Now, Root: root, StateFile: file,
+	})
+	if err := sim.StateErr(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	b2 := &csBundle{sim: sim, srv: srv, clock: b.clock}
+	tok, _ = b2.tokens(t)
+	if s := status(b2, tok, id); s != "Running" {
+		t.Fatalf("after the restart: %s", s)
+	}
+	b.clock.Advance(time.Minute)
+	if s := status(b2, tok, id); s != "Completed" {
+		t.Fatalf("after the run: %s", s)
+	}
+	if created, deleted, alive := sim.ContainerCounts(); created != 1 || deleted != 0 || alive != 1 {
+		t.Errorf("after the restart: created %d, deleted %d, alive %d", created, deleted, alive)
+	}
+	id2 := create(b2, tok, "sluice-next")
+	if id2 == id {
+		t.Errorf("the restarted simulator reused instance id %s", id)
+	}
+	if a := b2.do(t, http.MethodDelete, ctrBase+"/task?ids="+id+"&ids="+id2, map[string]string{"token": tok}, nil, "application/json"); a.Code != "0" {
+		t.Fatalf("delete: %s", a.raw)
+	}
+	if created, deleted, alive := sim.ContainerCounts(); created != 2 || deleted != 2 || alive != 0 {
+		t.Errorf("after the delete: created %d, deleted %d, alive %d", created, deleted, alive)
+	}
+
+	// Restarted once more: the deleted instances stay deleted.
+	sim3 := apisim.NewCompute(apisim.ComputeConfig{User: csUser, Password: csPass, OrgID: csOrg, Now: b.clock.Now, Root: root, StateFile: file})
+	if err := sim3.StateErr(); err != nil {
+		t.Fatal(err)
+	}
+	if created, deleted, alive := sim3.ContainerCounts(); created != 2 || deleted != 2 || alive != 0 || len(sim3.ContainersTwiceAlive()) != 0 ||
+		sim3.ContainerCreates("sluice-kept") != 1 {
+		t.Errorf("after the second restart: created %d, deleted %d, alive %d", created, deleted, alive)
+	}
+}
+
+const ctrBase = "/ai/openapi/v2/instance-service"

@@ -4,14 +4,16 @@
 // what the product promises.
 //
 // A run publishes Jobs jobs of mixed kinds (text- and image-to-video,
-// speech async / sync / stream, compute jobs with inputs and outputs, and
-// a few invalid specs) at PublishRate while
+// speech async / sync / stream, compute jobs with inputs and outputs,
+// container jobs with inputs and outputs, and a few invalid specs) at
+// PublishRate while
 //
 //   - Workers worker processes serve them, one of them killed with SIGKILL
 //     every KillEvery and started again at once;
 //   - both simulators answer Error5xxRate of all requests with 500 or 503
 //     and Error429Rate with 429 and Retry-After, and every task or job
-//     takes a random time;
+//     takes a random time; container creates also lose 5% of their answers
+//     after the instance exists, and the first five deletes are refused;
 //   - the NATS server is stopped and started again once (same port, same
 //     store directory), at NATSRestartAt;
 //   - the S3 store is unavailable for S3OutageFor from S3OutageAt.
@@ -33,8 +35,10 @@
 // faults; upstream saw no second submission of a job except where a kill
 // landed between the "submitting" checkpoint and the record of the task
 // id (the record's submits counter says so: those are counted as
-// Duplicates, any other as a problem); and no secret appears in a worker
-// log, an event, a dead letter or a state record.
+// Duplicates, any other as a problem); no container instance is left
+// alive and no job ever had two alive at once (the simulator's counters);
+// and no secret appears in a worker log, an event, a dead letter or a
+// state record.
 package chaos
 
 import (

@@ -35,6 +35,12 @@ const (
 	bucket          = "chaos"
 )
 
+// The container faults of a run besides the simulators' error rates.
+const (
+	containerLostCreateRate = 0.05
+	containerRefusedDeletes = 5
+)
+
 // infra is the run's NATS server, S3 store and simulators, each on a fixed
 // loopback port so that NATS and S3 can be stopped and started again on the
 // same address and directory while the workers run. In a container run,
@@ -143,6 +149,13 @@ func startInfra(ctx context.Context, cfg Config) (_ *infra, err error) {
 	fault := apisim.Fault{Error5xxRate: cfg.Error5xxRate, Error429Rate: cfg.Error429Rate, RetryAfter: time.Second}
 	in.media.Faults().Set("*", fault)
 	in.compute.Faults().Set("*", fault)
+	// Container creates also lose their answer after the instance exists
+	// (the worker finds it by name), and the first deletes are refused
+	// (the job is redelivered to delete again).
+	lostCreate := fault
+	lostCreate.Error500AfterRate = containerLostCreateRate
+	in.compute.Faults().Set(apisim.EndpointContainerCreate, lostCreate)
+	in.compute.FailContainerDeletes(containerRefusedDeletes)
 	in.sim = &http.Server{Handler: devstack.Handler(in.media, in.compute), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = in.sim.Serve(ln) }()
 	return in, nil

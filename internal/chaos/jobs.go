@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/runner"
 )
 
 // Variety is the shape of one planned job.
@@ -18,7 +20,8 @@ const (
 	SpeechSync   Variety = "speech-sync"
 	SpeechStream Variety = "speech-stream"
 	Compute      Variety = "compute"
-	Invalid      Variety = "invalid" // a spec that must fail validation
+	Container    Variety = "container" // a script in a container instance
+	Invalid      Variety = "invalid"   // a spec that must fail validation
 )
 
 // varietyMix is the share of each variety, in percent.
@@ -27,7 +30,7 @@ var varietyMix = []struct {
 	pct int
 }{
 	{VideoText, 25}, {VideoFrame, 10}, {SpeechAsync, 15}, {SpeechSync, 10},
-	{SpeechStream, 10}, {Compute, 27}, {Invalid, 3},
+	{SpeechStream, 10}, {Compute, 17}, {Container, 10}, {Invalid, 3},
 }
 
 // computeVariants are the compute scripts of a run: jobs pick one, so the
@@ -58,6 +61,14 @@ func computeScript(i int) string {
 		v.queued, v.running, v.name, computeOutput, computeSize>>10)
 }
 
+// containerScript is the script of a container job of a compute variant:
+// it runs as long and writes the same output into its work directory.
+func containerScript(i int) string {
+	v := computeVariants[i]
+	return fmt.Sprintf("#SIM runfor %s\necho chaos container %s\n#SIM output %s %dK\nexit 0\n",
+		v.running, v.name, computeOutput, computeSize>>10)
+}
+
 func computeScriptKey(i int) string {
 	return inputPrefix + "scripts/" + computeVariants[i].name + ".sh"
 }
@@ -69,13 +80,14 @@ type plannedJob struct {
 	Variety Variety
 	Spec    []byte
 	// SubmitKey is what the simulator counts submissions by: the prompt,
-	// the speech text or the compute job name.
+	// the speech text, the compute job name or the container instance
+	// name.
 	SubmitKey string
 	// Results is the number of media results (video), ResultSize the
 	// bytes of each (video, speech async and sync).
 	Results    int
 	ResultSize int64
-	// WorkDir is the compute job's directory on the cluster.
+	// WorkDir is the compute or container job's directory on the cluster.
 	WorkDir string
 }
 
@@ -150,6 +162,21 @@ func planOne(rng *rand.Rand, i int, bucket string) plannedJob {
 			},
 			"inputs":  []map[string]any{{"from": "s3://" + bucket + "/" + computeScriptKey(variant), "to": j.WorkDir, "cover": true}},
 			"outputs": []string{j.WorkDir + "/" + computeOutput},
+		}
+	case Container:
+		j.Kind = "container"
+		variant := rng.IntN(len(computeVariants))
+		j.WorkDir = "/public/home/" + computeUser + "/" + j.ID
+		j.SubmitKey = runner.InstanceName(j.ID)
+		spec["container"] = map[string]any{
+			"instance": map[string]any{
+				"image": "registry:5000/gpu/admin/base/torch:2.1", "version": "torch:2.1", "accelerator": "gpu",
+				"resource_group": "TeslaM40", "cpus": 4, "gpus": 1, "ram_mb": 8192, "timeout": "00:10:00",
+			},
+			"script":   containerScript(variant),
+			"work_dir": j.WorkDir,
+			"inputs":   []map[string]any{{"from": "s3://" + bucket + "/" + computeScriptKey(variant), "to": j.WorkDir, "cover": true}},
+			"outputs":  []string{j.WorkDir + "/" + computeOutput},
 		}
 	}
 	spec["kind"] = j.Kind

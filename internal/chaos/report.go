@@ -50,6 +50,11 @@ type Report struct {
 	// counted Duplicates only: a task paid twice in the submit window runs
 	// upstream beside its job's recorded one, unknown to the quota.
 	MediaTaskLimit, PeakMediaTasks int
+	// InstancesCreated, InstancesDeleted and InstancesAlive are the
+	// simulator's container instances created, deleted and alive at the
+	// end (any alive is a problem: it is billed); TwiceAlive counts the
+	// jobs that ever had two instances alive at once (a problem).
+	InstancesCreated, InstancesDeleted, InstancesAlive, TwiceAlive int
 	// Elapsed is the time from the first publish to the last terminal
 	// event (or the deadline).
 	Elapsed time.Duration
@@ -88,10 +93,12 @@ func (r *Report) String() string {
 		quota = fmt.Sprintf(" media_tasks_peak=%d/%d", r.PeakMediaTasks, r.MediaTaskLimit)
 	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
-		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s problems=%d elapsed=%s seed=%d",
+		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s "+
+		"instances_created=%d instances_deleted=%d instances_alive=%d twice_alive=%d problems=%d elapsed=%s seed=%d",
 		r.Jobs, r.Succeeded, r.Failed, formatCounts(r.FailedBy), r.Kills, r.Restarts, formatCounts(r.Faults),
 		strings.Join(recovered, ","),
-		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.Orphaned, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota, r.ProblemCount,
+		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.Orphaned, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota,
+		r.InstancesCreated, r.InstancesDeleted, r.InstancesAlive, r.TwiceAlive, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
 }
 

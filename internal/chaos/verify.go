@@ -79,6 +79,7 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 				rep.PeakMediaTasks, limit, rep.Duplicates)
 		}
 	}
+	r.checkInstances(rep)
 	for _, subj := range r.events.bad {
 		rep.problem("event on %s is not a CloudEvent whose id is its Nats-Msg-Id", subj)
 	}
@@ -150,6 +151,23 @@ func (r *run) checkJob(ctx context.Context, rep *Report, j plannedJob) *state.Re
 	return rec
 }
 
+// checkInstances reads the simulator's container instance counters: an
+// instance left alive is still billed, and a job with two instances alive
+// at once ran (and paid for) its script twice.
+func (r *run) checkInstances(rep *Report) {
+	created, deleted, alive := r.in.compute.ContainerCounts()
+	rep.InstancesCreated, rep.InstancesDeleted, rep.InstancesAlive = int(created), int(deleted), int(alive)
+	if alive > 0 {
+		rep.problem("%d container instance(s) left alive (still billed): %v", alive, r.in.compute.ContainerAlive())
+	}
+	twice := r.in.compute.ContainersTwiceAlive()
+	slices.Sort(twice)
+	rep.TwiceAlive = len(twice)
+	for _, name := range twice {
+		rep.problem("%s: two container instances alive at once", name)
+	}
+}
+
 // expectedFailure reports whether a job may fail with e under the run's
 // faults: an invalid spec fails validation; an injected 500 answer to a
 // paid submit is ambiguous, and sluice fails the job rather than pay
@@ -177,9 +195,12 @@ func expectedFailure(j plannedJob, e *state.Error) bool {
 // each second one as a submit-window resubmission, a problem otherwise.
 func (r *run) checkSubmits(rep *Report, j plannedJob, rec *state.Record, ev events.Event) {
 	var n int64
-	if j.Kind == "compute" {
+	switch j.Kind {
+	case "compute":
 		n = r.in.compute.SubmitCount(j.SubmitKey)
-	} else {
+	case "container":
+		n = r.in.compute.ContainerCreates(j.SubmitKey)
+	default:
 		n = r.in.media.SubmitCount(j.SubmitKey)
 	}
 	switch {
@@ -208,7 +229,7 @@ func (r *run) checkArtifacts(ctx context.Context, rep *Report, j plannedJob, ev 
 	switch j.Kind {
 	case "video":
 		want = j.Results
-	case "compute":
+	case "compute", "container":
 		want = 3 // stdout, stderr, result.dat
 	}
 	if len(ev.Data.Artifacts) != want {
@@ -246,9 +267,9 @@ func (r *run) checkArtifacts(ctx context.Context, rep *Report, j plannedJob, ev 
 // stdout and stderr).
 func expectedSHA(j plannedJob, taskID, name string) (string, bool) {
 	switch {
-	case j.Kind == "compute" && name == computeOutput:
+	case (j.Kind == "compute" || j.Kind == "container") && name == computeOutput:
 		return hashOf(apisim.ComputeOutputBytes(j.WorkDir+"/"+computeOutput, computeSize)), true
-	case j.Kind == "compute", j.Variety == SpeechStream:
+	case j.Kind == "compute", j.Kind == "container", j.Variety == SpeechStream:
 		return "", false
 	}
 	base := strings.TrimSuffix(name, path.Ext(name))

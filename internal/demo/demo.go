@@ -25,11 +25,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/devstack"
 	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/logging"
 	"github.com/sluice-dev/sluice/internal/mediasample"
+	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/worker"
@@ -203,7 +207,48 @@ func drive(ctx context.Context, w io.Writer, ep worker.Endpoints, region, keyID,
 	if err != nil {
 		return err
 	}
-	return report(ctx, w, s3c, jobs, results)
+	return errors.Join(report(ctx, w, s3c, jobs, results), checkInstances(ctx, w, ep.SimURL, jobs))
+}
+
+// checkInstances asks the simulated platform at simURL, as an operator
+// would, for the instances of the container jobs: each must have been
+// deleted (an instance is billed until it is). Without a simulator
+// address (a sluice run elsewhere) there is nothing to ask.
+func checkInstances(ctx context.Context, w io.Writer, simURL string, jobs []job) error {
+	if simURL == "" {
+		fmt.Fprintln(w, "container instances: not checked (the simulator of that sluice is not reachable from here)")
+		return nil
+	}
+	client, err := apiclient.NewCompute(apiclient.ComputeConfig{
+		BaseURL: simURL, User: devstack.ComputeUser, AccessKey: devstack.ComputeAccessKey, SecretKey: devstack.ComputeSecretKey,
+	})
+	if err != nil {
+		return err
+	}
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		return fmt.Errorf("container instances: %w", err)
+	}
+	var alive []string
+	checked := 0
+	for _, j := range jobs {
+		if j.kind != string(jobspec.KindContainer) {
+			continue
+		}
+		checked++
+		list, err := sess.FindInstances(ctx, runner.InstanceName(j.id))
+		if err != nil {
+			return fmt.Errorf("container instances of %s: %w", j.id, err)
+		}
+		for _, in := range list {
+			alive = append(alive, j.id+": "+in.ID+" ("+in.Status+")")
+		}
+	}
+	if len(alive) > 0 {
+		return errors.New("demo failed: container instances left alive (still billed):\n  " + strings.Join(alive, "\n  "))
+	}
+	fmt.Fprintf(w, "container instances left alive: none (%d container job(s) checked in the simulator)\n", checked)
+	return nil
 }
 
 // renamed returns j with the id id, in its spec too.
@@ -236,7 +281,7 @@ func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) 
 			return nil, fmt.Errorf("upload demo input %s: %w", key, err)
 		}
 	}
-	dir := "/public/home/dev/demo"
+	dir, ctrDir := "/public/home/dev/demo", "/public/home/dev/demo-container"
 	return []job{
 		{id: "demo-text-to-video", kind: "video", want: state.StatusSucceeded, spec: `{"id":"demo-text-to-video","kind":"video","labels":{"demo":"yes"},"output":{"prefix":"demo"},
 			"video":{"model":"video-model","input":{"prompt":"a paper boat drifting down a rain gutter"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`},
@@ -252,6 +297,12 @@ func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) 
 			"job":{"name":"demo-compute","queue":"normal","nodes":1,"ppn":8,"wall_time":"00:30:00","work_dir":"` + dir + `","script":"` + dir + `/run.sh"},
 			"inputs":[{"from":"s3://` + bucket + `/demo/compute/run.sh","to":"` + dir + `","cover":true},{"from":"s3://` + bucket + `/demo/compute/params.nml","to":"` + dir + `","cover":true}],
 			"outputs":["` + dir + `/result.dat","` + dir + `/params-used.nml"]}}`},
+		{id: "demo-container", kind: "container", want: state.StatusSucceeded, spec: `{"id":"demo-container","kind":"container","output":{"prefix":"demo"},"container":{
+			"instance":{"image":"registry:5000/gpu/admin/base/torch:2.1","version":"torch:2.1","accelerator":"gpu","resource_group":"TeslaM40","cpus":4,"gpus":1,"ram_mb":16384,"timeout":"00:30:00"},
+			"script":"echo training a small model on params.nml\n#SIM output model.bin 128K\nexit 0\n",
+			"work_dir":"` + ctrDir + `",
+			"inputs":[{"from":"s3://` + bucket + `/demo/compute/params.nml","to":"` + ctrDir + `","cover":true}],
+			"outputs":["` + ctrDir + `/model.bin"]}}`},
 		{id: "demo-invalid", kind: "video", want: state.StatusFailed, wantCode: "invalid_spec", spec: `{"id":"demo-invalid","kind":"video","video":{"model":"video-model","input":{"prompt":""},"parameters":{"resolution":"4K","duration":30}}}`},
 		{id: "demo-cancelled", kind: "video", want: state.StatusCancelled, cancel: true, spec: `{"id":"demo-cancelled","kind":"video","video":{"model":"video-model","input":{"prompt":"a very long take [sim:duration=10m]"},"parameters":{"resolution":"768P","duration":15,"ratio":"21:9"}}}`},
 	}, nil

@@ -29,7 +29,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "removed at the end") {
 		t.Error("the demo does not say its files are removed")
 	}
-	for _, want := range []string{"demo-speech-stream", "demo-compute", "demo/compute/demo-compute/result.dat", "all 9 jobs ended as expected"} {
+	for _, want := range []string{"demo-speech-stream", "demo-compute", "demo/compute/demo-compute/result.dat",
+		"demo-container", "demo/container/demo-container/model.bin", "all 10 jobs ended as expected",
+		"container instances left alive: none (1 container job(s) checked in the simulator)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -46,10 +46,10 @@ var (
 	lookupSpacing = backoff.Exponential{Min: time.Second, Max: 2 * time.Second}
 )
 
-// instanceName is the instanceServiceName of job id's instance: how a
+// InstanceName is the instanceServiceName of job id's instance: how a
 // delivery finds an instance whose create answer was lost, or whose id a
 // killed worker never recorded.
-func instanceName(jobID string) string { return "sluice-" + jobID }
+func InstanceName(jobID string) string { return "sluice-" + jobID }
 
 // runContainer runs a container job: upload inputs, check the resource
 // group's room, create the instance (unless the record names one), wait
@@ -111,7 +111,7 @@ func (r *Runner) cleanupContainer(ctx context.Context, j *job, err error) error 
 		return err
 	}
 	r.cfg.Metrics.ContainerNotDeleted(true)
-	j.log.Error().Err(serr).Str("instance_id", j.rec.Upstream.InstanceID).Str("instance_name", instanceName(j.id)).
+	j.log.Error().Err(serr).Str("instance_id", j.rec.Upstream.InstanceID).Str("instance_name", InstanceName(j.id)).
 		Msg("job ends with its container instance NOT deleted: delete it by hand (docs/operating.md)")
 	what := "the job ended"
 	var f *failure
@@ -122,7 +122,7 @@ func (r *Runner) cleanupContainer(ctx context.Context, j *job, err error) error 
 	}
 	return fail(CodeInstanceNotDeleted, stageOf(j.rec.Status), false,
 		"%s, but its container instance %q (name %s) could not be deleted and is still billed: %v",
-		what, j.rec.Upstream.InstanceID, instanceName(j.id), serr)
+		what, j.rec.Upstream.InstanceID, InstanceName(j.id), serr)
 }
 
 func (r *Runner) containerSession(ctx context.Context, j *job) (*apiclient.ClusterSession, error) {
@@ -194,7 +194,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			return err
 		}
 	}
-	wrapper := containerWrapper(j.id, workDir, spec.Script)
+	wrapper := ContainerStartScript(j.id, workDir, spec.Script)
 	// The wrapper goes to the work directory too: it makes the directory
 	// the instance mounts, and shows what ran.
 	err := sess.Upload(ctx, workDir, j.id+".start.sh", true, func() (io.ReadCloser, error) {
@@ -231,7 +231,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			return r.recordInstance(ctx, sctx, j, sess, found)
 		}
 	}
-	req := spec.Request(jobspec.ContainerTarget{Name: instanceName(j.id), WorkDir: workDir, StartScript: wrapper})
+	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
@@ -248,7 +248,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			// Left at "submitting": the next delivery looks again
 			// before it creates.
 			j.unseenTask = true
-			return transient(fmt.Errorf("create container instance: %w (not found by name %s yet)", err, instanceName(j.id)))
+			return transient(fmt.Errorf("create container instance: %w (not found by name %s yet)", err, InstanceName(j.id)))
 		}
 	}
 	if err != nil {
@@ -304,7 +304,7 @@ func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclie
 // ended, else of any named after j ("" when none). Other instances of the
 // same name (several creates) are deleted: the job keeps one.
 func (r *Runner) findInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession) (string, error) {
-	list, err := sess.FindInstances(ctx, instanceName(j.id))
+	list, err := sess.FindInstances(ctx, InstanceName(j.id))
 	if err != nil || len(list) == 0 {
 		return "", err
 	}
@@ -511,7 +511,7 @@ func (r *Runner) deleteOnce(ctx context.Context, j *job, sess *apiclient.Cluster
 		if !r.instanceKnown(j) {
 			return true, nil
 		}
-		list, err := sess.FindInstances(ctx, instanceName(j.id))
+		list, err := sess.FindInstances(ctx, InstanceName(j.id))
 		if err != nil {
 			return false, err
 		}

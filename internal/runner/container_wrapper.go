@@ -20,15 +20,16 @@ func filesOf(workDir, jobID string) containerFiles {
 	return containerFiles{stdout: base + ".stdout", stderr: base + ".stderr", exit: base + ".exit"}
 }
 
-// containerWrapper returns the start script of a container job: bash that
-// writes the user's script into the work directory (a quoted here-document,
-// so nothing in it is expanded), runs it there with stdout and stderr
-// redirected into files, and then writes its exit status to a temporary
-// file renamed into place, so that a reader sees the whole status or none.
+// ContainerStartScript returns the start script of a container job: bash
+// that writes the user's script into the work directory (a quoted
+// here-document, so nothing in it is expanded), runs it there with stdout
+// and stderr redirected into files, and then writes its exit status to a
+// temporary file renamed into place, so that a reader sees the whole
+// status or none.
 // The here-document's delimiter is derived from the script's hash and
 // lengthened until no line of the script equals it. workDir and jobID
 // contain no single quote (jobspec and the id rules make sure).
-func containerWrapper(jobID, workDir, script string) string {
+func ContainerStartScript(jobID, workDir, script string) string {
 	if !strings.HasSuffix(script, "\n") {
 		script += "\n"
 	}

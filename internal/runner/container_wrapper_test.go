@@ -26,7 +26,7 @@ func TestContainerWrapperRunsInBash(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "work dir")
-			w := containerWrapper("job-1", dir, c.script)
+			w := ContainerStartScript("job-1", dir, c.script)
 			if out, err := exec.Command(bash, "-c", w).CombinedOutput(); err != nil {
 				t.Fatalf("wrapper: %v: %s", err, out)
 			}

@@ -2,16 +2,22 @@ package worker_test
 
 import (
 	"encoding/json"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // withContainers serves container jobs with the platform's AK/SK login.
@@ -235,4 +241,86 @@ func TestContainerFromTheCLI(t *testing.T) {
 		t.Errorf("instances created = %d, want 3 (one per job)", created)
 	}
 	assertNoInstances(t, b)
+}
+
+// A worker killed between the create and recording the instance's id
+// leaves the record at "submitting" and the instance alive upstream. The
+// next delivery finds it by its name and adopts it: the script runs once,
+// in one instance, which is deleted at the end. A record at "submitting"
+// with no instance upstream (killed before the create was sent) gets
+// exactly one instance.
+func TestContainerCrashBetweenCreateAndRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := testenv.Context(t, 30*time.Second)
+	client, err := apiclient.NewCompute(apiclient.ComputeConfig{
+		BaseURL: b.simURL, User: "alice", AccessKey: computeAccessKey, SecretKey: secretComputeSK,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const adopted, fresh = "ctr-killed", "ctr-killed-early"
+	spec := containerSpec(adopted, "echo adopted\n#SIM output model.bin 4K\nexit 0\n", "00:10:00",
+		"/public/home/alice/sluice/"+adopted+"/model.bin")
+	decoded, err := jobspec.Decode(mustJSON(t, spec), jobspec.KindContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the killed worker sent: the wrapped script in the job's work
+	// directory, under the job's instance name.
+	workDir := path.Join(sess.HomePath(), "sluice", adopted)
+	startScript := runner.ContainerStartScript(adopted, workDir, decoded.Container.Script)
+	err = sess.Upload(ctx, workDir, adopted+".start.sh", true, func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(startScript)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := sess.CreateInstance(ctx, decoded.Container.Request(jobspec.ContainerTarget{
+		Name: runner.InstanceName(adopted), WorkDir: workDir, StartScript: startScript,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{adopted, fresh} {
+		b.leaveRecord(t, job, func(r *state.Record) {
+			r.Kind, r.Status, r.Submits = "container", state.StatusSubmitting, 1
+			r.Upstream.ClusterID = sess.ClusterID()
+		})
+	}
+
+	b.start(t, withContainers)
+	b.publish(t, "container", adopted, spec)
+	b.publish(t, "container", fresh, containerSpec(fresh, "echo fresh\n", "00:10:00"))
+	ev := b.await(t, adopted, 60*time.Second)
+	if ev.Data.Status != "succeeded" || ev.Data.Upstream == nil || ev.Data.Upstream.InstanceID != id {
+		t.Fatalf("adopted: status %s upstream %+v error %+v; want the planted instance %s", ev.Data.Status, ev.Data.Upstream, ev.Data.Error, id)
+	}
+	names := map[string]bool{}
+	for _, a := range ev.Data.Artifacts {
+		names[path.Base(a.Key)] = true
+	}
+	if !names["model.bin"] || !names["stdout.txt"] {
+		t.Errorf("adopted artifacts = %v", names)
+	}
+	if ev := b.await(t, fresh, 60*time.Second); ev.Data.Status != "succeeded" {
+		t.Fatalf("fresh: status %s error %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if created, _, _ := b.compute.ContainerCounts(); created != 2 {
+		t.Errorf("instances created = %d, want 2 (the planted one, adopted, and one for the job killed before its create)", created)
+	}
+	assertNoInstances(t, b)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
