@@ -113,7 +113,7 @@ func TestChartLintAndTemplate(t *testing.T) {
 // TestChartSecretValuesOnlyInSecret gives every secret a recognisable value
 // through the chart-made Secret and proves that no other object carries it.
 func TestChartSecretValuesOnlyInSecret(t *testing.T) {
-	args := []string{"--set", "secret.create=true", "--set", "nats.user=worker"}
+	args := []string{"--set", "secret.create=true", "--set", "nats.user=worker", "--set", "compute.user=sluice"}
 	values := map[string]string{}
 	for i, name := range secretEnv {
 		v := fmt.Sprintf("sentinel-%d-value", i)
@@ -136,19 +136,32 @@ func TestChartSecretValuesOnlyInSecret(t *testing.T) {
 // TestChartRefusesSecretsAsSettings: a secret given as a plain setting
 // (env) or an unknown key in the chart's Secret fails the render.
 func TestChartRefusesSecretsAsSettings(t *testing.T) {
-	for _, set := range []string{"env.SLUICE_MEDIA_API_KEY=k", "env.SLUICE_CONSOLE_TOKEN=k", "env.AWS_SECRET_ACCESS_KEY=k", "secret.create=true,secret.values.SLUICE_S3_BUCKET=b"} {
+	for _, tc := range []struct{ set, name string }{
+		{"env.SLUICE_MEDIA_API_KEY=k", "SLUICE_MEDIA_API_KEY"},
+		{"env.SLUICE_CONSOLE_TOKEN=k", "SLUICE_CONSOLE_TOKEN"},
+		{"env.AWS_SECRET_ACCESS_KEY=k", "AWS_SECRET_ACCESS_KEY"},
+		{"secret.create=true,secret.values.SLUICE_S3_BUCKET=b", "SLUICE_S3_BUCKET"},
+	} {
+		set, name := tc.set, tc.name
 		out, err := helm(t, "template", "sluice", chartDir, "--set", set)
-		if err == nil {
+		switch {
+		case err == nil:
 			t.Errorf("--set %s rendered; want a refusal", set)
-		} else {
-			t.Logf("--set %s: %s", set, lastLine(out))
+		case !strings.Contains(out, name):
+			t.Errorf("--set %s refused without naming %s:\n%s", set, name, out)
+		default:
+			t.Logf("--set %s: %s", set, errorLine(out))
 		}
 	}
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	return s[strings.LastIndex(s, "\n")+1:]
+func errorLine(out string) string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "Error:") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return strings.TrimSpace(out)
 }
 
 // rendered holds the objects of one `helm template`, each decoded strictly.
@@ -321,7 +334,9 @@ func (r *rendered) container(t *testing.T) corev1.Container {
 
 // environment is what the worker's process sees: the ConfigMap's settings,
 // then the container's own env (which wins), with the kubelet's $(VAR)
-// expansion done and each secret given placeholder.
+// expansion done. A secret has the value of the chart's Secret where it
+// made one; an optional key of a Secret the operator manages is taken as
+// absent, a required one as set.
 func (r *rendered) environment(t *testing.T) map[string]string {
 	t.Helper()
 	c := r.container(t)
@@ -338,7 +353,12 @@ func (r *rendered) environment(t *testing.T) map[string]string {
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
-			env[e.Name] = "placeholder"
+			ref := e.ValueFrom.SecretKeyRef
+			if v, ok := r.secretValue(ref.Name, ref.Key); ok {
+				env[e.Name] = v
+			} else if ref.Optional == nil || !*ref.Optional {
+				env[e.Name] = "placeholder"
+			}
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
 			env[e.Name] = "sluice-0"
 		default:
@@ -348,6 +368,17 @@ func (r *rendered) environment(t *testing.T) map[string]string {
 		}
 	}
 	return env
+}
+
+// secretValue is key of the rendered Secret name, if the chart made it.
+func (r *rendered) secretValue(name, key string) (string, bool) {
+	for _, s := range r.secrets {
+		if s.Name == name {
+			v, ok := s.StringData[key]
+			return v, ok
+		}
+	}
+	return "", false
 }
 
 func (r *rendered) checkWorker(t *testing.T) {
@@ -404,8 +435,12 @@ func (r *rendered) checkWorker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the worker cannot parse the chart's settings: %v", err)
 	}
-	if err := cfg.Validate(); err != nil && !strings.Contains(err.Error(), "/etc/sluice/") {
-		t.Errorf("the worker refuses the chart's settings: %v", err)
+	if err := cfg.Validate(); err != nil {
+		for line := range strings.Lines(err.Error()) {
+			if !strings.Contains(line, "SLUICE_NATS_") || !strings.Contains(line, "/etc/sluice/") {
+				t.Errorf("the worker refuses the chart's settings: %s", strings.TrimSpace(line))
+			}
+		}
 	}
 	if cfg.ShutdownTimeout != shutdown {
 		t.Errorf("the worker reads SLUICE_SHUTDOWN_TIMEOUT as %v, the chart meant %v", cfg.ShutdownTimeout, shutdown)
