@@ -3,6 +3,10 @@ GO        ?= go
 BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_TEST ?= -race -count=1 -timeout 20m
+# The chart and dashboard checks: a Go module of their own (Kubernetes'
+# types and the PromQL parser stay out of go.mod); make test runs them
+# after the main module, with bin/helm when make helm built it.
+DEPLOYTEST := internal/deploytest
 
 .PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition cluster-faults clean
 
@@ -27,14 +31,16 @@ test: ## run every test with the race detector (what CI runs; takes minutes, pri
 	@mkdir -p $(BIN)
 	@$(GO) build -o $(BIN)/testprogress ./internal/testprogress
 	$(BIN)/testprogress -total $$($(GO) list $(PKGS) | wc -l) -- $(GO) test -json $(GOFLAGS_TEST) $(PKGS)
+	cd $(DEPLOYTEST) && $(GO) test $(GOFLAGS_TEST) ./...
 
 lint: vet ## go vet, and fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet (the main module and the River peer's, bench/riverpeer)
+vet: ## go vet (the main module, the River peer's, bench/riverpeer, and the deploy checks', internal/deploytest)
 	$(GO) vet $(PKGS)
 	cd bench/riverpeer && $(GO) vet ./...
+	cd $(DEPLOYTEST) && $(GO) vet ./...
 
 fmt: ## gofmt every Go file in place
 	gofmt -w $$(git ls-files '*.go')
@@ -185,4 +191,27 @@ versitygw: ## build the pinned versitygw into ./bin (P4's store) unless it is up
 	  v=$$($(GO) list -m -f '{{.Version}}' $(VGW_MOD)) && echo "building $(BIN)/versitygw $$v (a minute or two on a cold cache)" && \
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.Version=$$v -X main.Build=$$v -X main.BuildTime=module" \
 	    -o $(BIN)/versitygw $(VGW_MOD)/cmd/versitygw && echo "$$key" > $(BIN)/versitygw.key; \
+	fi
+
+# Helm for the chart's checks (internal/deploytest, deploy/helm): the real
+# Helm, built from its Go module at HELM_VERSION the way Helm's own Makefile
+# does (its version, and the Kubernetes version that lint and template
+# assume: that of the k8s.io/client-go Helm is built with), into ./bin unless
+# that version is there already. A few minutes on a cold build cache.
+HELM_VERSION ?= v3.22.0
+HELM_MOD     := helm.sh/helm/v3
+.PHONY: helm
+helm: ## build the pinned Helm into ./bin (what the chart tests render with)
+	@mkdir -p $(BIN)
+	@if [ -x $(BIN)/helm ] && [ "$$($(BIN)/helm version --template '{{.Version}}' 2>/dev/null)" = "$(HELM_VERSION)" ]; then \
+	  echo "$(BIN)/helm $(HELM_VERSION) is up to date"; \
+	else \
+	  gomod=$$($(GO) mod download -json $(HELM_MOD)@$(HELM_VERSION) | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p') && \
+	  minor=$$(sed -n 's#^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$$gomod") && \
+	  [ -n "$$minor" ] && echo "building $(BIN)/helm $(HELM_VERSION) for Kubernetes 1.$$minor (a few minutes on a cold cache)" && \
+	  GOBIN=$(abspath $(BIN)) CGO_ENABLED=0 $(GO) install -trimpath -ldflags "-s -w \
+	    -X $(HELM_MOD)/internal/version.version=$(HELM_VERSION) \
+	    -X $(HELM_MOD)/pkg/lint/rules.k8sVersionMajor=1 -X $(HELM_MOD)/pkg/lint/rules.k8sVersionMinor=$$minor \
+	    -X $(HELM_MOD)/pkg/chartutil.k8sVersionMajor=1 -X $(HELM_MOD)/pkg/chartutil.k8sVersionMinor=$$minor" \
+	    $(HELM_MOD)/cmd/helm@$(HELM_VERSION); \
 	fi
