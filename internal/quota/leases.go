@@ -191,14 +191,7 @@ func (l *leases) reserve(n int) int {
 		return 0
 	}
 	v := l.view.live(now.UnixMilli())
-	free := l.limit - len(v.Leases)
-	for h := range v.Waiting {
-		if h != l.holder {
-			fair := (l.limit + len(holdersOf(v, l.holder)) - 1) / len(holdersOf(v, l.holder))
-			free = min(free, fair-v.held(l.holder))
-			break
-		}
-	}
+	free := min(l.limit-len(v.Leases), fairShare(v, l.holder, l.limit)-v.held(l.holder))
 	// A job handed back counts until its next delivery takes its lease
 	// over: that delivery must be pulled whatever the limit.
 	allow := max(free, 0) + v.orphans() - len(l.want) - len(l.reserved)
@@ -216,19 +209,6 @@ func (l *leases) reserve(n int) int {
 		l.reserved = append(l.reserved, now.Add(l.ttl))
 	}
 	return allow
-}
-
-func holdersOf(bd board, me string) map[string]bool {
-	hs := map[string]bool{me: true}
-	for _, l := range bd.Leases {
-		if l.Holder != "" {
-			hs[l.Holder] = true
-		}
-	}
-	for h := range bd.Waiting {
-		hs[h] = true
-	}
-	return hs
 }
 
 // run keeps the board in step with the worker's requests until ctx ends,

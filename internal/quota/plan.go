@@ -109,6 +109,29 @@ func (bd board) waitingJobs() int {
 	return n
 }
 
+// fairShare is how many leases holder may hold of limit on bd: while
+// another worker waits, the limit split between the workers that hold or
+// wait for a lease (holder among them; a lease handed back is no
+// worker's), rounded up; else the whole limit. plan grants by it and
+// reserve pulls by it, so a worker pulls no job it would not be granted.
+func fairShare(bd board, holder string, limit int) int {
+	workers := map[string]bool{holder: true}
+	contested := false
+	for _, l := range bd.Leases {
+		if l.Holder != "" {
+			workers[l.Holder] = true
+		}
+	}
+	for h := range bd.Waiting {
+		workers[h] = true
+		contested = contested || h != holder
+	}
+	if !contested {
+		return limit
+	}
+	return (limit + len(workers) - 1) / len(workers)
+}
+
 // graceOf is the grace of a lease life ttl: two lease lives. An expired
 // lease is most often a dead worker's, whose job comes back AckWait (one
 // lease life) after its last heartbeat: up to half a lease life after the
@@ -250,23 +273,7 @@ func plan(cur board, in intent) outcome {
 	}
 	free := in.limit - len(next.Leases)
 	if free > 0 && len(rest) > 0 {
-		// While another worker waits, a worker takes no more than its fair
-		// share: the limit split between the workers that hold or want a
-		// lease.
-		holders := map[string]bool{in.holder: true}
-		othersWait := false
-		for _, l := range next.Leases {
-			holders[l.Holder] = true
-		}
-		for h := range next.Waiting {
-			holders[h] = true
-			othersWait = othersWait || h != in.holder
-		}
-		allow := free
-		if othersWait {
-			fair := (in.limit + len(holders) - 1) / len(holders)
-			allow = min(free, max(0, fair-next.held(in.holder)))
-		}
+		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}

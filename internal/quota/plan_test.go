@@ -193,6 +193,23 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("w2 granted %v waiting %+v", out.granted, out.next.Waiting)
 		}
 	})
+	t.Run("a lease handed back is no worker's and does not shrink the fair share", func(t *testing.T) {
+		// w1 and w2 are the workers: a fair share is 3 of 6, however many
+		// leases wait, handed back, for their jobs' next deliveries.
+		b := board{Limit: 6, Waiting: map[string]waiter{"w2": {Jobs: 1, Exp: later.UnixMilli()}},
+			Leases: map[string]lease{"a": leased("w1", later), "b": leased("", later)}}
+		i := in("w1", 6)
+		i.want = []string{"j1", "j2", "j3"}
+		if out := plan(b, i); len(out.granted) != 2 {
+			t.Fatalf("w1 holding 1 of a fair 3 was granted %v, want 2", out.granted)
+		}
+		if got := fairShare(b, "w1", 6); got != 3 {
+			t.Fatalf("fairShare = %d, want 3", got)
+		}
+		if got := fairShare(board{Leases: b.Leases}, "w1", 6); got != 6 {
+			t.Fatalf("fairShare with nobody else waiting = %d, want the limit", got)
+		}
+	})
 	t.Run("a write that landed is recognised when planned again", func(t *testing.T) {
 		i := in("w1", 2)
 		i.want = []string{"j1"}
