@@ -48,13 +48,13 @@ type leases struct {
 	// refs counts the Leases of each job this worker holds or takes over:
 	// two deliveries of one job on one worker share its lease, which is
 	// given back when the last of them lets go.
-	refs    map[string]int
-	keep    map[string]bool
-	take    map[string]bool
-	drop    map[string]bool
-	orphan  map[string]time.Time
-	want    []*request
-	starved time.Time
+	refs     map[string]int
+	keep     map[string]bool
+	take     map[string]bool
+	drop     map[string]bool
+	handBack map[string]time.Time
+	want     []*request
+	starved  time.Time
 	// drained: the consumer's last pull got fewer jobs than it was
 	// allowed, so the stream had no more; a worker asking for more than
 	// it may is starved only when it has not (else an idle worker would
@@ -80,7 +80,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
 		kv: cfg.KV, nc: cfg.Conn, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
-		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]time.Time{},
+		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
 	}
 }
 
@@ -128,7 +128,7 @@ func (l *leases) takeOver(job string) {
 	l.unreserveLocked()
 	l.refs[job]++
 	delete(l.drop, job)
-	delete(l.orphan, job)
+	delete(l.handBack, job)
 	if !l.keep[job] {
 		l.take[job] = true
 	}
@@ -137,7 +137,7 @@ func (l *leases) takeOver(job string) {
 }
 
 // release gives job's lease back; handBack leaves it counting for the
-// job's next delivery, due in redeliverIn (see intent.orphan).
+// job's next delivery, due in redeliverIn (see intent.handBack).
 func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	l.mu.Lock()
 	if l.refs[job]--; l.refs[job] > 0 {
@@ -149,7 +149,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.keep, job)
 	delete(l.take, job)
 	if handBack {
-		l.orphan[job] = l.now().Add(max(redeliverIn, 0))
+		l.handBack[job] = l.now().Add(max(redeliverIn, 0))
 	} else {
 		l.drop[job] = true
 	}
@@ -194,7 +194,7 @@ func (l *leases) reserve(n int) int {
 	free := min(l.limit-len(v.Leases), fairShare(v, l.holder, l.limit)-v.held(l.holder))
 	// A job handed back counts until its next delivery takes its lease
 	// over: that delivery must be pulled whatever the limit.
-	allow := max(free, 0) + v.orphans() - len(l.want) - len(l.reserved)
+	allow := max(free, 0) + v.handedBack() - len(l.want) - len(l.reserved)
 	allow = min(max(allow, 0), n)
 	if allow < n || now.Sub(l.viewAt) > pollEvery {
 		// Read the board again soon: it may have moved since.
@@ -251,10 +251,10 @@ func (l *leases) intent() intent {
 	in := intent{
 		holder: l.holder, now: l.now(), ttl: l.ttl, limit: l.limit,
 		keep: make(map[string]bool, len(l.keep)),
-		take: keys(l.take), drop: keys(l.drop), orphan: make(map[string]int64, len(l.orphan)),
+		take: keys(l.take), drop: keys(l.drop), handBack: make(map[string]int64, len(l.handBack)),
 	}
-	for id, due := range l.orphan {
-		in.orphan[id] = due.Add(l.ttl).UnixMilli()
+	for id, due := range l.handBack {
+		in.handBack[id] = due.Add(l.ttl).UnixMilli()
 	}
 	in.starved = !l.starved.IsZero() && in.now.Sub(l.starved) < 2*time.Second
 	for id := range l.keep {
@@ -340,7 +340,7 @@ func (l *leases) syncOnce(ctx context.Context, leader bool) error {
 	// that has not applied the last write yet, and a lease it does not show
 	// would stay on the board for good. It is written all the same, by
 	// compare-and-set, which fails on a stale revision and reads again.
-	if out.changed || len(in.drop)+len(in.orphan)+len(in.take) > 0 {
+	if out.changed || len(in.drop)+len(in.handBack)+len(in.take) > 0 {
 		l.mu.Lock()
 		l.seq++
 		out.next.Writer = fmt.Sprintf("%s#%d", l.holder, l.seq)
@@ -374,8 +374,8 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, id := range in.drop {
 		delete(l.drop, id)
 	}
-	for id := range in.orphan {
-		delete(l.orphan, id)
+	for id := range in.handBack {
+		delete(l.handBack, id)
 	}
 	for _, id := range out.lost {
 		delete(l.keep, id)

@@ -97,8 +97,8 @@ func (bd board) held(holder string) int {
 	return n
 }
 
-// orphans counts the leases handed back with their job.
-func (bd board) orphans() int { return bd.held("") }
+// handedBack counts the leases handed back with their job (holder "").
+func (bd board) handedBack() int { return bd.held("") }
 
 // waitingJobs is the number of jobs waiting across the fleet.
 func (bd board) waitingJobs() int {
@@ -163,12 +163,12 @@ type intent struct {
 	want []string
 	// drop are leases given back.
 	drop []string
-	// orphan are leases handed back with their job (a stopping worker, a
+	// handBack are leases handed back with their job (a stopping worker, a
 	// retry while the task runs upstream), each with the expiry (Unix
 	// milliseconds) it needs at least: a lease life past the job's next
 	// delivery. They keep counting, holder "", until that delivery takes
 	// them over or they lapse.
-	orphan map[string]int64
+	handBack map[string]int64
 	// starved: the worker would start more jobs than it may; it counts
 	// as waiting (with no job held) for the fair share.
 	starved bool
@@ -224,9 +224,9 @@ func plan(cur board, in intent) outcome {
 			delete(next.Leases, id)
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(in.orphan)) {
+	for _, id := range slices.Sorted(maps.Keys(in.handBack)) {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
-			next.Leases[id] = lease{Exp: max(l.Exp, in.orphan[id])}
+			next.Leases[id] = lease{Exp: max(l.Exp, in.handBack[id])}
 		}
 	}
 	for _, id := range in.take {

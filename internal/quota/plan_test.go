@@ -45,7 +45,7 @@ func TestPlan(t *testing.T) {
 		i := in("w2", 2)
 		i.want = []string{"j1", "j2"}
 		out := plan(old, i)
-		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.orphans() != 1 {
+		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.handedBack() != 1 {
 			t.Fatalf("granted %v leases %+v", out.granted, out.next.Leases)
 		}
 		// Its own kept lease, past expiry (the worker could not write for
@@ -141,7 +141,7 @@ func TestPlan(t *testing.T) {
 		// a's task ended; b's runs upstream, and its job is retried in
 		// five minutes.
 		i.drop = []string{"a"}
-		i.orphan = map[string]int64{"b": t0.Add(6 * time.Minute).UnixMilli()}
+		i.handBack = map[string]int64{"b": t0.Add(6 * time.Minute).UnixMilli()}
 		out := plan(full, i)
 		if l := out.next.Leases["b"]; l.Holder != "" || l.Exp != t0.Add(6*time.Minute).UnixMilli() {
 			t.Fatalf("handed back: %+v", out.next.Leases)
@@ -151,7 +151,7 @@ func TestPlan(t *testing.T) {
 		w.now = t0.Add(4 * time.Minute)
 		w.want = []string{"j1", "j2"}
 		later := plan(out.next, w)
-		if !slices.Equal(later.granted, []string{"j1"}) || later.next.orphans() != 1 {
+		if !slices.Equal(later.granted, []string{"j1"}) || later.next.handedBack() != 1 {
 			t.Fatalf("4 minutes on: granted %v leases %+v", later.granted, later.next.Leases)
 		}
 		// The retry's delivery takes it over, without a new place.
@@ -166,9 +166,9 @@ func TestPlan(t *testing.T) {
 	t.Run("release and hand back", func(t *testing.T) {
 		i := in("w1", 2)
 		i.drop = []string{"a"}
-		i.orphan = map[string]int64{"b": 0}
+		i.handBack = map[string]int64{"b": 0}
 		out := plan(full, i)
-		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.orphans() != 1 {
+		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.handedBack() != 1 {
 			t.Fatalf("leases %+v", out.next.Leases)
 		}
 		// Another worker's lease is not dropped.
