@@ -2,19 +2,15 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
-	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/kvcas"
 )
 
 // pollEvery is how often a worker reads the board while jobs of its own
@@ -37,8 +33,7 @@ type leases struct {
 	limit    int
 	holder   string
 	ttl      time.Duration
-	kv       jetstream.KeyValue
-	nc       *nats.Conn
+	doc      *kvcas.Doc[board]
 	log      zerolog.Logger
 	now      func() time.Time
 	observe  func(Status)
@@ -66,7 +61,6 @@ type leases struct {
 	// view is the board as last read or written, live at viewAt.
 	view   board
 	viewAt time.Time
-	seq    int
 }
 
 // request is one job waiting for a lease.
@@ -76,9 +70,10 @@ type request struct {
 }
 
 func newLeases(resource string, limit int, cfg Config) *leases {
+	log := cfg.Logger.With().Str("quota", resource).Logger()
 	return &leases{
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
-		kv: cfg.KV, nc: cfg.Conn, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
+		doc: boardDoc(cfg, cfg.TTL, log), log: log, now: cfg.Now, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
 	}
@@ -276,27 +271,23 @@ func keys[V any](m map[string]V) []string {
 }
 
 // sync reads the board, plans the worker's requests on it and writes the
-// result by compare-and-set, re-reading after a conflict. A write whose
-// answer is lost (a timeout, a leader change) is not taken as failed or
-// as done: the board is read again, and plan recognises the leases the
-// write gave if it landed.
+// result by compare-and-set (kvcas), again until it lands or ctx ends.
 func (l *leases) sync(ctx context.Context) {
 	// Retries come at least every quarter of a lease life, so that once the
 	// bucket answers again a worker renews its leases well within the grace
 	// the others give them (see board.live).
-	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}
-	began, warned, conflict := time.Now(), false, false
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := l.syncOnce(ctx, conflict)
-		conflict = errors.Is(err, jetstream.ErrKeyExists)
+	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}}
+	began, warned := time.Now(), false
+	_ = retry.Do(ctx, func(ctx context.Context, attempt int) error {
+		err := l.syncOnce(ctx)
 		if err == nil {
 			if warned {
 				l.log.Info().Dur("after", time.Since(began).Round(time.Millisecond)).Int("attempts", attempt+1).
 					Msg("quota board written again")
 			}
-			return
+			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !errors.Is(err, kvcas.ErrConflict) {
 			l.log.Debug().Err(err).Msg("quota board not written; reading it again")
 		}
 		// A board this worker cannot write for a lease life holds its
@@ -308,58 +299,51 @@ func (l *leases) sync(ctx context.Context) {
 			l.log.Warn().Err(err).Int("attempts", attempt+1).Int("waiting_here", l.status().WaitingHere).
 				Msg("quota board not written for a lease life: this worker's jobs waiting for a lease wait on, and its leases lapse for the other workers until it writes again")
 		}
-		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
-			return
-		}
-	}
+		return err
+	})
 }
 
-// syncOnce reads the board, plans and writes; after a conflict (leader)
-// it reads the board from the bucket's stream leader, not from whichever
-// replica answers first.
-func (l *leases) syncOnce(ctx context.Context, leader bool) error {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var cur board
-	value, rev, err := natsconn.KVRead(cctx, l.kv, l.nc, l.key, leader)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return fmt.Errorf("read %s: %w", l.key, err)
-	default:
-		if cur, err = decodeBoard(value); err != nil {
-			// A board nobody can read is replaced: its leases lapse.
-			l.log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
-			cur = board{}
-		}
-	}
+// syncOnce plans the worker's requests on the board and writes the plan.
+// plan is idempotent, so a write whose answer was lost and that kvcas did
+// not recognise (its LostFor passed) changes nothing when planned again.
+func (l *leases) syncOnce(ctx context.Context) error {
 	in := l.intent()
-	out := plan(cur, in)
-	// A release, hand-back or takeover that changes nothing may have been
-	// planned on a stale read: on a cluster a read can come from a replica
-	// that has not applied the last write yet, and a lease it does not show
-	// would stay on the board for good. It is written all the same, by
-	// compare-and-set, which fails on a stale revision and reads again.
-	if out.changed || len(in.drop)+len(in.handBack)+len(in.take) > 0 {
-		l.mu.Lock()
-		l.seq++
-		out.next.Writer = fmt.Sprintf("%s#%d", l.holder, l.seq)
-		l.mu.Unlock()
-		data, err := json.Marshal(out.next)
-		if err != nil {
-			return err
+	var out outcome
+	_, err := l.doc.Update(ctx, l.key, nil, func(cur board, _ bool) (board, error) {
+		out = plan(cur, in)
+		// A release, hand-back or takeover that changes nothing may have
+		// been planned on a stale read: on a cluster a read can come from
+		// a replica that has not applied the last write yet, and a lease
+		// it does not show would stay on the board for good. It is written
+		// all the same: the compare-and-set fails on a stale revision.
+		if !out.changed && len(in.drop)+len(in.handBack)+len(in.take) == 0 {
+			return cur, kvcas.Unchanged
 		}
-		if rev == 0 {
-			_, err = l.kv.Create(cctx, l.key, data)
-		} else {
-			_, err = l.kv.Update(cctx, l.key, data, rev)
-		}
-		if err != nil {
-			return fmt.Errorf("write %s: %w", l.key, err)
-		}
+		return out.next, nil
+	})
+	if err != nil {
+		return err
 	}
 	l.apply(in, out)
 	return nil
+}
+
+// boardDoc is how a worker reads and writes a resource's board.
+func boardDoc(cfg Config, ttl time.Duration, log zerolog.Logger) *kvcas.Doc[board] {
+	return kvcas.New(kvcas.Doc[board]{
+		KV: cfg.KV, Conn: cfg.Conn, Name: "quota",
+		WriteID: func(bd *board) *string { return &bd.Writer },
+		Decode: func(b []byte) (board, error) {
+			bd, err := decodeBoard(b)
+			if err != nil {
+				// A board nobody can read is replaced: its leases lapse.
+				log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
+				return board{}, nil
+			}
+			return bd, nil
+		},
+		LostSpacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, ttl/4)},
+	})
 }
 
 // apply records a board that holds in's effects.

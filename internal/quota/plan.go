@@ -20,9 +20,9 @@ type board struct {
 	Grace   int64             `json:"grace_ms,omitempty"`
 	Leases  map[string]lease  `json:"leases,omitempty"`
 	Waiting map[string]waiter `json:"waiting,omitempty"`
-	// Writer names the write (holder and a sequence of its own), so a
+	// Writer is the id of the write that stored the board (kvcas), so a
 	// worker whose compare-and-set went unanswered can tell its own write
-	// when it reads the key again.
+	// when it reads the key again; only its writer compares it.
 	Writer string `json:"writer,omitempty"`
 }
 
@@ -196,8 +196,6 @@ type outcome struct {
 // grants, which is how a worker recognises its own write.
 func plan(cur board, in intent) outcome {
 	now := in.now.UnixMilli()
-	exp := in.now.Add(in.ttl).UnixMilli()
-	half := in.ttl.Milliseconds() / 2
 	next := cur.live(now)
 	if next.Leases == nil {
 		next.Leases = make(map[string]lease)
@@ -214,10 +212,27 @@ func plan(cur board, in intent) outcome {
 		}
 	}
 	var out outcome
+	planHeld(next, in, &out)
+	planWanted(next, in, &out)
+	if len(next.Leases) == 0 {
+		next.Leases = nil
+	}
+	if len(next.Waiting) == 0 {
+		next.Waiting = nil
+	}
+	out.next = next
+	out.changed = !same(cur, next)
+	return out
+}
+
+// planHeld applies to next the worker's changes to the leases it holds:
+// releases, hand-backs, takeovers and renewals.
+func planHeld(next board, in intent, out *outcome) {
+	now, exp := in.now.UnixMilli(), in.now.Add(in.ttl).UnixMilli()
 	// A lease of the worker past half its life is renewed; one fresher is
 	// left as it is, so a worker writes about twice per ttl when nothing
 	// else changes.
-	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > half }
+	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 }
 
 	for _, id := range in.drop {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
@@ -249,7 +264,12 @@ func plan(cur board, in intent) outcome {
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
 		}
 	}
+}
 
+// planWanted grants the worker's waiting jobs what next and the fair
+// share allow, and registers the worker as waiting for the rest.
+func planWanted(next board, in intent, out *outcome) {
+	now, exp := in.now.UnixMilli(), in.now.Add(in.ttl).UnixMilli()
 	// Jobs of want already leased to this worker (by a write whose answer
 	// was lost) or handed back (a stopped or dead worker's delivery of the
 	// same job) are granted first, outside the count: their lease is in it
@@ -282,19 +302,10 @@ func plan(cur board, in intent) outcome {
 		rest = rest[n:]
 	}
 	if waiting := len(rest) + held; waiting > 0 || in.starved {
-		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != waiting || w.Exp-now <= half {
+		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != waiting || w.Exp-now <= in.ttl.Milliseconds()/2 {
 			next.Waiting[in.holder] = waiter{Jobs: waiting, Exp: exp}
 		}
 	} else {
 		delete(next.Waiting, in.holder)
 	}
-	if len(next.Leases) == 0 {
-		next.Leases = nil
-	}
-	if len(next.Waiting) == 0 {
-		next.Waiting = nil
-	}
-	out.next = next
-	out.changed = !same(cur, next)
-	return out
 }

@@ -14,11 +14,15 @@ func in(holder string, limit int) intent {
 
 func leased(holder string, exp time.Time) lease { return lease{Holder: holder, Exp: exp.UnixMilli()} }
 
-func TestPlan(t *testing.T) {
-	t.Parallel()
-	later := t0.Add(time.Minute)
-	full := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+// later is a lease's expiry a lease life after t0; full is a board of
+// limit 2 whose leases w1 holds.
+var (
+	later = t0.Add(time.Minute)
+	full  = board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+)
 
+func TestPlanGrants(t *testing.T) {
+	t.Parallel()
 	t.Run("grants up to the limit, first come first", func(t *testing.T) {
 		i := in("w1", 2)
 		i.want = []string{"j1", "j2", "j3"}
@@ -38,6 +42,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("granted %v waiting %+v", out.granted, out.next.Waiting)
 		}
 	})
+}
+
+func TestPlanExpiredLeases(t *testing.T) {
+	t.Parallel()
 	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
 		b := leased("dead", t0.Add(-3*time.Minute))
 		b.Lapsed = t0.Add(-2 * time.Minute).UnixMilli()
@@ -88,6 +96,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("a grace later: granted %v leases %+v", out.granted, out.next.Leases)
 		}
 	})
+}
+
+func TestPlanHeldLeases(t *testing.T) {
+	t.Parallel()
 	t.Run("expired leases without grace are ignored and pruned", func(t *testing.T) {
 		old := board{Limit: 2, Leases: map[string]lease{"a": leased("dead", t0), "b": leased("dead", t0.Add(-time.Second))}}
 		i := in("w2", 2)
@@ -124,6 +136,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("leases %+v", out.next.Leases)
 		}
 	})
+}
+
+func TestPlanHandBack(t *testing.T) {
+	t.Parallel()
 	t.Run("renews a kept lease only past half its life", func(t *testing.T) {
 		b := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
 		i := in("w1", 2)
@@ -163,6 +179,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("taken over: %+v put back %v", taken.next.Leases, taken.putBack)
 		}
 	})
+}
+
+func TestPlanFairShareAndRecognition(t *testing.T) {
+	t.Parallel()
 	t.Run("release and hand back", func(t *testing.T) {
 		i := in("w1", 2)
 		i.drop = []string{"a"}
