@@ -86,6 +86,8 @@ type Doc[T any] struct {
 	// leader is elected within seconds) to learn whether it was stored.
 	// Defaults to 30s.
 	LostFor time.Duration
+
+	ready bool // defaults filled in (New)
 }
 
 // New returns d with its defaults filled in, so that each Update need not.
@@ -128,6 +130,7 @@ func (d Doc[T]) withDefaults() Doc[T] {
 		d.LostSpacing = backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	}
 	d.LostFor = cmp.Or(d.LostFor, 30*time.Second)
+	d.ready = true
 	return d
 }
 
@@ -150,14 +153,18 @@ func (d Doc[T]) withDefaults() Doc[T] {
 // answer, and a value that carries the write id of one of its own writes
 // is that write, returned as written; change is not applied twice.
 func (d *Doc[T]) Update(ctx context.Context, key string, known *Entry[T], change func(cur T, found bool) (T, error)) (Entry[T], error) {
-	u := &update[T]{doc: d.withDefaults(), key: key, known: known, change: change}
+	if !d.ready {
+		dd := d.withDefaults()
+		d = &dd
+	}
+	u := &update[T]{doc: d, key: key, known: known, change: change}
 	err := backoff.Retry{}.Do(ctx, u.attempt)
 	return u.done, err
 }
 
 // update is one Update's progress across its attempts.
 type update[T any] struct {
-	doc    Doc[T]
+	doc    *Doc[T]
 	key    string
 	known  *Entry[T]
 	change func(T, bool) (T, error)
