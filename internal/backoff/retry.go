@@ -51,7 +51,8 @@ func (r Retry) delay(attempt int) time.Duration {
 // Do calls op (with its attempt number, 0-based) until it succeeds. It
 // returns nil on success; the error unwrapped from Permanent at once;
 // op's last error when Attempts calls failed; or, when ctx ends while
-// waiting, op's last error joined with ctx's (errors.Is finds both).
+// waiting, op's last error joined with ctx's (errors.Is finds both). An
+// error marked After waits its own delay instead of Spacing's.
 func (r Retry) Do(ctx context.Context, op func(ctx context.Context, attempt int) error) error {
 	sleep := r.Sleep
 	if sleep == nil {
@@ -65,14 +66,38 @@ func (r Retry) Do(ctx context.Context, op func(ctx context.Context, attempt int)
 		if p, ok := errors.AsType[*permanent](err); ok {
 			return p.err
 		}
+		wait := r.delay(attempt)
+		if a, ok := errors.AsType[*after](err); ok {
+			err, wait = a.err, a.wait
+		}
 		if r.Attempts > 0 && attempt+1 >= r.Attempts {
 			return err
 		}
-		if cerr := sleep(ctx, r.delay(attempt)); cerr != nil {
+		if cerr := sleep(ctx, wait); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 	}
 }
+
+// After marks err as worth another attempt after wait exactly (0: at
+// once, unless ctx has ended), in place of Spacing's delay: for an
+// operation whose failures differ in how soon a retry may succeed, such
+// as a compare-and-set that lost to another writer (at once) or whose
+// answer was lost in a leader election (seconds). A nil err stays nil.
+func After(err error, wait time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &after{err: err, wait: wait}
+}
+
+type after struct {
+	err  error
+	wait time.Duration
+}
+
+func (a *after) Error() string { return a.err.Error() }
+func (a *after) Unwrap() error { return a.err }
 
 // Permanent marks err as not worth another attempt: Retry.Do returns err
 // at once. A nil err stays nil.

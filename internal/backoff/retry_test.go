@@ -30,6 +30,10 @@ func TestRetryDo(t *testing.T) {
 		{name: "attempts run out", retry: backoff.Retry{Attempts: 2, Jitter: backoff.JitterNone},
 			fails: 5, failWith: errBusy, wantCalls: 2, wantErr: []error{errBusy}, wantWaits: []time.Duration{backoff.DefaultMin}},
 		{name: "permanent stops at once", fails: 5, failWith: backoff.Permanent(errBad), wantCalls: 1, wantErr: []error{errBad}},
+		{name: "an error's own wait", retry: backoff.Retry{Spacing: backoff.Exponential{Min: time.Second}, Jitter: backoff.JitterNone},
+			fails: 2, failWith: backoff.After(errBusy, 0), wantCalls: 3, wantWaits: []time.Duration{0, 0}},
+		{name: "an error's own wait, attempts run out", retry: backoff.Retry{Attempts: 2},
+			fails: 5, failWith: backoff.After(errBusy, time.Minute), wantCalls: 2, wantErr: []error{errBusy}, wantWaits: []time.Duration{time.Minute}},
 		{name: "context ends while waiting", fails: 5, failWith: errBusy, ctxEnds: true, wantCalls: 1, wantErr: []error{errBusy, context.Canceled}},
 	}
 	for _, tt := range tests {
@@ -77,7 +81,7 @@ func TestRetryDo(t *testing.T) {
 
 func TestPermanentNil(t *testing.T) {
 	t.Parallel()
-	if backoff.Permanent(nil) != nil {
-		t.Fatal("Permanent(nil) is not nil")
+	if backoff.Permanent(nil) != nil || backoff.After(nil, time.Second) != nil {
+		t.Fatal("Permanent(nil) or After(nil) is not nil")
 	}
 }

@@ -146,22 +146,24 @@ func (p *Publisher) PublishAsync(ev Event) error {
 // and acknowledges the repeat as a duplicate.
 func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
 	msg := p.newMsg(kind, status, id, body)
-	spacing := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}, Jitter: backoff.JitterNone}
 	var first time.Time
-	for attempt := 0; ; attempt++ {
+	err := retry.Do(ctx, func(ctx context.Context, attempt int) error {
 		actx, cancel := context.WithTimeout(ctx, cmp.Or(p.ackTimeout, AckTimeout))
 		_, err := natsconn.Publish(actx, p.js.Conn(), msg)
 		cancel()
-		if err == nil {
-			return nil
-		}
 		if attempt == 0 {
 			first = time.Now()
 		}
-		if !natsconn.Ambiguous(ctx, err) || time.Since(first) >= RepublishFor || backoff.Sleep(ctx, spacing.Ceiling(attempt)) != nil {
-			return fmt.Errorf("publish event %s: %w", id, err)
+		if err != nil && (!natsconn.Ambiguous(ctx, err) || time.Since(first) >= RepublishFor) {
+			return backoff.Permanent(err)
 		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("publish event %s: %w", id, err)
 	}
+	return nil
 }
 
 // AckTimeout is how long PublishRaw waits for the stream's ack to one try

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // Publish sends m to the JetStream stream that holds its subject and
@@ -29,16 +30,18 @@ import (
 // leader election), jetstream.ErrInvalidJSAck, or the request's own error
 // (a timeout: ctx's deadline).
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (uint64, error) {
-	resp, err := nc.RequestMsgWithContext(ctx, m)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(jetstream.DefaultPubRetryWait):
-		}
+	var resp *nats.Msg
+	err := pubRetry.Do(ctx, func(ctx context.Context, _ int) error {
+		var err error
 		resp, err = nc.RequestMsgWithContext(ctx, m)
-	}
+		if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			return backoff.Permanent(err)
+		}
+		return err
+	})
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return 0, ctx.Err()
 	case errors.Is(err, nats.ErrNoResponders):
 		return 0, jetstream.ErrNoStreamResponse
 	case err != nil:
@@ -48,6 +51,13 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (uint64, error) {
 		return seq, nil
 	}
 	return slowAck(resp.Data)
+}
+
+// pubRetry spaces the requests of a publish nobody answered as nats.go's
+// PublishMsg does: two retries 250 ms apart.
+var pubRetry = backoff.Retry{
+	Spacing: backoff.Exponential{Min: jetstream.DefaultPubRetryWait, Max: jetstream.DefaultPubRetryWait},
+	Jitter:  backoff.JitterNone, Attempts: jetstream.DefaultPubRetryAttempts + 1,
 }
 
 // quickAck reads an acknowledgement of the form

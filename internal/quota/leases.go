@@ -2,19 +2,15 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
-	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/kvcas"
 )
 
 // pollEvery is how often a worker reads the board while jobs of its own
@@ -37,8 +33,7 @@ type leases struct {
 	limit    int
 	holder   string
 	ttl      time.Duration
-	kv       jetstream.KeyValue
-	nc       *nats.Conn
+	doc      *kvcas.Doc[board]
 	log      zerolog.Logger
 	now      func() time.Time
 	observe  func(Status)
@@ -48,13 +43,13 @@ type leases struct {
 	// refs counts the Leases of each job this worker holds or takes over:
 	// two deliveries of one job on one worker share its lease, which is
 	// given back when the last of them lets go.
-	refs    map[string]int
-	keep    map[string]bool
-	take    map[string]bool
-	drop    map[string]bool
-	orphan  map[string]time.Time
-	want    []*request
-	starved time.Time
+	refs     map[string]int
+	keep     map[string]bool
+	take     map[string]bool
+	drop     map[string]bool
+	handBack map[string]time.Time
+	want     []*request
+	starved  time.Time
 	// drained: the consumer's last pull got fewer jobs than it was
 	// allowed, so the stream had no more; a worker asking for more than
 	// it may is starved only when it has not (else an idle worker would
@@ -66,7 +61,6 @@ type leases struct {
 	// view is the board as last read or written, live at viewAt.
 	view   board
 	viewAt time.Time
-	seq    int
 }
 
 // request is one job waiting for a lease.
@@ -76,11 +70,12 @@ type request struct {
 }
 
 func newLeases(resource string, limit int, cfg Config) *leases {
+	log := cfg.Logger.With().Str("quota", resource).Logger()
 	return &leases{
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
-		kv: cfg.KV, nc: cfg.Conn, log: cfg.Logger.With().Str("quota", resource).Logger(), now: cfg.Now, observe: cfg.Observe,
+		doc: boardDoc(cfg, cfg.TTL, log), log: log, now: cfg.Now, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
-		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, orphan: map[string]time.Time{},
+		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
 	}
 }
 
@@ -128,7 +123,7 @@ func (l *leases) takeOver(job string) {
 	l.unreserveLocked()
 	l.refs[job]++
 	delete(l.drop, job)
-	delete(l.orphan, job)
+	delete(l.handBack, job)
 	if !l.keep[job] {
 		l.take[job] = true
 	}
@@ -137,7 +132,7 @@ func (l *leases) takeOver(job string) {
 }
 
 // release gives job's lease back; handBack leaves it counting for the
-// job's next delivery, due in redeliverIn (see intent.orphan).
+// job's next delivery, due in redeliverIn (see intent.handBack).
 func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	l.mu.Lock()
 	if l.refs[job]--; l.refs[job] > 0 {
@@ -149,7 +144,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.keep, job)
 	delete(l.take, job)
 	if handBack {
-		l.orphan[job] = l.now().Add(max(redeliverIn, 0))
+		l.handBack[job] = l.now().Add(max(redeliverIn, 0))
 	} else {
 		l.drop[job] = true
 	}
@@ -191,17 +186,10 @@ func (l *leases) reserve(n int) int {
 		return 0
 	}
 	v := l.view.live(now.UnixMilli())
-	free := l.limit - len(v.Leases)
-	for h := range v.Waiting {
-		if h != l.holder {
-			fair := (l.limit + len(holdersOf(v, l.holder)) - 1) / len(holdersOf(v, l.holder))
-			free = min(free, fair-v.held(l.holder))
-			break
-		}
-	}
+	free := min(l.limit-len(v.Leases), fairShare(v, l.holder, l.limit)-v.held(l.holder))
 	// A job handed back counts until its next delivery takes its lease
 	// over: that delivery must be pulled whatever the limit.
-	allow := max(free, 0) + v.orphans() - len(l.want) - len(l.reserved)
+	allow := max(free, 0) + v.handedBack() - len(l.want) - len(l.reserved)
 	allow = min(max(allow, 0), n)
 	if allow < n || now.Sub(l.viewAt) > pollEvery {
 		// Read the board again soon: it may have moved since.
@@ -216,19 +204,6 @@ func (l *leases) reserve(n int) int {
 		l.reserved = append(l.reserved, now.Add(l.ttl))
 	}
 	return allow
-}
-
-func holdersOf(bd board, me string) map[string]bool {
-	hs := map[string]bool{me: true}
-	for _, l := range bd.Leases {
-		if l.Holder != "" {
-			hs[l.Holder] = true
-		}
-	}
-	for h := range bd.Waiting {
-		hs[h] = true
-	}
-	return hs
 }
 
 // run keeps the board in step with the worker's requests until ctx ends,
@@ -271,10 +246,10 @@ func (l *leases) intent() intent {
 	in := intent{
 		holder: l.holder, now: l.now(), ttl: l.ttl, limit: l.limit,
 		keep: make(map[string]bool, len(l.keep)),
-		take: keys(l.take), drop: keys(l.drop), orphan: make(map[string]int64, len(l.orphan)),
+		take: keys(l.take), drop: keys(l.drop), handBack: make(map[string]int64, len(l.handBack)),
 	}
-	for id, due := range l.orphan {
-		in.orphan[id] = due.Add(l.ttl).UnixMilli()
+	for id, due := range l.handBack {
+		in.handBack[id] = due.Add(l.ttl).UnixMilli()
 	}
 	in.starved = !l.starved.IsZero() && in.now.Sub(l.starved) < 2*time.Second
 	for id := range l.keep {
@@ -296,27 +271,23 @@ func keys[V any](m map[string]V) []string {
 }
 
 // sync reads the board, plans the worker's requests on it and writes the
-// result by compare-and-set, re-reading after a conflict. A write whose
-// answer is lost (a timeout, a leader change) is not taken as failed or
-// as done: the board is read again, and plan recognises the leases the
-// write gave if it landed.
+// result by compare-and-set (kvcas), again until it lands or ctx ends.
 func (l *leases) sync(ctx context.Context) {
 	// Retries come at least every quarter of a lease life, so that once the
 	// bucket answers again a worker renews its leases well within the grace
 	// the others give them (see board.live).
-	retry := backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}
-	began, warned, conflict := time.Now(), false, false
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := l.syncOnce(ctx, conflict)
-		conflict = errors.Is(err, jetstream.ErrKeyExists)
+	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, l.ttl/4)}}
+	began, warned := time.Now(), false
+	_ = retry.Do(ctx, func(ctx context.Context, attempt int) error {
+		err := l.syncOnce(ctx)
 		if err == nil {
 			if warned {
 				l.log.Info().Dur("after", time.Since(began).Round(time.Millisecond)).Int("attempts", attempt+1).
 					Msg("quota board written again")
 			}
-			return
+			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !errors.Is(err, kvcas.ErrConflict) {
 			l.log.Debug().Err(err).Msg("quota board not written; reading it again")
 		}
 		// A board this worker cannot write for a lease life holds its
@@ -328,58 +299,51 @@ func (l *leases) sync(ctx context.Context) {
 			l.log.Warn().Err(err).Int("attempts", attempt+1).Int("waiting_here", l.status().WaitingHere).
 				Msg("quota board not written for a lease life: this worker's jobs waiting for a lease wait on, and its leases lapse for the other workers until it writes again")
 		}
-		if backoff.Sleep(ctx, retry.Delay(attempt)) != nil {
-			return
-		}
-	}
+		return err
+	})
 }
 
-// syncOnce reads the board, plans and writes; after a conflict (leader)
-// it reads the board from the bucket's stream leader, not from whichever
-// replica answers first.
-func (l *leases) syncOnce(ctx context.Context, leader bool) error {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var cur board
-	value, rev, err := natsconn.KVRead(cctx, l.kv, l.nc, l.key, leader)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return fmt.Errorf("read %s: %w", l.key, err)
-	default:
-		if cur, err = decodeBoard(value); err != nil {
-			// A board nobody can read is replaced: its leases lapse.
-			l.log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
-			cur = board{}
-		}
-	}
+// syncOnce plans the worker's requests on the board and writes the plan.
+// plan is idempotent, so a write whose answer was lost and that kvcas did
+// not recognise (its LostFor passed) changes nothing when planned again.
+func (l *leases) syncOnce(ctx context.Context) error {
 	in := l.intent()
-	out := plan(cur, in)
-	// A release, hand-back or takeover that changes nothing may have been
-	// planned on a stale read: on a cluster a read can come from a replica
-	// that has not applied the last write yet, and a lease it does not show
-	// would stay on the board for good. It is written all the same, by
-	// compare-and-set, which fails on a stale revision and reads again.
-	if out.changed || len(in.drop)+len(in.orphan)+len(in.take) > 0 {
-		l.mu.Lock()
-		l.seq++
-		out.next.Writer = fmt.Sprintf("%s#%d", l.holder, l.seq)
-		l.mu.Unlock()
-		data, err := json.Marshal(out.next)
-		if err != nil {
-			return err
+	var out outcome
+	_, err := l.doc.Update(ctx, l.key, nil, func(cur board, _ bool) (board, error) {
+		out = plan(cur, in)
+		// A release, hand-back or takeover that changes nothing may have
+		// been planned on a stale read: on a cluster a read can come from
+		// a replica that has not applied the last write yet, and a lease
+		// it does not show would stay on the board for good. It is written
+		// all the same: the compare-and-set fails on a stale revision.
+		if !out.changed && len(in.drop)+len(in.handBack)+len(in.take) == 0 {
+			return cur, kvcas.Unchanged
 		}
-		if rev == 0 {
-			_, err = l.kv.Create(cctx, l.key, data)
-		} else {
-			_, err = l.kv.Update(cctx, l.key, data, rev)
-		}
-		if err != nil {
-			return fmt.Errorf("write %s: %w", l.key, err)
-		}
+		return out.next, nil
+	})
+	if err != nil {
+		return err
 	}
 	l.apply(in, out)
 	return nil
+}
+
+// boardDoc is how a worker reads and writes a resource's board.
+func boardDoc(cfg Config, ttl time.Duration, log zerolog.Logger) *kvcas.Doc[board] {
+	return kvcas.New(kvcas.Doc[board]{
+		KV: cfg.KV, Conn: cfg.Conn, Name: "quota",
+		WriteID: func(bd *board) *string { return &bd.Writer },
+		Decode: func(b []byte) (board, error) {
+			bd, err := decodeBoard(b)
+			if err != nil {
+				// A board nobody can read is replaced: its leases lapse.
+				log.Warn().Err(err).Msg("quota board unreadable; starting it afresh")
+				return board{}, nil
+			}
+			return bd, nil
+		},
+		LostSpacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, ttl/4)},
+	})
 }
 
 // apply records a board that holds in's effects.
@@ -394,8 +358,8 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, id := range in.drop {
 		delete(l.drop, id)
 	}
-	for id := range in.orphan {
-		delete(l.orphan, id)
+	for id := range in.handBack {
+		delete(l.handBack, id)
 	}
 	for _, id := range out.lost {
 		delete(l.keep, id)

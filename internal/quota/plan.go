@@ -20,9 +20,9 @@ type board struct {
 	Grace   int64             `json:"grace_ms,omitempty"`
 	Leases  map[string]lease  `json:"leases,omitempty"`
 	Waiting map[string]waiter `json:"waiting,omitempty"`
-	// Writer names the write (holder and a sequence of its own), so a
+	// Writer is the id of the write that stored the board (kvcas), so a
 	// worker whose compare-and-set went unanswered can tell its own write
-	// when it reads the key again.
+	// when it reads the key again; only its writer compares it.
 	Writer string `json:"writer,omitempty"`
 }
 
@@ -97,8 +97,8 @@ func (bd board) held(holder string) int {
 	return n
 }
 
-// orphans counts the leases handed back with their job.
-func (bd board) orphans() int { return bd.held("") }
+// handedBack counts the leases handed back with their job (holder "").
+func (bd board) handedBack() int { return bd.held("") }
 
 // waitingJobs is the number of jobs waiting across the fleet.
 func (bd board) waitingJobs() int {
@@ -107,6 +107,29 @@ func (bd board) waitingJobs() int {
 		n += w.Jobs
 	}
 	return n
+}
+
+// fairShare is how many leases holder may hold of limit on bd: while
+// another worker waits, the limit split between the workers that hold or
+// wait for a lease (holder among them; a lease handed back is no
+// worker's), rounded up; else the whole limit. plan grants by it and
+// reserve pulls by it, so a worker pulls no job it would not be granted.
+func fairShare(bd board, holder string, limit int) int {
+	workers := map[string]bool{holder: true}
+	contested := false
+	for _, l := range bd.Leases {
+		if l.Holder != "" {
+			workers[l.Holder] = true
+		}
+	}
+	for h := range bd.Waiting {
+		workers[h] = true
+		contested = contested || h != holder
+	}
+	if !contested {
+		return limit
+	}
+	return (limit + len(workers) - 1) / len(workers)
 }
 
 // graceOf is the grace of a lease life ttl: two lease lives. An expired
@@ -140,12 +163,12 @@ type intent struct {
 	want []string
 	// drop are leases given back.
 	drop []string
-	// orphan are leases handed back with their job (a stopping worker, a
+	// handBack are leases handed back with their job (a stopping worker, a
 	// retry while the task runs upstream), each with the expiry (Unix
 	// milliseconds) it needs at least: a lease life past the job's next
 	// delivery. They keep counting, holder "", until that delivery takes
 	// them over or they lapse.
-	orphan map[string]int64
+	handBack map[string]int64
 	// starved: the worker would start more jobs than it may; it counts
 	// as waiting (with no job held) for the fair share.
 	starved bool
@@ -173,8 +196,6 @@ type outcome struct {
 // grants, which is how a worker recognises its own write.
 func plan(cur board, in intent) outcome {
 	now := in.now.UnixMilli()
-	exp := in.now.Add(in.ttl).UnixMilli()
-	half := in.ttl.Milliseconds() / 2
 	next := cur.live(now)
 	if next.Leases == nil {
 		next.Leases = make(map[string]lease)
@@ -191,19 +212,36 @@ func plan(cur board, in intent) outcome {
 		}
 	}
 	var out outcome
+	planHeld(next, in, &out)
+	planWanted(next, in, &out)
+	if len(next.Leases) == 0 {
+		next.Leases = nil
+	}
+	if len(next.Waiting) == 0 {
+		next.Waiting = nil
+	}
+	out.next = next
+	out.changed = !same(cur, next)
+	return out
+}
+
+// planHeld applies to next the worker's changes to the leases it holds:
+// releases, hand-backs, takeovers and renewals.
+func planHeld(next board, in intent, out *outcome) {
+	now, exp := in.now.UnixMilli(), in.now.Add(in.ttl).UnixMilli()
 	// A lease of the worker past half its life is renewed; one fresher is
 	// left as it is, so a worker writes about twice per ttl when nothing
 	// else changes.
-	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > half }
+	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 }
 
 	for _, id := range in.drop {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
 			delete(next.Leases, id)
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(in.orphan)) {
+	for _, id := range slices.Sorted(maps.Keys(in.handBack)) {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
-			next.Leases[id] = lease{Exp: max(l.Exp, in.orphan[id])}
+			next.Leases[id] = lease{Exp: max(l.Exp, in.handBack[id])}
 		}
 	}
 	for _, id := range in.take {
@@ -226,7 +264,12 @@ func plan(cur board, in intent) outcome {
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
 		}
 	}
+}
 
+// planWanted grants the worker's waiting jobs what next and the fair
+// share allow, and registers the worker as waiting for the rest.
+func planWanted(next board, in intent, out *outcome) {
+	now, exp := in.now.UnixMilli(), in.now.Add(in.ttl).UnixMilli()
 	// Jobs of want already leased to this worker (by a write whose answer
 	// was lost) or handed back (a stopped or dead worker's delivery of the
 	// same job) are granted first, outside the count: their lease is in it
@@ -250,23 +293,7 @@ func plan(cur board, in intent) outcome {
 	}
 	free := in.limit - len(next.Leases)
 	if free > 0 && len(rest) > 0 {
-		// While another worker waits, a worker takes no more than its fair
-		// share: the limit split between the workers that hold or want a
-		// lease.
-		holders := map[string]bool{in.holder: true}
-		othersWait := false
-		for _, l := range next.Leases {
-			holders[l.Holder] = true
-		}
-		for h := range next.Waiting {
-			holders[h] = true
-			othersWait = othersWait || h != in.holder
-		}
-		allow := free
-		if othersWait {
-			fair := (in.limit + len(holders) - 1) / len(holders)
-			allow = min(free, max(0, fair-next.held(in.holder)))
-		}
+		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
 			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
@@ -275,19 +302,10 @@ func plan(cur board, in intent) outcome {
 		rest = rest[n:]
 	}
 	if waiting := len(rest) + held; waiting > 0 || in.starved {
-		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != waiting || w.Exp-now <= half {
+		if w, ok := next.Waiting[in.holder]; !ok || w.Jobs != waiting || w.Exp-now <= in.ttl.Milliseconds()/2 {
 			next.Waiting[in.holder] = waiter{Jobs: waiting, Exp: exp}
 		}
 	} else {
 		delete(next.Waiting, in.holder)
 	}
-	if len(next.Leases) == 0 {
-		next.Leases = nil
-	}
-	if len(next.Waiting) == 0 {
-		next.Waiting = nil
-	}
-	out.next = next
-	out.changed = !same(cur, next)
-	return out
 }

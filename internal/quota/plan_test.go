@@ -14,11 +14,15 @@ func in(holder string, limit int) intent {
 
 func leased(holder string, exp time.Time) lease { return lease{Holder: holder, Exp: exp.UnixMilli()} }
 
-func TestPlan(t *testing.T) {
-	t.Parallel()
-	later := t0.Add(time.Minute)
-	full := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+// later is a lease's expiry a lease life after t0; full is a board of
+// limit 2 whose leases w1 holds.
+var (
+	later = t0.Add(time.Minute)
+	full  = board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", later), "b": leased("w1", later)}}
+)
 
+func TestPlanGrants(t *testing.T) {
+	t.Parallel()
 	t.Run("grants up to the limit, first come first", func(t *testing.T) {
 		i := in("w1", 2)
 		i.want = []string{"j1", "j2", "j3"}
@@ -38,6 +42,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("granted %v waiting %+v", out.granted, out.next.Waiting)
 		}
 	})
+}
+
+func TestPlanExpiredLeases(t *testing.T) {
+	t.Parallel()
 	t.Run("an expired lease counts as handed back for its grace, then lapses", func(t *testing.T) {
 		b := leased("dead", t0.Add(-3*time.Minute))
 		b.Lapsed = t0.Add(-2 * time.Minute).UnixMilli()
@@ -45,7 +53,7 @@ func TestPlan(t *testing.T) {
 		i := in("w2", 2)
 		i.want = []string{"j1", "j2"}
 		out := plan(old, i)
-		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.orphans() != 1 {
+		if len(out.granted) != 1 || out.next.Leases["a"].Holder != "" || out.next.handedBack() != 1 {
 			t.Fatalf("granted %v leases %+v", out.granted, out.next.Leases)
 		}
 		// Its own kept lease, past expiry (the worker could not write for
@@ -88,6 +96,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("a grace later: granted %v leases %+v", out.granted, out.next.Leases)
 		}
 	})
+}
+
+func TestPlanHeldLeases(t *testing.T) {
+	t.Parallel()
 	t.Run("expired leases without grace are ignored and pruned", func(t *testing.T) {
 		old := board{Limit: 2, Leases: map[string]lease{"a": leased("dead", t0), "b": leased("dead", t0.Add(-time.Second))}}
 		i := in("w2", 2)
@@ -124,6 +136,10 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("leases %+v", out.next.Leases)
 		}
 	})
+}
+
+func TestPlanHandBack(t *testing.T) {
+	t.Parallel()
 	t.Run("renews a kept lease only past half its life", func(t *testing.T) {
 		b := board{Limit: 2, Grace: 120000, Leases: map[string]lease{"a": leased("w1", t0.Add(40*time.Second))}}
 		i := in("w1", 2)
@@ -141,7 +157,7 @@ func TestPlan(t *testing.T) {
 		// a's task ended; b's runs upstream, and its job is retried in
 		// five minutes.
 		i.drop = []string{"a"}
-		i.orphan = map[string]int64{"b": t0.Add(6 * time.Minute).UnixMilli()}
+		i.handBack = map[string]int64{"b": t0.Add(6 * time.Minute).UnixMilli()}
 		out := plan(full, i)
 		if l := out.next.Leases["b"]; l.Holder != "" || l.Exp != t0.Add(6*time.Minute).UnixMilli() {
 			t.Fatalf("handed back: %+v", out.next.Leases)
@@ -151,7 +167,7 @@ func TestPlan(t *testing.T) {
 		w.now = t0.Add(4 * time.Minute)
 		w.want = []string{"j1", "j2"}
 		later := plan(out.next, w)
-		if !slices.Equal(later.granted, []string{"j1"}) || later.next.orphans() != 1 {
+		if !slices.Equal(later.granted, []string{"j1"}) || later.next.handedBack() != 1 {
 			t.Fatalf("4 minutes on: granted %v leases %+v", later.granted, later.next.Leases)
 		}
 		// The retry's delivery takes it over, without a new place.
@@ -163,12 +179,16 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("taken over: %+v put back %v", taken.next.Leases, taken.putBack)
 		}
 	})
+}
+
+func TestPlanFairShareAndRecognition(t *testing.T) {
+	t.Parallel()
 	t.Run("release and hand back", func(t *testing.T) {
 		i := in("w1", 2)
 		i.drop = []string{"a"}
-		i.orphan = map[string]int64{"b": 0}
+		i.handBack = map[string]int64{"b": 0}
 		out := plan(full, i)
-		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.orphans() != 1 {
+		if _, ok := out.next.Leases["a"]; ok || out.next.Leases["b"].Holder != "" || out.next.handedBack() != 1 {
 			t.Fatalf("leases %+v", out.next.Leases)
 		}
 		// Another worker's lease is not dropped.
@@ -191,6 +211,23 @@ func TestPlan(t *testing.T) {
 		out := plan(b, i)
 		if len(out.granted) != 2 || out.next.Waiting["w2"].Jobs != 1 {
 			t.Fatalf("w2 granted %v waiting %+v", out.granted, out.next.Waiting)
+		}
+	})
+	t.Run("a lease handed back is no worker's and does not shrink the fair share", func(t *testing.T) {
+		// w1 and w2 are the workers: a fair share is 3 of 6, however many
+		// leases wait, handed back, for their jobs' next deliveries.
+		b := board{Limit: 6, Waiting: map[string]waiter{"w2": {Jobs: 1, Exp: later.UnixMilli()}},
+			Leases: map[string]lease{"a": leased("w1", later), "b": leased("", later)}}
+		i := in("w1", 6)
+		i.want = []string{"j1", "j2", "j3"}
+		if out := plan(b, i); len(out.granted) != 2 {
+			t.Fatalf("w1 holding 1 of a fair 3 was granted %v, want 2", out.granted)
+		}
+		if got := fairShare(b, "w1", 6); got != 3 {
+			t.Fatalf("fairShare = %d, want 3", got)
+		}
+		if got := fairShare(board{Leases: b.Leases}, "w1", 6); got != 6 {
+			t.Fatalf("fairShare with nobody else waiting = %d, want the limit", got)
 		}
 	})
 	t.Run("a write that landed is recognised when planned again", func(t *testing.T) {

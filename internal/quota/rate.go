@@ -4,18 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
-	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/kvcas"
 )
 
 // window is the value of a resource's rate key: the requests the fleet
@@ -24,8 +21,10 @@ type window struct {
 	Win  int64 `json:"win"`
 	Used int   `json:"used"`
 	// Rate is the rate of the worker that wrote last, for display.
-	Rate   float64 `json:"rate"`
-	Writer string  `json:"writer,omitempty"`
+	Rate float64 `json:"rate"`
+	// Writer is the id of the write that stored the window (see
+	// board.Writer).
+	Writer string `json:"writer,omitempty"`
 }
 
 // Rate shares a request rate between the fleet's workers: time is cut in
@@ -43,9 +42,7 @@ type Rate struct {
 	length   time.Duration
 	per      int
 	batch    int
-	holder   string
-	kv       jetstream.KeyValue
-	nc       *nats.Conn
+	doc      *kvcas.Doc[window]
 	log      zerolog.Logger
 	now      func() time.Time
 	// claimer is held by the one goroutine claiming from the key.
@@ -54,7 +51,6 @@ type Rate struct {
 	mu     sync.Mutex
 	win    int64
 	tokens int
-	seq    int
 }
 
 func newRate(resource string, rate float64, cfg Config) *Rate {
@@ -67,8 +63,20 @@ func newRate(resource string, rate float64, cfg Config) *Rate {
 		resource: resource, key: "rate." + resource, rate: rate, length: length, per: per,
 		// Small batches: each claim is one write, and tokens a worker
 		// holds at a window's end are lost to the fleet.
-		batch:  max(1, per/10),
-		holder: cfg.Holder, kv: cfg.KV, nc: cfg.Conn, now: cfg.Now,
+		batch: max(1, per/10),
+		doc: kvcas.New(kvcas.Doc[window]{
+			KV: cfg.KV, Conn: cfg.Conn, Name: "quota",
+			WriteID: func(w *window) *string { return &w.Writer },
+			// A window nobody can read is started afresh.
+			Decode: func(b []byte) (window, error) {
+				var w window
+				if json.Unmarshal(b, &w) != nil {
+					return window{}, nil
+				}
+				return w, nil
+			},
+		}),
+		now:     cfg.Now,
 		log:     cfg.Logger.With().Str("quota", resource+" rate").Logger(),
 		claimer: make(chan struct{}, 1),
 	}
@@ -113,96 +121,61 @@ func (r *Rate) spend() bool {
 
 // claim claims a batch of the current window's requests from the key,
 // waiting for the next window while this one is spent. A write whose
-// answer is lost counts as not applied unless the key shows it: the fleet
-// then sends fewer requests, never more.
+// answer is lost counts as not applied unless the key shows it (kvcas):
+// the fleet then sends fewer requests, never more.
 func (r *Rate) claim(ctx context.Context) error {
-	retry := backoff.Exponential{Min: 20 * time.Millisecond, Max: time.Second}
-	conflict := false
-	for attempt := 0; ; attempt++ {
-		now := r.now()
-		win := r.winOf(now)
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, wait, err := r.claimOnce(cctx, win, conflict)
-		cancel()
-		conflict = errors.Is(err, jetstream.ErrKeyExists)
-		switch {
-		case err == nil && n > 0:
-			r.mu.Lock()
-			r.win, r.tokens = win, n
-			r.mu.Unlock()
-			return nil
-		case err == nil:
-			// This window is spent (or a faster clock started the next):
-			// wait for the next one.
-			if err := backoff.Sleep(ctx, wait); err != nil {
-				return err
+	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 20 * time.Millisecond, Max: time.Second}}
+	for {
+		var win int64
+		err := retry.Do(ctx, func(ctx context.Context, _ int) error {
+			win = r.winOf(r.now())
+			n, err := r.claimOnce(ctx, win)
+			switch {
+			case err == nil:
+				r.mu.Lock()
+				r.win, r.tokens = win, n
+				r.mu.Unlock()
+				return nil
+			case errors.Is(err, errSpent):
+				return backoff.Permanent(err)
+			case ctx.Err() == nil:
+				r.log.Debug().Err(err).Msg("rate window not claimed; trying again")
 			}
-			attempt = -1
-		case errors.Is(err, jetstream.ErrKeyExists):
-			// Another worker claimed first: read again at once, from the
-			// bucket's leader.
-		default:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			r.log.Debug().Err(err).Msg("rate window not claimed; trying again")
-			if err := backoff.Sleep(ctx, retry.Delay(attempt)); err != nil {
-				return err
-			}
+			return err
+		})
+		if !errors.Is(err, errSpent) {
+			return err
+		}
+		// This window is spent (or a faster clock started the next): wait
+		// for the next one.
+		untilNext := time.Duration((win+1)*int64(r.length) - r.now().UnixNano())
+		if err := backoff.Sleep(ctx, max(untilNext, time.Millisecond)); err != nil {
+			return err
 		}
 	}
 }
 
-// claimOnce claims up to a batch of window win; n 0 means none is left,
-// and wait how long until the next window starts. After a conflict
-// (leader) the key is read from the bucket's stream leader.
-func (r *Rate) claimOnce(ctx context.Context, win int64, leader bool) (n int, wait time.Duration, err error) {
-	var cur window
-	value, rev, err := natsconn.KVRead(ctx, r.kv, r.nc, r.key, leader)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return 0, 0, err
-	default:
-		if json.Unmarshal(value, &cur) != nil {
-			cur = window{}
+// errSpent: the window claimed from has no request left.
+var errSpent = errors.New("quota: rate window spent")
+
+// claimOnce claims up to a batch of window win and returns how many, or
+// errSpent.
+func (r *Rate) claimOnce(ctx context.Context, win int64) (n int, err error) {
+	_, err = r.doc.Update(ctx, r.key, nil, func(cur window, _ bool) (window, error) {
+		switch {
+		case cur.Win > win:
+			// Another worker's clock is ahead: wait for ours to catch up.
+			return cur, errSpent
+		case cur.Win < win:
+			cur = window{Win: win}
 		}
-	}
-	untilNext := time.Duration((win+1)*int64(r.length) - r.now().UnixNano())
-	switch {
-	case cur.Win > win:
-		// Another worker's clock is ahead: wait for ours to catch up.
-		return 0, max(untilNext, time.Millisecond), nil
-	case cur.Win < win:
-		cur = window{Win: win}
-	}
-	if cur.Used >= r.per {
-		return 0, max(untilNext, time.Millisecond), nil
-	}
-	n = min(r.batch, r.per-cur.Used)
-	r.seq++
-	next := window{Win: win, Used: cur.Used + n, Rate: r.rate, Writer: fmt.Sprintf("%s#%d", r.holder, r.seq)}
-	data, _ := json.Marshal(next)
-	if rev == 0 {
-		_, err = r.kv.Create(ctx, r.key, data)
-	} else {
-		_, err = r.kv.Update(ctx, r.key, data, rev)
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		// The answer may be lost with the write applied: recognise it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if e, gerr := r.kv.Get(rctx, r.key); gerr == nil {
-			var got window
-			if json.Unmarshal(e.Value(), &got) == nil && got.Writer == next.Writer {
-				return n, 0, nil
-			}
+		if cur.Used >= r.per {
+			return cur, errSpent
 		}
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	return n, 0, nil
+		n = min(r.batch, r.per-cur.Used)
+		return window{Win: win, Used: cur.Used + n, Rate: r.rate}, nil
+	})
+	return n, err
 }
 
 // rateTransport waits for the fleet's rate before each request.

@@ -2,20 +2,14 @@ package state
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/internal/backoff"
-	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/kvcas"
 )
 
 // ErrNotFound is returned by Get for a job without a record.
@@ -23,20 +17,17 @@ var ErrNotFound = errors.New("state: no record for job")
 
 // Unchanged may be returned by an Update func to leave the record as it
 // is: Update then returns the current record without writing.
-var Unchanged = errors.New("state: unchanged")
+var Unchanged = kvcas.Unchanged
 
 // ErrConflict is returned by Update when the record kept changing under it.
-var ErrConflict = errors.New("state: record changed concurrently too often")
+var ErrConflict = kvcas.ErrConflict
 
 // Store reads and writes records in the SLUICE_STATE bucket.
 type Store struct {
 	bucket
-	worker  string
-	now     func() time.Time
-	timeout time.Duration
-	// writeIDs names each write: a prefix of the Store's own and a count.
-	writePrefix string
-	writes      atomic.Uint64
+	worker string
+	now    func() time.Time
+	doc    *kvcas.Doc[Record]
 }
 
 // DefaultTimeout is how long one read or write of a Store waits for its
@@ -44,45 +35,32 @@ type Store struct {
 // default).
 const DefaultTimeout = 5 * time.Second
 
-// ambiguousFor bounds how long Update goes on after a write whose answer
-// was lost, waiting for the bucket to answer again (a new stream leader
-// is elected within seconds) to learn whether the write was stored.
-const ambiguousFor = 30 * time.Second
-
 // NewStore returns a Store over kv. worker names the writer in every record
 // it writes; now defaults to time.Now.
 func NewStore(kv jetstream.KeyValue, worker string, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	var p [6]byte
-	_, _ = rand.Read(p[:]) // never fails (crypto/rand)
-	return &Store{bucket: bucket{kv: kv}, worker: worker, now: now, timeout: DefaultTimeout, writePrefix: hex.EncodeToString(p[:])}
+	s := &Store{bucket: bucket{kv: kv}, worker: worker, now: now}
+	s.SetTimeout(DefaultTimeout)
+	return s
 }
 
 // SetTimeout sets how long one read or write waits for its answer.
-func (s *Store) SetTimeout(d time.Duration) { s.timeout = d }
-
-func (s *Store) nextWriteID() string {
-	return s.writePrefix + "-" + strconv.FormatUint(s.writes.Add(1), 10)
-}
-
-// op is ctx bounded by the Store's timeout, for one read or write.
-func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout)
+func (s *Store) SetTimeout(d time.Duration) {
+	s.doc = kvcas.New(kvcas.Doc[Record]{
+		KV: s.kv, Name: "state", Timeout: d,
+		WriteID: func(r *Record) *string { return &r.WriteID },
+		// Through the bucket, so that Direct's connection carries both.
+		Read: s.get, Write: s.write,
+	})
 }
 
 // Get returns the record of jobID and its revision, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, jobID string) (*Record, uint64, error) {
-	return s.read(ctx, jobID, false)
-}
-
-// read is Get, from the bucket's stream leader when leader is set (see
-// bucket.get).
-func (s *Store) read(ctx context.Context, jobID string, leader bool) (*Record, uint64, error) {
-	octx, cancel := s.op(ctx)
+	octx, cancel := context.WithTimeout(ctx, s.doc.Timeout)
 	defer cancel()
-	value, rev, err := s.get(octx, jobID, leader)
+	value, rev, err := s.get(octx, jobID, false)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, ErrNotFound
 	}
@@ -117,7 +95,7 @@ func (s *Store) UpdateFrom(ctx context.Context, last *Record, fn func(*Record) e
 	if last == nil {
 		return nil, errors.New("state: UpdateFrom: no record")
 	}
-	return s.update(ctx, last.JobID, last, fn)
+	return s.update(ctx, last.JobID, &kvcas.Entry[Record]{Value: *last, Revision: last.revision}, fn)
 }
 
 // UpdateNew is Update for a record that most likely does not exist yet,
@@ -125,101 +103,38 @@ func (s *Store) UpdateFrom(ctx context.Context, last *Record, fn func(*Record) e
 // which is created in one round trip; only when the record exists already
 // is it read and fn applied to it, as Update does.
 func (s *Store) UpdateNew(ctx context.Context, jobID string, fn func(*Record) error) (*Record, error) {
-	return s.update(ctx, jobID, &Record{JobID: jobID, CreatedAt: s.now().UTC()}, fn)
+	return s.update(ctx, jobID, &kvcas.Entry[Record]{Value: *s.fresh(jobID)}, fn)
 }
 
-// update is Update, trying first to write fn applied to a copy of guess
-// (when not nil) with compare-and-set against guess's revision (0: the
-// record must not exist).
-//
-// A write whose answer is lost (a timeout, a stream leader change) may or
-// may not have been stored. update then reads the record again, for up to
-// ambiguousFor while the bucket does not answer: a record that carries
-// the WriteID of one of its own writes is that write, stored, and is
-// returned as written; fn is not applied a second time.
-func (s *Store) update(ctx context.Context, jobID string, guess *Record, fn func(*Record) error) (*Record, error) {
-	var mine []string // this call's writes whose outcome is unknown
-	var unsure time.Time
-	spacing := backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
-	for conflicts := 0; conflicts < 16; {
-		var cur *Record
-		var rev uint64
-		var err error
-		guessed := guess != nil
-		if guessed {
-			cur, rev, guess = guess.clone(), guess.revision, nil
-		} else {
-			// After a conflict, from the leader (see bucket.get).
-			cur, rev, err = s.read(ctx, jobID, conflicts > 0)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				cur = &Record{JobID: jobID, CreatedAt: s.now().UTC()}
-			case err != nil && len(mine) > 0 && natsconn.Ambiguous(ctx, err) && time.Since(unsure) < ambiguousFor:
-				if backoff.Sleep(ctx, spacing.Ceiling(len(mine))) != nil {
-					return nil, err
-				}
-				continue
-			case err != nil:
-				return nil, err
-			case slices.Contains(mine, cur.WriteID):
-				return cur, nil // our own write, stored after all
-			}
+// update writes fn applied to a copy of the record (known, else read)
+// by compare-and-set (kvcas): a write whose answer was lost is known by
+// its WriteID, and fn is not applied to it a second time.
+func (s *Store) update(ctx context.Context, jobID string, known *kvcas.Entry[Record], fn func(*Record) error) (*Record, error) {
+	e, err := s.doc.Update(ctx, jobID, known, func(cur Record, found bool) (Record, error) {
+		r := cur.clone()
+		if !found && r.JobID == "" { // neither stored nor known
+			r = s.fresh(jobID)
 		}
-		if err := fn(cur); err != nil {
-			switch {
-			case guessed:
-				// The guess may be stale: let the current record decide.
-				continue
-			case errors.Is(err, Unchanged):
-				return cur, nil
-			}
-			return nil, err
+		if err := fn(r); err != nil {
+			return *r, err
 		}
-		cur.JobID = jobID
-		cur.UpdatedAt = s.now().UTC()
+		r.JobID, r.UpdatedAt = jobID, s.now().UTC()
 		if s.worker != "" {
-			cur.Worker = s.worker
+			r.Worker = s.worker
 		}
-		cur.WriteID = s.nextWriteID()
-		b, err := json.Marshal(cur)
-		if err != nil {
-			return nil, fmt.Errorf("encode state %s: %w", jobID, err)
-		}
-		octx, cancel := s.op(ctx)
-		rev, err = s.write(octx, jobID, b, rev)
-		cancel()
-		switch {
-		case err == nil:
-			cur.revision = rev
-			return cur, nil
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			// Another writer was quicker: read again at once, from the
-			// leader (the last read may have come from a replica that had
-			// not applied that write yet). A conflict again waits a
-			// little, growing and jittered: several writers of one record
-			// (a cancel answered by every worker, the job's own delivery)
-			// must not keep colliding in step.
-			if conflicts++; conflicts > 1 && backoff.Sleep(ctx, conflictSpacing.HalfJitter(conflicts-2)) != nil {
-				return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
-			}
-		case natsconn.Ambiguous(ctx, err) && (len(mine) == 0 || time.Since(unsure) < ambiguousFor):
-			if len(mine) == 0 {
-				unsure = time.Now()
-			}
-			mine = append(mine, cur.WriteID)
-			if backoff.Sleep(ctx, spacing.Ceiling(len(mine)-1)) != nil {
-				return nil, fmt.Errorf("write state %s: %w", jobID, err)
-			}
-		default:
-			return nil, fmt.Errorf("write state %s: %w", jobID, err)
-		}
+		return *r, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("write state %s: %w", jobID, ErrConflict)
+	e.Value.revision = e.Revision
+	return &e.Value, nil
 }
 
-// conflictSpacing spaces the retries of a write after repeated
-// conflicts: the 16 a write may meet span 2–4 s.
-var conflictSpacing = backoff.Exponential{Min: 5 * time.Millisecond, Max: 400 * time.Millisecond}
+// fresh is the record of a job no worker has written yet.
+func (s *Store) fresh(jobID string) *Record {
+	return &Record{JobID: jobID, CreatedAt: s.now().UTC()}
+}
 
 // ErrNotCancellable is the refusal older workers answered for a compute
 // job already submitted. RequestCancel no longer returns it (the worker
