@@ -16,17 +16,6 @@ import (
 // repository; Go comments cite the docs pages that state it instead.
 const contractFile = "CONTRACT" + ".md"
 
-// contractExempt lists the packages whose comments may still cite the
-// contract file while those citations are being replaced by docs pages;
-// the check skips them until then.
-var contractExempt = []string{
-	"internal/runner/",
-	"internal/worker/",
-	"internal/consumer/",
-	"internal/state/",
-	"internal/quota/",
-}
-
 // TestGoCommentsNameDocsThatExist checks every comment of the Go code: a
 // docs/<page>.md it names exists, and so does the heading of an #anchor
 // after it; and no comment cites the contract file, which is not in the
@@ -42,7 +31,7 @@ func TestGoCommentsNameDocsThatExist(t *testing.T) {
 		for _, group := range f.Comments {
 			text := group.Text()
 			refs, contract := docRefs(text)
-			if contract && !exempt(rel) {
+			if contract {
 				t.Errorf("%s: a comment names %s, which is not in the repository; name the docs page instead: %q", rel, contractFile, firstLine(text, contractFile))
 			}
 			for _, ref := range refs {
@@ -116,15 +105,6 @@ func TestResolveDocRef(t *testing.T) {
 			t.Errorf("resolveDocRef(%q) = %q; want ok %v", ref, resolveDocRef(ref), ok)
 		}
 	}
-}
-
-func exempt(rel string) bool {
-	for _, dir := range contractExempt {
-		if strings.HasPrefix(rel, dir) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstLine returns the line of text that holds s.

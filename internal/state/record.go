@@ -165,7 +165,7 @@ type Upstream struct {
 }
 
 // Artifact describes one object copied to S3; it is the artifact object of
-// the contract's events (CONTRACT.md section 4).
+// the events (docs/events.md).
 type Artifact struct {
 	// URL is s3://<bucket>/<key>.
 	URL string `json:"url"`
@@ -185,7 +185,7 @@ type Artifact struct {
 	Source string `json:"source,omitempty"`
 }
 
-// Stage names where a job failed (CONTRACT.md section 4).
+// Stage names where a job failed (docs/events.md#error-codes).
 type Stage string
 
 // The stages of the contract.
@@ -197,7 +197,7 @@ const (
 	StagePublish  Stage = "publish"
 )
 
-// Error is a failed job's error (CONTRACT.md section 4).
+// Error is a failed job's error (docs/events.md#error-codes).
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
