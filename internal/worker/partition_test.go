@@ -181,13 +181,14 @@ func TestPartitionCutOffWorkerPullsWithBackoff(t *testing.T) {
 	// (500ms) and an answered one takes FetchWait (2s): each kind pulls at
 	// most once per 500ms, plus the pull under way at the cut. Without
 	// backoff a worker sends thousands a second.
-	bound := int64(len(contract.Kinds)) * (int64(elapsed/(500*time.Millisecond)) + 2)
+	kinds := b.cfg.Kinds
+	bound := int64(len(kinds)) * (int64(elapsed/(500*time.Millisecond)) + 2)
 	t.Logf("figure: cut off for %s, %d pull requests (%.2f/s over %d kinds), bound %d",
-		elapsed.Round(time.Millisecond), pulls, float64(pulls)/elapsed.Seconds(), len(contract.Kinds), bound)
+		elapsed.Round(time.Millisecond), pulls, float64(pulls)/elapsed.Seconds(), len(kinds), bound)
 	if pulls > bound {
 		t.Errorf("a cut-off worker sent %d pull requests in %s; at most %d expected", pulls, elapsed, bound)
 	}
-	for _, kind := range contract.Kinds {
+	for _, kind := range kinds {
 		if n := logLines(b, waitingMsg, `"loop":"pull `+kind+`"`); n != 1 {
 			t.Errorf("pull %s said %d times that it waits for JetStream, want once", kind, n)
 		}
