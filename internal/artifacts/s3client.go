@@ -39,6 +39,10 @@ type S3Config struct {
 	SecretAccessKey string
 	// HTTPClient sends the requests. Defaults to the SDK's client.
 	HTTPClient *http.Client
+	// WrapTransport, when set, wraps the transport every request goes
+	// through last, after signing (the worker's tracing puts a span
+	// around each request with it). Defaults to none.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // validate checks the fields; errors wrap ErrInvalidArgument and name the
@@ -108,6 +112,9 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 		o.UsePathStyle = cfg.PathStyle
 		// After the configuration is loaded, which may have given the
 		// client AWS_CA_BUNDLE's roots through its transport options.
+		if cfg.WrapTransport != nil {
+			o.HTTPClient = transportClient{cfg.WrapTransport(clientTransport{o.HTTPClient})}
+		}
 		o.HTTPClient = wholeBodies{o.HTTPClient}
 		o.EndpointResolverV2 = newCachedResolver(cmp.Or(o.EndpointResolverV2, s3.NewDefaultEndpointResolverV2()))
 		// Stores that send no checksums (gofakes3, some gateways) would
@@ -115,6 +122,17 @@ func NewS3Client(ctx context.Context, cfg S3Config) (*s3.Client, error) {
 		o.DisableLogOutputChecksumValidationSkipped = true
 	}), nil
 }
+
+// clientTransport is an SDK HTTP client as a RoundTripper, and
+// transportClient a RoundTripper as an SDK HTTP client: S3Config's
+// WrapTransport goes between them.
+type clientTransport struct{ c aws.HTTPClient }
+
+func (t clientTransport) RoundTrip(req *http.Request) (*http.Response, error) { return t.c.Do(req) }
+
+type transportClient struct{ rt http.RoundTripper }
+
+func (c transportClient) Do(req *http.Request) (*http.Response, error) { return c.rt.RoundTrip(req) }
 
 // wholeBodyKey is the context key under which putSmall hands its PUT's
 // body to wholeBodies.

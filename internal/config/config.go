@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/redact"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // Prefix is the prefix of every variable.
@@ -117,6 +119,10 @@ type Config struct {
 	// and tests set them.
 	S3AccessKeyID     string `ignored:"true"`
 	S3SecretAccessKey string `ignored:"true"`
+
+	// Tracing is what the worker reads of the standard OTEL_* variables
+	// (TracingFromEnv); the OTLP exporter reads the others itself.
+	Tracing tracing.Config `ignored:"true"`
 }
 
 // Load reads the environment and validates the result.
@@ -138,13 +144,18 @@ func Load() (*Config, error) {
 // the production ones for the variables that are not set.
 func Parse() (*Config, error) {
 	var c Config
-	if err := envconfig.Process(Prefix, &c); err != nil {
+	err := envconfig.Process(Prefix, &c)
+	if err != nil {
 		return nil, parseErrors(err)
 	}
 	if c.WorkerName == "" {
 		c.WorkerName = defaultWorkerName()
 	}
 	c.applyUnset(componentDefaults)
+	c.Tracing, err = TracingFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	if c.Dev {
 		c.DevDefaults()
 	}
@@ -383,8 +394,40 @@ func (c *Config) Validate() error {
 	default:
 		bad("LOG_LEVEL", "must be one of trace, debug, info, warn, error, disabled; not %q", c.LogLevel)
 	}
+	if err := c.Tracing.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// TracingFromEnv reads the OTEL_* variables that decide whether and how
+// traces are exported (docs/configuration.md, "Traces"): the signal's own
+// variable before the general one, as the OpenTelemetry specification
+// says.
+func TracingFromEnv() (tracing.Config, error) {
+	env := func(names ...string) string {
+		for _, n := range names {
+			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	t := tracing.Config{
+		Endpoint: env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+		Exporter: strings.ToLower(env("OTEL_TRACES_EXPORTER")),
+		Protocol: strings.ToLower(env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")),
+		Disabled: strings.EqualFold(env("OTEL_SDK_DISABLED"), "true"),
+	}
+	if v := env("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return t, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE: want a positive integer, not %q", v)
+		}
+		t.MaxQueueSize = n
+	}
+	return t, nil
 }
 
 // NATSSecurity is the credentials file and the TLS files towards NATS.
@@ -406,7 +449,7 @@ func (c *Config) Summary() map[string]any {
 		"compute_region": c.ComputeRegion, "compute_chunk_size": int64(c.ComputeChunkSize), "max_inflight": c.MaxInflight,
 		"poll_interval": c.PollInterval.String(), "compute_poll_interval": c.ComputePoll.String(),
 		"allow_private_urls": c.AllowPrivateURLs, "preflight": c.Preflight, "ack_wait": c.AckWait.String(), "worker": c.WorkerName,
-		"nats_move_after":   c.NATSMoveAfter.String(),
+		"nats_move_after": c.NATSMoveAfter.String(), "traces": c.Tracing.On(),
 		"fleet_media_tasks": c.FleetMediaTasks, "fleet_media_rate": c.FleetMediaRate,
 		"fleet_compute_jobs": c.FleetComputeJobs, "fleet_compute_rate": c.FleetComputeRate, "fleet_containers": c.FleetContainers,
 	}

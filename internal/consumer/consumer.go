@@ -23,11 +23,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/reach"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // Action is what to do with a message once its Handler returns.
@@ -105,6 +109,8 @@ type Delivery struct {
 	settled     atomic.Bool
 	// orphaned: the sweep handed the message over (see Orphaned).
 	orphaned bool
+	// span is the job's process span (tracing.go), ended once settled.
+	span trace.Span
 }
 
 // Orphaned reports whether the sweep handed this message over because its
@@ -141,7 +147,7 @@ func (d *Delivery) Settle(ctx context.Context, out Outcome) {
 		return
 	}
 	if d.c != nil {
-		d.c.settle(ctx, d, out)
+		d.c.settleTraced(ctx, d, out)
 	}
 	if d.done != nil {
 		d.done()
@@ -265,6 +271,13 @@ type Config struct {
 	// Gate, when set, bounds each pull and the sweep's handovers to the
 	// jobs that may start. Optional.
 	Gate Gate
+	// Tracer starts each job's process span, linked to the producer's
+	// context its message carries (tracing.go). Defaults to the no-op
+	// provider.
+	Tracer trace.TracerProvider
+	// Propagator reads the producer's context from a message's headers.
+	// Defaults to W3C trace context.
+	Propagator propagation.TextMapPropagator
 }
 
 func (c Config) withDefaults() Config {
@@ -282,6 +295,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Pool == nil {
 		c.Pool = gopool.New(0)
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = tracing.Propagator()
 	}
 	return c
 }
@@ -583,6 +602,7 @@ func (c *Consumer) dispatch(ctx context.Context, kind string, slots <-chan struc
 func (c *Consumer) handle(ctx context.Context, kind string, msg jetstream.Msg, started, done func()) {
 	meta, _ := msg.Metadata()
 	d := &Delivery{Kind: kind, Msg: msg, Meta: meta, stopping: c.stopping, c: c, started: started, done: done}
+	ctx = c.startProcess(ctx, d)
 	defer d.Started()
 	select {
 	case <-c.stopping:

@@ -265,6 +265,7 @@ func (c *Consumer) handOver(ctx context.Context, stream jetstream.Stream, raw *j
 	meta, _ := msg.Metadata()
 	d := &Delivery{Kind: contract.KindOfMessage(raw.Subject, raw.Data), Msg: msg, Meta: meta, stopping: c.stopping, c: c,
 		orphaned: orphaned, done: done}
+	ctx = c.startProcess(ctx, d)
 	if out := c.safeHandle(ctx, d); out.Action != Detach {
 		d.Settle(ctx, out)
 	}

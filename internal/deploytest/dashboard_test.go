@@ -27,10 +27,10 @@ var fleetGauges = map[string]bool{
 
 // dashboardCovers are the metrics the dashboard must show: throughput by
 // kind and outcome, queue depth, waiting for quota, quota in use, upstream
-// requests and errors by endpoint, artifact bytes, JetStream waiting.
+// requests, errors and p95 latency by endpoint, artifact bytes, JetStream waiting.
 var dashboardCovers = []string{
 	"sluice_jobs_total", "sluice_jobs_waiting", "sluice_quota_waiting_jobs", "sluice_quota_in_use",
-	"sluice_upstream_requests_total", "sluice_artifact_bytes_total", "sluice_jetstream_waiting",
+	"sluice_upstream_requests_total", "sluice_upstream_request_duration_seconds_bucket", "sluice_artifact_bytes_total", "sluice_jetstream_waiting",
 }
 
 type grafanaDashboard struct {

@@ -45,6 +45,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.QuotaRate("media", 5)
 	m.StoreWaiting(true)
 	m.StoreProbeFailed()
+	m.SpansDropped("queue_full", 1)
 	fail := roundTripper(func(*http.Request) (*http.Response, error) { return nil, errors.New("no answer") })
 	req := httptest.NewRequest(http.MethodGet, "http://upstream.invalid/x", nil)
 	_, _ = m.Transport("media", func(string, string) string { return "GET /x" }, fail).RoundTrip(req)

@@ -12,11 +12,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // Source is the CloudEvents source of every event the worker publishes.
@@ -96,6 +101,10 @@ type Publisher struct {
 	js         jetstream.JetStream
 	worker     string
 	ackTimeout time.Duration
+	// tracer and prop put a span around each publish and its trace
+	// context in the event's headers (WithTracing).
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
 }
 
 // NewPublisher returns a Publisher on js.
@@ -106,6 +115,16 @@ func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js}
 func (p *Publisher) WithWorker(worker string) *Publisher {
 	c := *p
 	c.worker = worker
+	return &c
+}
+
+// WithTracing returns a Publisher that puts a producer span, a child of
+// the job's span in the publish's context, around each publish and writes
+// its trace context in the event's headers (traceparent, tracestate), so a
+// subscriber can continue the trace. Without it, events carry none.
+func (p *Publisher) WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Publisher {
+	c := *p
+	c.tracer, c.prop = tp.Tracer("github.com/sluice-dev/sluice/internal/events"), prop
 	return &c
 }
 
@@ -124,12 +143,16 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) error {
 // stored after it. It fails only when the event cannot be encoded or sent;
 // a failure reported by the server later goes to the JetStream context's
 // asynchronous error handler (jetstream.WithPublishAsyncErrHandler).
-func (p *Publisher) PublishAsync(ev Event) error {
+func (p *Publisher) PublishAsync(ctx context.Context, ev Event) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", ev.ID, err)
 	}
-	if _, err := p.js.PublishMsgAsync(p.newMsg(ev.Data.Kind, ev.Data.Status, ev.ID, b)); err != nil {
+	msg := p.newMsg(ev.Data.Kind, ev.Data.Status, ev.ID, b)
+	_, span := p.startPublish(ctx, msg)
+	_, err = p.js.PublishMsgAsync(msg)
+	endPublish(span, err)
+	if err != nil {
 		return fmt.Errorf("publish event %s: %w", ev.ID, err)
 	}
 	return nil
@@ -146,6 +169,7 @@ func (p *Publisher) PublishAsync(ev Event) error {
 // and acknowledges the repeat as a duplicate.
 func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, body []byte) error {
 	msg := p.newMsg(kind, status, id, body)
+	ctx, span := p.startPublish(ctx, msg)
 	retry := backoff.Retry{Spacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}, Jitter: backoff.JitterNone}
 	var first time.Time
 	err := retry.Do(ctx, func(ctx context.Context, attempt int) error {
@@ -160,10 +184,32 @@ func (p *Publisher) PublishRaw(ctx context.Context, kind, status, id string, bod
 		}
 		return err
 	})
+	endPublish(span, err)
 	if err != nil {
 		return fmt.Errorf("publish event %s: %w", id, err)
 	}
 	return nil
+}
+
+// startPublish starts the publish span of msg and writes its context into
+// msg's headers; without WithTracing, or outside a traced job, it does
+// nothing.
+func (p *Publisher) startPublish(ctx context.Context, msg *nats.Msg) (context.Context, trace.Span) {
+	if p.tracer == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	ctx, span := p.tracer.Start(ctx, "publish "+msg.Subject, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationTypeSend,
+			semconv.MessagingDestinationName(msg.Subject), semconv.MessagingMessageID(msg.Header.Get(contract.HeaderMsgID))))
+	tracing.Inject(ctx, p.prop, msg.Header)
+	return ctx, span
+}
+
+func endPublish(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // AckTimeout is how long PublishRaw waits for the stream's ack to one try

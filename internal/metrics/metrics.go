@@ -24,6 +24,8 @@ type Metrics struct {
 	inflight      *prometheus.GaugeVec
 	settled       *prometheus.CounterVec
 	upstream      *prometheus.CounterVec
+	upstreamTime  *prometheus.HistogramVec
+	spansDropped  *prometheus.CounterVec
 	pollBatch     prometheus.Histogram
 	pollWatched   prometheus.Gauge
 	artifactBytes *prometheus.CounterVec
@@ -77,6 +79,13 @@ func New() *Metrics {
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_upstream_requests_total", Help: "Upstream HTTP requests, by API, endpoint and status (status 0: no response).",
 		}, []string{"api", "endpoint", "status"}),
+		upstreamTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_upstream_request_duration_seconds", Help: "Time from sending an upstream HTTP request to its response headers (or its failure), by API and endpoint.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"api", "endpoint"}),
+		spansDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_trace_spans_dropped_total", Help: "Trace spans not exported, by reason (queue_full: OTEL_BSP_MAX_QUEUE_SIZE spans were waiting; export_failed: the OTLP endpoint did not take them).",
+		}, []string{"reason"}),
 		pollBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_poll_batch_size", Help: "Task ids per batch query to the media API.",
 			Buckets: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
@@ -113,7 +122,7 @@ func New() *Metrics {
 		store: newStoreGauges(),
 		codes: make(map[string]bool),
 	}
-	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
+	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
@@ -244,7 +253,7 @@ func (m *Metrics) NATSMoved() {
 }
 
 // Transport counts every request of api sent through base by endpoint and
-// status (0: no response). route names the endpoint of a request from its
+// status (0: no response), and observes its latency by endpoint. route names the endpoint of a request from its
 // method and escaped path; it must return a bounded set of values, route
 // templates such as "GET /jobs/{job_id}", never a path with ids in it.
 func (m *Metrics) Transport(api string, route func(method, path string) string, base http.RoundTripper) http.RoundTripper {
@@ -253,7 +262,9 @@ func (m *Metrics) Transport(api string, route func(method, path string) string, 
 	}
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		endpoint := route(req.Method, req.URL.EscapedPath())
+		start := time.Now()
 		resp, err := base.RoundTrip(req)
+		m.upstreamTime.WithLabelValues(api, endpoint).Observe(time.Since(start).Seconds())
 		status := "0"
 		if err == nil {
 			status = strconv.Itoa(resp.StatusCode)
@@ -261,6 +272,13 @@ func (m *Metrics) Transport(api string, route func(method, path string) string, 
 		m.upstream.WithLabelValues(api, endpoint, status).Inc()
 		return resp, err
 	})
+}
+
+// SpansDropped counts n trace spans not exported for reason.
+func (m *Metrics) SpansDropped(reason string, n int) {
+	if m != nil {
+		m.spansDropped.WithLabelValues(reason).Add(float64(n))
+	}
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -25,8 +27,8 @@ var errNotFresh = errors.New("the job's record exists already (a cancel that cam
 // publishProgress publishes a submitted or running event without waiting
 // for its acknowledgement. Progress events are best effort: a failure is
 // logged and the job goes on.
-func (r *Runner) publishProgress(_ context.Context, j *job, status state.Status) {
-	if err := r.cfg.Events.PublishAsync(events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
+func (r *Runner) publishProgress(ctx context.Context, j *job, status state.Status) {
+	if err := r.cfg.Events.PublishAsync(ctx, events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
 		j.log.Warn().Err(err).Str("status", string(status)).Msg("progress event not published")
 	}
 }
@@ -64,7 +66,9 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 	if copying != nil {
 		copying()
 	}
-	art, err := r.cfg.Store.Copy(ctx, key, r.cfg.MaxArtifactBytes, open)
+	cctx, span := r.startSpan(ctx, "copy "+name, attribute.String("sluice.key", key))
+	art, err := r.cfg.Store.Copy(cctx, key, r.cfg.MaxArtifactBytes, open)
+	endSpan(span, err)
 	r.releaseCopy()
 	if err != nil {
 		if f := artifactFailure(err); f != nil {

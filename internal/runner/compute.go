@@ -314,9 +314,12 @@ const historySearch = 5 * time.Minute
 // it or answers an error. The history record's accounting becomes the
 // job's usage. A cancel request deletes the job upstream (cancelJob) and
 // polling goes on until the platform shows how the job ended.
-func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (*apiclient.JobDetail, apiclient.JobPhase, error) {
+func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSession) (_ *apiclient.JobDetail, _ apiclient.JobPhase, err error) {
 	// The job waits hours, holding its goroutine: let other jobs start.
 	j.d.Started()
+	ctx, span := r.startSpan(ctx, "wait")
+	polls := 0
+	defer func() { endWait(span, polls, err) }()
 	since := r.cfg.Now()
 	if j.rec.SubmittedAt != nil {
 		since = *j.rec.SubmittedAt
@@ -331,6 +334,7 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 	cancelSent, cancelWake := false, j.cancel
 	wait := time.Duration(0)
 	for {
+		polls++
 		if r.pause(ctx, j, cancelWake, wait) {
 			cancelWake = nil
 		}

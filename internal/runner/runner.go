@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
@@ -97,6 +99,10 @@ type Config struct {
 	// Quota holds the fleet's upstream quotas: a lease before each paid
 	// submit, given back once the task is terminal. Optional (no limit).
 	Quota *quota.Fleet
+	// Tracer starts the spans of a job's steps (decode and validate,
+	// preflight, the wait, each artifact copy) under the delivery's
+	// process span. Defaults to the no-op provider.
+	Tracer trace.TracerProvider
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// Reach hears how checkpoints retried until written and terminal
@@ -114,9 +120,10 @@ type Config struct {
 
 // Runner implements consumer.Handler for every kind.
 type Runner struct {
-	cfg  Config
-	log  zerolog.Logger
-	copy chan struct{}
+	cfg    Config
+	log    zerolog.Logger
+	tracer trace.Tracer
+	copy   chan struct{}
 	// checkpoints and publishes report to cfg.Reach.
 	checkpoints, publishes *reach.Loop
 	// probes bounds the media inputs probed at once (preflight.go).
@@ -165,8 +172,11 @@ func New(cfg Config) (*Runner, error) {
 		l := zerolog.Nop()
 		cfg.Logger = &l
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider()
+	}
 	return &Runner{
-		cfg: cfg, log: *cfg.Logger,
+		cfg: cfg, log: *cfg.Logger, tracer: cfg.Tracer.Tracer(tracerName),
 		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
@@ -214,7 +224,9 @@ type job struct {
 // upstream is detached while it waits (see waitTask): Handle returns
 // consumer.Detach, and the job settles its message when it ends.
 func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
-	j, out, done := r.begin(ctx, d)
+	bctx, span := r.startSpan(ctx, "decode and validate")
+	j, out, done := r.begin(bctx, d)
+	span.End()
 	if done {
 		j.unregister()
 		r.settleQuota(j, out)
@@ -222,7 +234,10 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 	}
 	switch j.kind {
 	case "video", "speech":
-		if err := r.preflight(ctx, j); err != nil {
+		pctx, span := r.startSpan(ctx, "preflight")
+		err := r.preflight(pctx, j)
+		endSpan(span, err)
+		if err != nil {
 			return r.end(ctx, j, err)
 		}
 		wait, err := r.runMedia(ctx, j)

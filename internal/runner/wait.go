@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -29,6 +31,7 @@ func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	// busy until the set-up below is done: events that come meanwhile are
 	// queued, and handled once it is.
 	w := &waiter{r: r, ctx: ctx, j: j, deadline: since.Add(r.cfg.TaskTimeout), busy: true}
+	_, w.span = r.startSpan(ctx, "wait")
 	w.unwatch = r.cfg.Poller.Watch(j.rec.Upstream.TaskID, w.onUpdate)
 	w.timer = time.AfterFunc(time.Until(w.deadline), func() { w.post(evDeadline, nil) })
 	r.track(w)
@@ -82,6 +85,9 @@ type waiter struct {
 	update PollUpdate
 	// busy: a goroutine is handling events; ended: the wait is over.
 	busy, ended bool
+	// span is the wait's span; polls counts the poll updates it saw.
+	span  trace.Span
+	polls int
 }
 
 func (w *waiter) onUpdate(u PollUpdate) { w.post(evUpdate, &u) }
@@ -177,6 +183,7 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 	case evDeadline:
 		return w.atDeadline()
 	}
+	w.polls++
 	task = u.Task
 	if u.Err != nil {
 		// A query of its own must not outlast the task's deadline either.
@@ -241,6 +248,7 @@ func (w *waiter) stopWaiting() {
 	w.mu.Lock()
 	w.ended = true
 	w.mu.Unlock()
+	endWait(w.span, w.polls, nil)
 	w.unwatch()
 	w.timer.Stop()
 	w.r.untrack(w)

@@ -39,6 +39,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // Endpoints tells where a running worker's parts listen; with SLUICE_DEV
@@ -93,6 +94,15 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	defer ops.Close()
+	tr, err := tracing.Start(ctx, cfg.Tracing, tracing.ServiceWorker, m.SpansDropped)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tr.Shutdown(ctx); err != nil {
+			log.Debug().Err(err).Msg("traces not all exported at stop")
+		}
+	}()
 
 	nc, err := connect(ctx, cfg, log)
 	if err != nil {
@@ -109,11 +119,11 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	readyz.wait("waiting for JetStream")
-	p, err := openParts(ctx, cfg, nc, js, watch, readyz, m, log)
+	p, err := openParts(ctx, cfg, nc, js, watch, readyz, m, tr, log)
 	if err != nil {
 		return err
 	}
-	jobs, err := consumer.New(consumerConfig(cfg, p, js, watch, m, log), p.runner)
+	jobs, err := consumer.New(consumerConfig(cfg, p, js, watch, m, tr, log), p.runner)
 	if err != nil {
 		return err
 	}
@@ -214,7 +224,7 @@ type parts struct {
 // store (probed once before the first pull: a worker whose store is away
 // takes no job), the upstream clients and the runner.
 func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstream.JetStream, watch *reach.Watch,
-	readyz *readiness, m *metrics.Metrics, log zerolog.Logger) (p parts, err error) {
+	readyz *readiness, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) (p parts, err error) {
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
 	limits := fleetLimits(cfg)
 	b, err := setUp(ctx, js, opts, limits.Any(), watch.Loop("setup"), readyz)
@@ -228,7 +238,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	if p.fleet, err = fleetQuota(b.quota, nc, limits, cfg, m, log); err != nil {
 		return p, err
 	}
-	if p.store, p.stores, err = openStore(ctx, cfg, m, log); err != nil {
+	if p.store, p.stores, err = openStore(ctx, cfg, m, tr, log); err != nil {
 		return p, err
 	}
 	readyz.store = p.stores
@@ -237,16 +247,17 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	// to the next.
 	p.pool = gopool.New(0)
 	p.rcfg = runner.Config{
-		Pool: p.pool, State: p.state, Specs: specs, Events: events.NewPublisher(js).WithWorker(cfg.WorkerName),
-		Store: p.store, Cancels: runner.NewCancels(),
+		Pool: p.pool, State: p.state, Specs: specs,
+		Events: events.NewPublisher(js).WithWorker(cfg.WorkerName).WithTracing(tr.Provider, tr.Propagator),
+		Store:  p.store, Cancels: runner.NewCancels(),
 		Fetcher:    artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes}),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
+		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
 	}
-	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, log); err != nil {
+	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, tr, log); err != nil {
 		return p, err
 	}
 	if p.runner, err = runner.New(p.rcfg); err != nil {
@@ -260,10 +271,13 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 
 // openStore opens the artifact store of cfg and its watch, and probes it
 // once.
-func openStore(ctx context.Context, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*artifacts.Store, *storeWatch, error) {
+func openStore(ctx context.Context, cfg config.Config, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) (*artifacts.Store, *storeWatch, error) {
 	s3c, err := artifacts.NewS3Client(ctx, artifacts.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle,
 		AccessKeyID: cfg.S3AccessKeyID, SecretAccessKey: cfg.S3SecretAccessKey,
+		WrapTransport: func(base http.RoundTripper) http.RoundTripper {
+			return tracing.Transport(tr.Provider, tr.Propagator, base)
+		},
 	})
 	if err != nil {
 		return nil, nil, err
@@ -285,11 +299,11 @@ func openStore(ctx context.Context, cfg config.Config, m *metrics.Metrics, log z
 
 // openUpstreams adds to rcfg the clients of the upstreams cfg names (and
 // the media poller), each behind its limits.
-func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, fleet *quota.Fleet, log zerolog.Logger) (err error) {
+func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, fleet *quota.Fleet, tr *tracing.Tracing, log zerolog.Logger) (err error) {
 	if cfg.MediaBaseURL != "" {
 		rcfg.Media, err = apiclient.NewMedia(apiclient.MediaConfig{
 			BaseURL: cfg.MediaBaseURL, APIKey: cfg.MediaAPIKey,
-			HTTPClient: limitedClient(m, fleet, "media", cfg.MediaConcurrency, cfg.MediaRate),
+			HTTPClient: limitedClient(m, fleet, tr, "media", cfg.MediaConcurrency, cfg.MediaRate),
 		})
 		if err != nil {
 			return fmt.Errorf("SLUICE_MEDIA_BASE_URL: %w", err)
@@ -304,7 +318,7 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
 			AccessKey: cfg.ComputeAccessKey, SecretKey: cfg.ComputeSecretKey, AuthURL: cfg.ComputeAuthURL,
 			Region: cfg.ComputeRegion, ChunkSize: int64(cfg.ComputeChunkSize), Logger: &log,
-			HTTPClient: limitedClient(m, fleet, "compute", cfg.ComputeConc, cfg.ComputeRate),
+			HTTPClient: limitedClient(m, fleet, tr, "compute", cfg.ComputeConc, cfg.ComputeRate),
 		})
 		if err != nil {
 			return fmt.Errorf("SLUICE_COMPUTE_BASE_URL: %w", err)
@@ -315,8 +329,9 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 
 // consumerConfig is the consumer of cfg's kinds: it pulls only the jobs
 // the store watch (and behind it the fleet's quotas) lets start.
-func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *reach.Watch, m *metrics.Metrics, log zerolog.Logger) consumer.Config {
+func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *reach.Watch, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) consumer.Config {
 	return consumer.Config{
+		Tracer: tr.Provider, Propagator: tr.Propagator,
 		Pool: p.pool, Gate: p.stores,
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
@@ -472,11 +487,13 @@ func fleetLimits(cfg config.Config) quota.Limits {
 
 // limitedClient is the HTTP client of api: at most conc requests at once
 // and rate per second from this worker, and the fleet's rate for api's
-// resource across every worker.
-func limitedClient(m *metrics.Metrics, fleet *quota.Fleet, api string, conc int, rate float64) *http.Client {
+// resource across every worker. A request inside a traced job gets a
+// client span (outermost, so it covers the wait for the limits too).
+func limitedClient(m *metrics.Metrics, fleet *quota.Fleet, tr *tracing.Tracing, api string, conc int, rate float64) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = conc
-	return &http.Client{Transport: m.Transport(api, apiclient.Route, fleet.Transport(api, apiclient.Limit(base, conc, rate)))}
+	limited := m.Transport(api, apiclient.Route, fleet.Transport(api, apiclient.Limit(base, conc, rate)))
+	return &http.Client{Transport: tracing.Transport(tr.Provider, tr.Propagator, limited)}
 }
 
 // fleetQuota opens the fleet's quotas (SLUICE_FLEET_*) in kv, the
