@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
@@ -42,7 +44,44 @@ var (
 	// a bad key part, configuration or parameter. The message names the
 	// field.
 	ErrInvalidArgument = errors.New("artifacts: invalid argument")
+
+	// ErrShortBody means a source ended before the length it announced
+	// (its Content-Length), or a download without a length ended empty
+	// with nothing to show it was complete (no chunked framing, no
+	// HTTP/2 stream end): what was read is not what upstream served.
+	// It is temporary: the copy opens the source again.
+	ErrShortBody = errors.New("artifacts: source ended before its announced end")
+
+	// ErrStoreRefused means the artifact store refused a write for a
+	// reason that lasts until someone acts: credentials unknown, revoked
+	// or expired, a signature refused, access denied by policy, the
+	// bucket missing. Copy does not retry it; the caller decides how long
+	// to wait for the store (see IsStoreRefusal).
+	ErrStoreRefused = errors.New("artifacts: the artifact store refused the write")
 )
+
+// storeRefusalCodes are the S3 error codes that refuse a write until
+// someone changes the credentials, the policy or the bucket.
+var storeRefusalCodes = map[string]bool{
+	"AccessDenied":          true,
+	"AllAccessDisabled":     true,
+	"ExpiredToken":          true,
+	"InvalidAccessKeyId":    true,
+	"InvalidToken":          true,
+	"NoSuchBucket":          true,
+	"SignatureDoesNotMatch": true,
+}
+
+// IsStoreRefusal reports whether err is an S3 answer refusing a request
+// for a lasting reason (storeRefusalCodes), by the error code the store
+// sent.
+func IsStoreRefusal(err error) bool {
+	if errors.Is(err, ErrStoreRefused) {
+		return true
+	}
+	ae, ok := errors.AsType[smithy.APIError](err)
+	return ok && storeRefusalCodes[ae.ErrorCode()]
+}
 
 // invalidf returns an error wrapping ErrInvalidArgument whose message names
 // field.
@@ -142,10 +181,10 @@ func (e *transientError) Temporary() bool { return true }
 // IsTemporary reports whether a failed copy may succeed when tried again
 // with a fresh source: errors carrying a Temporary() bool method answer for
 // themselves (*FetchError, Transient); S3 answers with status 5xx or 429,
-// network errors and truncated bodies are temporary. ErrTooLarge,
-// ErrPrivateAddress, ErrUnsupportedScheme, ErrTooManyRedirects,
-// ErrInvalidArgument, ErrNotFound, a cancelled context and every other
-// error are permanent.
+// network errors and truncated bodies (ErrShortBody) are temporary.
+// ErrTooLarge, ErrPrivateAddress, ErrUnsupportedScheme,
+// ErrTooManyRedirects, ErrInvalidArgument, ErrNotFound, ErrStoreRefused, a
+// cancelled context and every other error are permanent.
 func IsTemporary(err error) bool {
 	if err == nil ||
 		errors.Is(err, ErrTooLarge) ||
@@ -154,8 +193,12 @@ func IsTemporary(err error) bool {
 		errors.Is(err, ErrTooManyRedirects) ||
 		errors.Is(err, ErrInvalidArgument) ||
 		errors.Is(err, ErrNotFound) ||
+		errors.Is(err, ErrStoreRefused) ||
 		errors.Is(err, context.Canceled) {
 		return false
+	}
+	if errors.Is(err, ErrShortBody) {
+		return true
 	}
 	// Our own verdicts come first: a *FetchError or Transient mark sits
 	// outside the network error it wraps.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
@@ -166,6 +167,7 @@ func (f *Fetcher) Open(ctx context.Context, rawURL string) (body io.ReadCloser, 
 		body:   resp.Body,
 		limit:  f.cfg.MaxBytes,
 		size:   resp.ContentLength,
+		framed: framed(resp),
 		status: resp.StatusCode,
 		url:    scrubbed,
 	}, resp.Header.Get("Content-Type"), nil
@@ -183,13 +185,27 @@ func (f *Fetcher) Opener(rawURL string) OpenFunc {
 	}
 }
 
-// fetchBody is a download's body: it fails with ErrTooLarge past the limit
-// and turns read errors into *FetchError.
+// framed reports whether resp's body shows its own end when it has no
+// Content-Length: chunked framing, an HTTP/2 stream, or a compressed
+// stream that net/http decodes. Without any of these the body ends where
+// the connection closes, and a connection closed before the first byte
+// looks like an empty file.
+func framed(resp *http.Response) bool {
+	return resp.ContentLength >= 0 || resp.ProtoMajor >= 2 || resp.Uncompressed ||
+		slices.Contains(resp.TransferEncoding, "chunked")
+}
+
+// fetchBody is a download's body: it fails with ErrTooLarge past the limit,
+// with ErrShortBody when it ends empty and nothing framed it (see framed),
+// and turns read errors into *FetchError. A body shorter than its
+// Content-Length fails in net/http already (io.ErrUnexpectedEOF), and Put
+// checks the length again (Size).
 type fetchBody struct {
 	body   io.ReadCloser
 	limit  int64
 	n      int64
 	size   int64 // Content-Length, -1 when unknown
+	framed bool
 	status int
 	url    string
 }
@@ -209,7 +225,10 @@ func (b *fetchBody) Read(p []byte) (int, error) {
 	if b.n > b.limit {
 		return n - int(b.n-b.limit), b.tooLarge()
 	}
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF && b.n == 0 && !b.framed:
+		err = &FetchError{Status: b.status, URL: b.url, Err: fmt.Errorf("%w: the connection closed before any byte, and no length or framing says the file is empty", ErrShortBody)}
+	case err != nil && err != io.EOF:
 		err = &FetchError{Status: b.status, URL: b.url, Err: scrubErr(err)}
 	}
 	return n, err

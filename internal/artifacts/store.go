@@ -264,7 +264,12 @@ func (s *Store) CheckBucket(ctx context.Context) error {
 // More than maxBytes bytes fail with ErrTooLarge; maxBytes must be in
 // (0, MaxObjectBytes]. Put reads r once: an object of at most PartSize
 // bytes, held in memory anyway, is PUT again after a transient failure (up
-// to MaxAttempts times); a larger upload is not retried (see Copy).
+// to MaxAttempts times); a larger upload is not retried (see Copy). When r
+// announces its length (a Size method returning at least 0, as the bodies
+// of Fetcher.Open, Store.Open and the compute download do), a source that
+// ends at another length fails with ErrShortBody and nothing is written.
+// A write the store refuses for a lasting reason (IsStoreRefusal) fails
+// with ErrStoreRefused.
 func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.Reader, maxBytes int64) (Artifact, error) {
 	if err := s.checkPut(key, maxBytes); err != nil {
 		return Artifact{}, err
@@ -273,9 +278,12 @@ func (s *Store) Put(ctx context.Context, key, contentType, source string, r io.R
 		contentType = ContentType("", key)
 	}
 	h := sha256.New()
-	lr := &limitReader{r: r, max: maxBytes}
+	lr := &limitReader{r: r, max: maxBytes, want: announcedSize(r)}
 	body := io.TeeReader(lr, h)
 	err := s.put(ctx, key, contentType, body, h)
+	if err != nil && IsStoreRefusal(err) {
+		return Artifact{}, fmt.Errorf("artifacts: put %s: %w: %w", key, ErrStoreRefused, err)
+	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("artifacts: put %s: %w", key, err)
 	}
@@ -567,12 +575,23 @@ func fill(r io.Reader, buf []byte) (int, error) {
 // hexSum returns h's sum in lower-case hex.
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
+// announcedSize is the length r announces through a Size method, or -1.
+func announcedSize(r io.Reader) int64 {
+	if s, ok := r.(interface{ Size() int64 }); ok {
+		return s.Size()
+	}
+	return -1
+}
+
 // limitReader counts what it reads and fails with ErrTooLarge as soon as
-// more than max bytes came from r.
+// more than max bytes came from r, and with ErrShortBody when r ends at
+// another length than want (unless want is -1, unknown): a body cut short
+// whose reader says io.EOF all the same is never taken for whole.
 type limitReader struct {
-	r   io.Reader
-	max int64
-	n   int64
+	r    io.Reader
+	max  int64
+	want int64
+	n    int64
 }
 
 func (l *limitReader) Read(p []byte) (int, error) {
@@ -586,6 +605,9 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	l.n += int64(n)
 	if l.n > l.max {
 		return n - int(l.n-l.max), fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.max)
+	}
+	if err == io.EOF && l.want >= 0 && l.n != l.want {
+		return n, fmt.Errorf("%w: %d bytes read, the source announced %d", ErrShortBody, l.n, l.want)
 	}
 	return n, err
 }

@@ -54,11 +54,13 @@ A job must have ended failed or cancelled. A succeeded job is run again
 only with --force. A job that failed submit_ambiguous (its submission may
 have reached upstream) needs --force too: running it again MAY PAY TWICE.
 Retrying the same job again while its retry is still queued reports the
-queued retry as a duplicate and queues nothing.
+queued retry as a duplicate and queues nothing. A retry of a job that
+failed artifact_store_refused takes over the original's upstream task or
+compute job instead of submitting again ("reuses" names it).
 
 With --wait, enqueue follows the new jobs like "enqueue video --wait".
 With --json, one object: {"retries":[{"job_id","retry_id","kind",
-"duplicate","sequence"}],"refused":[{"job_id","error"}],"wait":{...}}.`,
+"duplicate","sequence","reuses"}],"refused":[{"job_id","error"}],"wait":{...}}.`,
 		examples: `  enqueue retry clip-0001
   enqueue retry clip-0001 --wait --timeout 30m
   enqueue jobs --status failed --since 1h --json | jq -r '.jobs[].job_id' | xargs enqueue retry`,
@@ -136,6 +138,11 @@ func (a *app) retried(rep *retryReport, pf *publishFlags, res *jobclient.RetryRe
 	}
 	if res.Duplicate {
 		fmt.Fprintf(a.env.Stdout, "retry %s of %s is already queued: not queued again (duplicate)\n", res.RetryID, res.JobID)
+		return
+	}
+	if res.Reuses != "" {
+		fmt.Fprintf(a.env.Stdout, "retrying %s as %s job %s, taking over its upstream result %s (not submitted again)\n",
+			res.JobID, res.Kind, res.RetryID, res.Reuses)
 		return
 	}
 	fmt.Fprintf(a.env.Stdout, "retrying %s as %s job %s\n", res.JobID, res.Kind, res.RetryID)

@@ -93,6 +93,7 @@ type Config struct {
 	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
 	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY" default:"5m"`
 	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT" default:"24h"`
+	StoreRefusalLimit time.Duration `envconfig:"STORE_REFUSAL_LIMIT" default:"4h"`
 	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT" default:"168h"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
@@ -369,6 +370,9 @@ func (c *Config) Validate() error {
 	// environment.
 	if c.MediaQuotaRetry < 0 || c.MediaQuotaWait < 0 {
 		bad("MEDIA_QUOTA_RETRY/MEDIA_QUOTA_WAIT", "must be a positive duration like 5m or 24h")
+	}
+	if c.StoreRefusalLimit < 0 {
+		bad("STORE_REFUSAL_LIMIT", "must be a positive duration like 30m or 4h")
 	}
 	if c.NATSMoveAfter < 0 {
 		bad("NATS_MOVE_AFTER", "must be a duration like 10s, or 0 to never move")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +22,11 @@ const LabelRetryOf = "retry_of"
 // CodeSubmitAmbiguous is the error code of a job whose submission may or
 // may not have reached upstream: running it again may pay twice.
 const CodeSubmitAmbiguous = "submit_ambiguous"
+
+// CodeStoreRefused is the error code of a job whose artifacts the store
+// refused for longer than SLUICE_STORE_REFUSAL_LIMIT; its retry takes its
+// upstream result over (see adoptUpstream).
+const CodeStoreRefused = "artifact_store_refused"
 
 // ErrNotRetryable is returned (wrapped, with the reason) by Retry for a
 // job that has not ended, or that succeeded and Force was not given.
@@ -71,6 +77,10 @@ type RetryResult struct {
 	Duplicate bool `json:"duplicate"`
 	// Sequence is the retry's message in SLUICE_JOBS.
 	Sequence uint64 `json:"sequence"`
+	// Reuses is the upstream task or compute job id the retry takes over
+	// from the original instead of submitting again (see adoptUpstream);
+	// "" when the retry submits.
+	Reuses string `json:"reuses,omitempty"`
 }
 
 // Retry runs job id again as a new job X-r<N> with the original's spec,
@@ -154,15 +164,104 @@ func (c *Client) rerun(ctx context.Context, id string, spec []byte) (*RetryResul
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: its spec is invalid: %w", ErrNotRetryable, id, err)
 	}
-	res, err := c.Publish(ctx, []Submission{sub}, PublishOptions{})
+	reuses, created, err := c.adoptUpstream(ctx, id, rid)
 	if err != nil {
 		return nil, err
 	}
-	p := res.Jobs[0]
-	if p.Err != nil {
-		return nil, p.Err
+	res, err := c.Publish(ctx, []Submission{sub}, PublishOptions{})
+	if err == nil && res.Jobs[0].Err != nil {
+		err = res.Jobs[0].Err
 	}
-	return &RetryResult{JobID: id, RetryID: rid, Kind: string(sub.Kind), Duplicate: p.Duplicate, Sequence: p.Sequence}, nil
+	if err != nil {
+		if created {
+			c.dropAdopted(ctx, rid)
+		}
+		return nil, err
+	}
+	p := res.Jobs[0]
+	return &RetryResult{JobID: id, RetryID: rid, Kind: string(sub.Kind), Duplicate: p.Duplicate, Sequence: p.Sequence, Reuses: reuses}, nil
+}
+
+// adoptUpstream lets retry rid take over the upstream result of job id
+// when id failed artifact_store_refused: its task or compute job ended
+// upstream, was paid for, and only the copy into the store was refused.
+// rid's record is created before its message is published, at
+// "submitted" with id's upstream ids, so that the worker that receives
+// rid polls that task or job and copies its results, as it resumes any
+// submitted job, instead of submitting again. It returns the id taken
+// over and whether this call created the record (a retry prepared
+// before, and maybe queued, is left as it is), or "" when rid is to submit: id failed otherwise, or has nothing
+// to take over (a speech stream, which cannot be read again; synchronous
+// speech, whose results were never a task to ask again; a container job,
+// whose instance was deleted when it failed).
+func (c *Client) adoptUpstream(ctx context.Context, id, rid string) (reuses string, created bool, err error) {
+	store, err := c.stateStore(ctx, false)
+	if err != nil {
+		return "", false, err
+	}
+	orig, _, err := store.Get(ctx, id)
+	if err != nil {
+		return "", false, c.jsErr(err)
+	}
+	if reuses = adoptable(orig); reuses == "" {
+		return "", false, nil
+	}
+	now := c.now().UTC()
+	_, err = store.UpdateNew(ctx, rid, func(rec *state.Record) error {
+		if prepared(rec) && rec.Upstream.TaskID == orig.Upstream.TaskID && rec.Upstream.JobID == orig.Upstream.JobID {
+			created = false
+			return state.Unchanged // this retry, prepared before and not received yet
+		}
+		if rec.Status != "" {
+			return fmt.Errorf("%w %s: the retry %s has a record already", ErrNotRetryable, id, rid)
+		}
+		labels := maps.Clone(orig.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelRetryOf] = id
+		created = true
+		*rec = state.Record{
+			JobID: rid, Kind: orig.Kind, Status: state.StatusSubmitted, Labels: labels,
+			Upstream: orig.Upstream, Usage: orig.Usage,
+			CreatedAt: now, SubmittedAt: orig.SubmittedAt,
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, c.jsErr(fmt.Errorf("create the record of %s: %w", rid, err))
+	}
+	return reuses, created, nil
+}
+
+// prepared reports whether rec is a retry's record that adoptUpstream
+// wrote and no worker has received yet.
+func prepared(rec *state.Record) bool {
+	return rec.Status == state.StatusSubmitted && rec.Attempts == 0 && rec.Labels[LabelRetryOf] != ""
+}
+
+// adoptable returns the upstream id a retry of orig takes over (see
+// adoptUpstream), or "".
+func adoptable(orig *state.Record) string {
+	if orig.Status != state.StatusFailed || orig.Error == nil || orig.Error.Code != CodeStoreRefused || len(orig.Results) > 0 {
+		return ""
+	}
+	switch orig.Kind {
+	case "video", "speech":
+		return orig.Upstream.TaskID
+	case "compute":
+		return orig.Upstream.JobID
+	}
+	return ""
+}
+
+// dropAdopted removes the record adoptUpstream created for rid when its
+// message could not be published, so that the next retry is rid again.
+// A failure leaves the record behind: the next retry then takes X-r<N+1>.
+func (c *Client) dropAdopted(ctx context.Context, rid string) {
+	if kv, err := c.js.KeyValue(ctx, contract.StateBucket); err == nil {
+		_ = kv.Delete(ctx, rid)
+	}
 }
 
 func retryID(id string, n int) string { return id + "-r" + strconv.Itoa(n) }
@@ -185,7 +284,10 @@ func (c *Client) nextRetry(ctx context.Context, id string) (int, error) {
 		if !jobspec.ValidID(rid) {
 			return 0, fmt.Errorf("%w %s: the retry id %s is longer than a job id may be", ErrNotRetryable, id, rid)
 		}
-		_, _, err := store.Get(ctx, rid)
+		rec, _, err := store.Get(ctx, rid)
+		if err == nil && prepared(rec) {
+			return n, nil // queued already: publishing it again is a duplicate
+		}
 		if errors.Is(err, state.ErrNotFound) {
 			if _, err = specs.Get(ctx, rid); errors.Is(err, state.ErrNoSpec) {
 				return n, nil

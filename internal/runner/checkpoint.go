@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -60,16 +62,25 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 			return nil
 		}
 	}
-	if err := r.acquireCopy(ctx, j); err != nil {
-		return err
+	var art artifacts.Artifact
+	for refusals := 0; ; refusals++ {
+		if err := r.acquireCopy(ctx, j); err != nil {
+			return err
+		}
+		if copying != nil {
+			copying()
+		}
+		cctx, span := r.startSpan(ctx, "copy "+name, attribute.String("sluice.key", key))
+		art, err = r.cfg.Store.Copy(cctx, key, r.cfg.MaxArtifactBytes, open)
+		endSpan(span, err)
+		r.releaseCopy()
+		if !errors.Is(err, artifacts.ErrStoreRefused) {
+			break
+		}
+		if err := r.waitForStore(ctx, j, refusals, fmt.Errorf("copy %s: %w", name, err)); err != nil {
+			return err
+		}
 	}
-	if copying != nil {
-		copying()
-	}
-	cctx, span := r.startSpan(ctx, "copy "+name, attribute.String("sluice.key", key))
-	art, err := r.cfg.Store.Copy(cctx, key, r.cfg.MaxArtifactBytes, open)
-	endSpan(span, err)
-	r.releaseCopy()
 	if err != nil {
 		if f := artifactFailure(err); f != nil {
 			return f
@@ -95,12 +106,51 @@ func (r *Runner) copyArtifact(ctx context.Context, j *job, name string, last boo
 	return nil
 }
 
+// storeRefusalBackoff spaces the copies of a job whose store refuses them.
+var storeRefusalBackoff = backoff.Exponential{Min: time.Second, Max: 5 * time.Minute}
+
+// waitForStore holds j, whose copy the store refused for a lasting reason
+// (err, an artifacts.ErrStoreRefused: credentials revoked or expired, a
+// policy, the bucket gone), before the copy is tried again; refusals
+// counts the earlier ones in this delivery. The job keeps its message and
+// its upstream result, and is never submitted again: the refusal goes
+// into its last error (step collecting, code artifact_store_refused),
+// whose since is kept across deliveries, and once StoreRefusalLimit has
+// passed since then the job fails artifact_store_refused. A stop hands
+// the job back (errStopping); its next delivery goes on counting from the
+// same since. The job is held rather than redelivered because a worker
+// whose store refuses takes no job (the store watch), so a redelivered
+// one would wait unseen and never reach its limit.
+func (r *Runner) waitForStore(ctx context.Context, j *job, refusals int, err error) error {
+	rt := &retry{err: err, step: state.StatusCollecting, code: CodeStoreRefused}
+	note := r.stepError(j, rt)
+	waited := r.cfg.Now().Sub(note.Since)
+	if waited >= r.cfg.StoreRefusalLimit {
+		return fail(CodeStoreRefused, state.StageCollect, true,
+			"the artifact store refused the copies for %s (SLUICE_STORE_REFUSAL_LIMIT=%s): %v",
+			waited.Round(time.Second), r.cfg.StoreRefusalLimit, err)
+	}
+	delay := min(storeRefusalBackoff.Delay(refusals), r.cfg.StoreRefusalLimit-waited)
+	if refusals == 0 {
+		j.log.Warn().Err(err).Time("since", note.Since).Dur("limit", r.cfg.StoreRefusalLimit).
+			Msg("the artifact store refuses the copy; the job keeps its upstream result and tries again")
+	}
+	r.noteRetry(ctx, j, rt)
+	r.pause(ctx, j, nil, delay)
+	if j.stopping() || ctx.Err() != nil {
+		return errStopping
+	}
+	return nil
+}
+
 // artifactFailure is the job failure of a permanent copy error, or nil for
 // a transient one.
 func artifactFailure(err error) *failure {
 	switch {
 	case errors.Is(err, artifacts.ErrTooLarge):
 		return fail(CodeArtifactTooLarge, state.StageCollect, true, "%v", err)
+	case errors.Is(err, artifacts.ErrStoreRefused):
+		return fail(CodeStoreRefused, state.StageCollect, true, "%v", err)
 	case artifacts.IsTemporary(err):
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

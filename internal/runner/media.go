@@ -592,8 +592,8 @@ func (r *Runner) probeStore(ctx context.Context, j *job) error {
 	if err != nil {
 		return fail(CodeInvalidSpec, state.StageCollect, true, "%v", err)
 	}
-	if _, _, err := r.cfg.Store.Stat(ctx, key); err != nil && artifacts.IsTemporary(err) {
-		return transient(fmt.Errorf("S3 does not answer; the speech stream waits for it: %w", err))
+	if _, _, err := r.cfg.Store.Stat(ctx, key); err != nil && (artifacts.IsTemporary(err) || artifacts.IsStoreRefusal(err)) {
+		return transient(fmt.Errorf("S3 does not answer or refuses; the speech stream waits for it: %w", err))
 	}
 	return nil
 }

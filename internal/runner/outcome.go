@@ -20,6 +20,7 @@ const (
 	CodeTimeout              = "timeout"
 	CodeArtifactTooLarge     = "artifact_too_large"
 	CodeArtifactFetchFailed  = "artifact_fetch_failed"
+	CodeStoreRefused         = "artifact_store_refused"
 	CodeExitStatus           = "exit_status"
 	CodeJobVanished          = "job_vanished"
 	CodeWallTimeExceeded     = "wall_time_exceeded"

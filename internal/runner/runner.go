@@ -70,6 +70,11 @@ type Config struct {
 	// QuotaWait bounds the time from a job's first 433 to its last retry:
 	// past it, the job fails upstream_quota_exhausted. Defaults to 24h.
 	QuotaWait time.Duration
+	// StoreRefusalLimit bounds how long a job waits for an artifact store
+	// that refuses its copies (artifacts.ErrStoreRefused: credentials,
+	// policy, bucket), counted from the first refusal: past it, the job
+	// fails artifact_store_refused. Defaults to 4h.
+	StoreRefusalLimit time.Duration
 	// ComputeTimeout bounds a compute job from submit to terminal. Defaults
 	// to 168h.
 	ComputeTimeout time.Duration
@@ -149,6 +154,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, 6*time.Hour)
 	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, 5*time.Minute)
 	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, 24*time.Hour)
+	cfg.StoreRefusalLimit = cmp.Or(cfg.StoreRefusalLimit, 4*time.Hour)
 	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, 168*time.Hour)
 	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
 	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,7 +64,14 @@ type bundle struct {
 	// spawnEnv is added to the environment of the workers spawned as
 	// processes.
 	spawnEnv []string
+	// mediaAhead is how far the media simulator's clock runs ahead of
+	// the wall clock (advanceMedia): a test ends tasks when it chooses.
+	mediaAhead atomic.Int64
 }
+
+// advanceMedia moves the media simulator's clock on by d: tasks whose
+// duration has passed on it end at their next query.
+func (b *bundle) advanceMedia(d time.Duration) { b.mediaAhead.Add(int64(d)) }
 
 type setupOpts struct {
 	taskTime    time.Duration
@@ -99,7 +107,8 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	} else {
 		b.nats = testenv.StartNATSWith(t, o.nats)
 	}
-	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs})
+	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs,
+		Now: func() time.Time { return time.Now().Add(time.Duration(b.mediaAhead.Load())) }})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		AccessKey: computeAccessKey, SecretKey: secretComputeSK,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -37,7 +38,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.WindowSize(1366, 900),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
-	actx, cancel := chromedp.NewExecAllocator(testenv.Context(t, 5*time.Minute), opts...)
+	actx, cancel := chromedp.NewExecAllocator(testenv.Context(t, 15*time.Minute), opts...)
 	t.Cleanup(cancel)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(cancelCtx)
@@ -82,7 +83,9 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.start(t)
+	// clip-long runs until the test cancels it, however long the steps
+	// before take: its deadline must not be what ends it.
+	b.start(t, func(c *config.Config) { c.TaskTimeout = time.Hour })
 	base := "http://" + b.ep.HTTPAddr + "/console/"
 	ctx := browser(t)
 	shots := t.TempDir()
@@ -92,10 +95,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.publish(t, "speech", "line-1", speechSpec("line-1", "hello there", "async"))
 	b.publish(t, "video", "clip-bad", `{"id":"clip-bad","kind":"video","video":{"model":"m"}}`)
 	for _, id := range []string{"clip-ok", "clip-blocked", "line-1", "clip-bad"} {
-		b.await(t, id, 60*time.Second)
+		b.await(t, id, 3*time.Minute)
 	}
-	b.publish(t, "video", "clip-long", videoSpec("clip-long", "a long one [sim:duration=5m]"))
-	b.awaitStatus(t, "clip-long", state.StatusRunning, 30*time.Second)
+	b.publish(t, "video", "clip-long", videoSpec("clip-long", "a long one [sim:duration=1h]"))
+	b.awaitStatus(t, "clip-long", state.StatusRunning, 3*time.Minute)
 
 	t.Run("actions need the token", func(t *testing.T) {
 		for _, c := range []struct {
@@ -212,7 +215,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if !same {
 			t.Error("the page was reloaded")
 		}
-		b.await(t, "clip-live", 60*time.Second)
+		b.await(t, "clip-live", 3*time.Minute)
 		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-id="clip-live"] .st-succeeded`))); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +244,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("after cancel: %q", text)
 		}
 		screenshot(t, ctx, shots, "cancelled")
-		if ev := b.await(t, "clip-long", 30*time.Second); ev.Data.Status != "cancelled" {
+		if ev := b.await(t, "clip-long", 3*time.Minute); ev.Data.Status != "cancelled" {
 			t.Errorf("clip-long ended %s", ev.Data.Status)
 		}
 	})

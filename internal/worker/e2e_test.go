@@ -447,22 +447,28 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// A worker that stops gracefully hands its waiting jobs over: the next
+// worker polls their tasks and completes them without submitting again.
+// The tasks end only when the test moves the simulator's clock on, after
+// the handover, so no task ends on the first worker however slow the
+// machine.
 func TestGracefulShutdownHandsJobsOver(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{taskTime: 2 * time.Second})
-	stopA := b.start(t)
+	b := setup(t, setupOpts{taskTime: time.Hour})
+	stopA := b.start(t, func(c *config.Config) { c.TaskTimeout = 2 * time.Hour })
 	for i := range 4 {
 		id := fmt.Sprintf("handover-%d", i)
 		b.publish(t, "video", id, videoSpec(id, "handover "+id))
 	}
 	for i := range 4 {
-		b.awaitStatus(t, fmt.Sprintf("handover-%d", i), state.StatusSubmitted, 20*time.Second)
+		b.awaitStatus(t, fmt.Sprintf("handover-%d", i), state.StatusSubmitted, 3*time.Minute)
 	}
 	stopA()
-	b.start(t)
+	b.start(t, func(c *config.Config) { c.TaskTimeout = 2 * time.Hour })
+	b.advanceMedia(time.Hour)
 	for i := range 4 {
 		id := fmt.Sprintf("handover-%d", i)
-		ev := b.await(t, id, 30*time.Second)
+		ev := b.await(t, id, 3*time.Minute)
 		if ev.Data.Status != "succeeded" {
 			t.Errorf("%s: %+v", id, ev.Data.Error)
 		}

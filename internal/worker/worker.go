@@ -252,7 +252,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		Store:  p.store, Cancels: runner.NewCancels(),
 		Fetcher:    artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes}),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
-		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
+		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait, StoreRefusalLimit: cfg.StoreRefusalLimit,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
