@@ -141,7 +141,7 @@ func (p *progress) handle(ev event) {
 	case ev.Test != "" && (ev.Action == "pass" || ev.Action == "skip"):
 		delete(out.lines, ev.Test)
 	case ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
-		p.flush(pkg, ev.Action == "pass")
+		p.flush(pkg, ev.Action != "fail")
 		delete(p.running, pkg)
 		p.done++
 		fmt.Fprintf(p.w, "[progress] %s %s; %d%s done after %s\n", pkg, ev.Action, p.done, p.of(), p.elapsed())

@@ -38,6 +38,25 @@ func TestRunPrintsGoTestsLines(t *testing.T) {
 	}
 }
 
+// TestRunWithoutTestsIsNoFailure: a package without tests ("?", a skip)
+// beside a passing one ends the run as go test ends it: exit status 0 and
+// no closing FAIL line.
+func TestRunWithoutTestsIsNoFailure(t *testing.T) {
+	cmd := exec.Command("go", "run", ".", "-total", "2", "--", "go", "test", "-json", "-count=1", "./testdata/pass", "./testdata/notests")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("exit: %v, want 0", err)
+	}
+	text := out.String()
+	if regexp.MustCompile(`(?m)^FAIL$`).MatchString(text) {
+		t.Errorf("a run without failures closes with FAIL:\n%s", text)
+	}
+	if !regexp.MustCompile(`(?m)^\?\s+\S+/testdata/notests\s+\[no test files\]$`).MatchString(text) {
+		t.Errorf("the output lacks go test's line for a package without tests:\n%s", text)
+	}
+}
+
 // TestHandleHoldsOutputPerPackage: two packages running at once print
 // their output whole when each ends, never interleaved, as plain go test
 // prints it: a passed test's output and the === lines are dropped.

@@ -1,0 +1,2 @@
+// Package notests has no tests: go test reports it skipped ("?").
+package notests
