@@ -36,6 +36,7 @@ type Metrics struct {
 	orphaned      *prometheus.CounterVec
 	quota         quotaGauges
 	store         storeGauges
+	space         prometheus.Gauge
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -111,6 +112,7 @@ func New() *Metrics {
 		}, []string{"kind"}),
 		quota: newQuotaGauges(),
 		store: newStoreGauges(),
+		space: newSpaceGauge(),
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.pollBatch, m.pollWatched,
@@ -118,6 +120,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
+	m.reg.MustRegister(m.space)
 	return m
 }
 
