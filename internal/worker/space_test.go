@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-dev/sluice/internal/cli"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
@@ -151,5 +154,73 @@ func TestEnqueueJobsStreamFull(t *testing.T) {
 	b.setMaxBytes(t, contract.JobsStream, false)
 	if out, code := b.enqueue(t, string(spec), "submit", "-f", "-"); code != cli.ExitOK {
 		t.Fatalf("enqueue once SLUICE_JOBS has room: exit %d\n%s", code, out)
+	}
+}
+
+// TestServerStoreFullHoldsJob: a server whose JetStream store is at its
+// max_store (filled here by another stream) refuses the worker's writes,
+// though no stream or account limit shows it; the worker says so, and the
+// held job keeps its task until the other stream is deleted, then
+// succeeds with one submit, and the worker takes jobs again.
+func TestServerStoreFullHoldsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: 2 * time.Second, nats: testenv.NATSOptions{MaxStore: 4 << 20}})
+	b.start(t, func(c *config.Config) { c.TaskTimeout = time.Hour })
+
+	const heldPrompt, newPrompt = "a lighthouse on a full server", "a harbour on a freed server"
+	b.publish(t, "video", "server-held", videoSpec("server-held", heldPrompt))
+	b.awaitStatus(t, "server-held", state.StatusRunning, time.Minute)
+	ctx := testenv.Context(t, time.Minute)
+	if _, err := b.nats.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 256<<10)
+	for i := 0; ; i++ {
+		_, err := b.nats.JS.Publish(ctx, "filler."+strconv.Itoa(i), chunk)
+		if natsconn.NoSpace(err) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("fill the server's store: %v", err)
+		}
+	}
+
+	waitFor(t, time.Minute, "readyz to say JetStream is out of space", func() bool {
+		code, body := b.readyz(t)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "JetStream out of space")
+	})
+	// The held job tries its write twice more, still refused; the worker
+	// still takes nothing.
+	refusals := func() float64 {
+		return b.metric(t, `sluice_jetstream_failures_total{loop="event publishes",reason="no_space"}`) +
+			b.metric(t, `sluice_jetstream_failures_total{loop="state writes",reason="no_space"}`)
+	}
+	seen := refusals()
+	waitFor(t, time.Minute, "two more refused writes", func() bool { return refusals() >= seen+2 })
+	if code, body := b.readyz(t); code != http.StatusServiceUnavailable || !strings.Contains(body, "server's own store") {
+		t.Errorf("readyz while the server is full = %d %q, want 503 naming the server's store", code, body)
+	}
+
+	if err := b.nats.JS.DeleteStream(ctx, "FILLER"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := b.await(t, "server-held", 2*time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Fatalf("server-held = %s %+v, want succeeded", ev.Data.Status, ev.Data.Error)
+	}
+	waitFor(t, time.Minute, "readyz to be ready again", func() bool { code, _ := b.readyz(t); return code == http.StatusOK })
+	b.publish(t, "video", "server-new", videoSpec("server-new", newPrompt))
+	if ev := b.await(t, "server-new", time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Fatalf("server-new = %s %+v, want succeeded", ev.Data.Status, ev.Data.Error)
+	}
+	for _, prompt := range []string{heldPrompt, newPrompt} {
+		if n := b.media.SubmitCount(prompt); n != 1 {
+			t.Errorf("submits of %q = %d, want 1", prompt, n)
+		}
+	}
+	if n := logLines(b, "JetStream out of space: taking no new job", "server's own store"); n != 1 {
+		t.Errorf("out of space was logged %d times naming the server's store, want once", n)
+	}
+	if n := logLines(b, "JetStream has space again: taking jobs"); n != 1 {
+		t.Errorf("space returning was logged %d times, want once", n)
 	}
 }

@@ -22,6 +22,12 @@ import (
 // refuses writes for lack of space.
 var spaceProbeBackoff = backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 
+// spaceQuiet is how long no write may have been refused before the
+// worker takes jobs again: held jobs try their writes at least this often
+// (runner's spacing tops out at 10s), so a JetStream still full refuses
+// one within it, even when no limit it shows is reached.
+const spaceQuiet = 12 * time.Second
+
 // spaceProbeTimeout bounds one look at the limits.
 const spaceProbeTimeout = 5 * time.Second
 
@@ -101,7 +107,6 @@ func (w *spaceWatch) run(ctx context.Context) {
 
 // untilSpace says which limits are reached and waits until space returns.
 func (w *spaceWatch) untilSpace(ctx context.Context) {
-	looked := time.Now()
 	limits, err := w.reached(ctx)
 	w.mu.Lock()
 	w.limits, w.limitsErr = limits, err
@@ -119,11 +124,10 @@ func (w *spaceWatch) untilSpace(ctx context.Context) {
 		}
 		limits, err := w.reached(ctx)
 		w.mu.Lock()
-		quiet := w.at.Before(looked)
 		if err == nil {
 			w.limits, w.limitsErr = limits, nil
 		}
-		if err == nil && len(limits) == 0 && quiet {
+		if err == nil && len(limits) == 0 && time.Since(w.at) >= spaceQuiet {
 			w.full = false
 			since := w.since
 			w.mu.Unlock()
@@ -133,7 +137,6 @@ func (w *spaceWatch) untilSpace(ctx context.Context) {
 			return
 		}
 		w.mu.Unlock()
-		looked = time.Now()
 	}
 }
 
