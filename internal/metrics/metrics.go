@@ -96,7 +96,7 @@ func New() *Metrics {
 			Name: "sluice_jetstream_waiting", Help: "1 while a loop of the worker waits for JetStream (pull <kind>, heartbeats, sweep, setup, state writes, event publishes), else 0.",
 		}, []string{"loop"}),
 		jsFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, no_leader, disconnected, error).",
+			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, no_leader, disconnected, no_space, error).",
 		}, []string{"loop", "reason"}),
 		natsMoves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_nats_moves_total", Help: "Moves to another NATS server because no JetStream leader answered through the current one for SLUICE_NATS_MOVE_AFTER.",
