@@ -40,6 +40,9 @@ const (
 	// ExitSkipped: submit --skip-invalid --wait skipped invalid specs;
 	// every published job succeeded (a failure, timeout or cancel wins).
 	ExitSkipped = 7
+	// ExitJobsFull: submit found SLUICE_JOBS full (its own, the account's
+	// or the server's limit): at least one spec was not published.
+	ExitJobsFull = 8
 	// ExitInterrupted: interrupted (Ctrl-C) while publishing or waiting.
 	ExitInterrupted = 130
 )

@@ -17,6 +17,8 @@ const exitCodesHelp = `Exit codes:
   6    status, retry, dlq: no such job or dead letter
   7    submit --skip-invalid --wait: invalid specs were skipped, every
        published job succeeded
+  8    submit: SLUICE_JOBS is full (a stream, account or server limit);
+       the specs not published may be published again once it has room
   130  interrupted (Ctrl-C) while publishing or waiting
 `
 

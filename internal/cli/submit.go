@@ -238,6 +238,9 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 		if !rerunSafe {
 			advice = "some specs had no id, so publishing the same input again queues those jobs again"
 		}
+		if full := jobsFull(res); full != nil {
+			return &exitError{code: ExitJobsFull, err: fmt.Errorf("%d of %d specs were not published: %v; %s", res.Failed, len(subs), full, advice)}
+		}
 		return &exitError{code: ExitRuntime, err: fmt.Errorf("%d of %d specs were not published; %s", res.Failed, len(subs), advice)}
 	}
 	if !pf.wait {
@@ -256,6 +259,17 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 		return &exitError{code: ExitSkipped, err: fmt.Errorf("%d invalid spec(s) were skipped (listed above); every published job succeeded", len(invalid))}
 	}
 	return err
+}
+
+// jobsFull returns the first refusal of a full SLUICE_JOBS among res's
+// publishes, or nil.
+func jobsFull(res *jobclient.PublishResult) *jobclient.JobsFullError {
+	for _, p := range res.Jobs {
+		if full, ok := errors.AsType[*jobclient.JobsFullError](p.Err); ok {
+			return full
+		}
+	}
+	return nil
 }
 
 // listInvalid prints the invalid specs to stderr.

@@ -126,3 +126,50 @@ func TestKindOfMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestEnsureKeepsSizeLimits: the jobs and events streams refuse new
+// messages at a limit rather than drop old ones, and a second Ensure keeps
+// the byte and message limits an operator set on the streams and buckets.
+func TestEnsureKeepsSizeLimits(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	limited := []string{contract.JobsStream, contract.EventsStream, "KV_" + contract.StateBucket, "KV_" + contract.SpecsBucket}
+	for _, name := range limited {
+		s, err := n.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		if cfg.Discard != jetstream.DiscardNew {
+			t.Errorf("%s discards %v at a limit, want new", name, cfg.Discard)
+		}
+		cfg.MaxBytes = 8 << 20
+		if name == contract.JobsStream || name == contract.EventsStream {
+			cfg.MaxMsgs = 1000
+		}
+		if _, err := n.JS.UpdateStream(ctx, cfg); err != nil {
+			t.Fatalf("limit %s: %v", name, err)
+		}
+	}
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range limited {
+		s, err := n.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		wantMsgs := int64(-1)
+		if name == contract.JobsStream || name == contract.EventsStream {
+			wantMsgs = 1000
+		}
+		if cfg.MaxBytes != 8<<20 || cfg.MaxMsgs != wantMsgs {
+			t.Errorf("%s after a second Ensure: max_bytes %d, max_msgs %d; want %d, %d", name, cfg.MaxBytes, cfg.MaxMsgs, 8<<20, wantMsgs)
+		}
+	}
+}

@@ -57,6 +57,10 @@ func JobsStreamConfig(o Options) jetstream.StreamConfig {
 		Replicas:    o.Replicas,
 		// A spec is at most 1 MiB; headers come on top.
 		MaxMsgSize: 1<<20 + 64<<10,
+		// At a byte or message limit an operator sets, a publish is
+		// refused (the producer is told) rather than a queued job
+		// dropped.
+		Discard: jetstream.DiscardNew,
 	}
 }
 
@@ -93,6 +97,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 			MaxAge:      o.EventsMaxAge,
 			Duplicates:  dedupeWindow,
 			Replicas:    o.Replicas,
+			// At a byte or message limit an operator sets, a publish is
+			// refused (the worker holds the job and retries) rather than
+			// an unread event dropped.
+			Discard: jetstream.DiscardNew,
 		},
 		{
 			Name:        DLQStream,
@@ -105,6 +113,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 		},
 	}
 	for _, cfg := range streams {
+		if err := keepSizeLimits(ctx, js, &cfg); err != nil {
+			return err
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
@@ -115,10 +126,32 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 		}
 	}
 	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o)} {
+		limits := jetstream.StreamConfig{Name: "KV_" + cfg.Bucket}
+		if err := keepSizeLimits(ctx, js, &limits); err != nil {
+			return err
+		}
+		cfg.MaxBytes = limits.MaxBytes
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
 		}
 	}
+	return nil
+}
+
+// keepSizeLimits carries an existing stream's (or bucket's) byte and
+// message limits into cfg: the contract sets none, and those an operator
+// set (see
+// docs/operating.md, "JetStream out of space") stay.
+func keepSizeLimits(ctx context.Context, js jetstream.JetStream, cfg *jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up stream %s: %w", cfg.Name, err)
+	}
+	cur := s.CachedInfo().Config
+	cfg.MaxBytes, cfg.MaxMsgs = cur.MaxBytes, cur.MaxMsgs
 	return nil
 }
 

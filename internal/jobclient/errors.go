@@ -1,6 +1,12 @@
 package jobclient
 
-import "errors"
+import (
+	"errors"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/natsconn"
+)
 
 // ErrNotSetUp is returned (wrapped) by the readers when the events stream
 // or the state bucket does not exist: no worker has run against the server.
@@ -50,3 +56,31 @@ func (e *ReadRefusedError) Error() string {
 
 // Unwrap returns the refusal.
 func (e *ReadRefusedError) Unwrap() error { return e.Err }
+
+// JobsFullError is the cause of a publish SLUICE_JOBS refused for lack of
+// space: the stream, the account or the server is at its limit. Nothing
+// of the job was queued; publishing it again once workers have taken jobs
+// (or an operator raised the limit) is safe.
+type JobsFullError struct {
+	// Limits names the limits reached, as far as the server tells: empty
+	// when the server's own store is full (or they could not be read).
+	Limits []natsconn.Limit
+	// Err is the server's refusal.
+	Err error
+}
+
+// Error names the stream and the limit reached.
+func (e *JobsFullError) Error() string {
+	what := "the NATS server's JetStream store is full"
+	if len(e.Limits) > 0 {
+		s := make([]string, len(e.Limits))
+		for i, l := range e.Limits {
+			s[i] = l.String()
+		}
+		what = strings.Join(s, "; ")
+	}
+	return "the jobs stream " + contract.JobsStream + " is full (" + what + "): nothing more can be queued until workers take jobs or an operator raises the limit"
+}
+
+// Unwrap returns the server's refusal.
+func (e *JobsFullError) Unwrap() error { return e.Err }

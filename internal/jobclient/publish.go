@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // PublishOptions tunes Publish.
@@ -109,10 +110,14 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	pending := make(chan inFlight, o.MaxInFlight)
 	res := &PublishResult{Jobs: make([]Published, 0, len(subs))}
 	settled := make(chan struct{})
+	full := &jobsFull{}
 	go func() {
 		defer close(settled)
 		for p := range pending {
 			r := c.settle(ctx, js, o, p.sub, p.msg, p.f, p.err)
+			if natsconn.NoSpace(r.Err) {
+				r.Err = full.explain(ctx, js, r.Err)
+			}
 			res.add(r)
 			if o.OnResult != nil {
 				o.OnResult(r)
@@ -134,6 +139,24 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	close(pending)
 	<-settled
 	return res, stopped
+}
+
+// jobsFull explains the publishes SLUICE_JOBS refused for lack of space,
+// reading the reached limits once.
+type jobsFull struct {
+	looked bool
+	limits []natsconn.Limit
+}
+
+// explain returns a *JobsFullError for err.
+func (f *jobsFull) explain(ctx context.Context, js jetstream.JetStream, err error) error {
+	if !f.looked {
+		f.looked = true
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		f.limits, _ = natsconn.ReachedLimits(lctx, js, contract.JobsStream)
+		cancel()
+	}
+	return &JobsFullError{Limits: f.limits, Err: err}
 }
 
 func (r *PublishResult) add(p Published) {

@@ -38,6 +38,7 @@ type Metrics struct {
 	orphaned      *prometheus.CounterVec
 	quota         quotaGauges
 	store         storeGauges
+	space         prometheus.Gauge
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -104,7 +105,7 @@ func New() *Metrics {
 			Name: "sluice_jetstream_waiting", Help: "1 while a loop of the worker waits for JetStream (pull <kind>, heartbeats, sweep, setup, state writes, event publishes), else 0.",
 		}, []string{"loop"}),
 		jsFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, no_leader, disconnected, error).",
+			Name: "sluice_jetstream_failures_total", Help: "Failed JetStream attempts, by loop and reason (no_responders, timeout, unavailable, leadership_change, leader_cut_off, no_leader, disconnected, no_space, error).",
 		}, []string{"loop", "reason"}),
 		natsMoves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_nats_moves_total", Help: "Moves to another NATS server because no JetStream leader answered through the current one for SLUICE_NATS_MOVE_AFTER.",
@@ -120,6 +121,7 @@ func New() *Metrics {
 		}, []string{"kind"}),
 		quota: newQuotaGauges(),
 		store: newStoreGauges(),
+		space: newSpaceGauge(),
 		codes: make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
@@ -127,6 +129,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
+	m.reg.MustRegister(m.space)
 	return m
 }
 

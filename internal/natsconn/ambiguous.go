@@ -14,7 +14,8 @@ import (
 // connection, or the stream could not answer for the moment (no
 // responders, 503 during a leader election). A writer then asks again or
 // reads back before it gives up; the end of the caller's own ctx is not
-// ambiguous: the caller gave up.
+// ambiguous: the caller gave up, nor is a refusal for lack of space
+// (NoSpace), which some servers send with the code 503 too.
 func Ambiguous(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
 		return false
@@ -26,7 +27,7 @@ func Ambiguous(ctx context.Context, err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
 		return true
 	case errors.As(err, &apiErr):
-		return apiErr.Code == 503
+		return apiErr.Code == 503 && !NoSpace(err)
 	}
 	return false
 }

@@ -40,6 +40,10 @@ type Config struct {
 	Name string
 	// Cluster, when set, makes the server a node of a JetStream cluster.
 	Cluster *Cluster
+	// MaxStore bounds the file storage of JetStream on this server, in
+	// bytes (its max_store): past it, writes are refused for lack of
+	// space. Defaults to 0 (the server's own bound, from the disk).
+	MaxStore int64
 }
 
 // Cluster is a node's part in a JetStream cluster.
@@ -83,15 +87,16 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("natsembed: StoreDir is required")
 	}
 	opts := &server.Options{
-		ServerName: cmp.Or(cfg.Name, "sluice-embedded"),
-		Host:       cmp.Or(cfg.Host, "127.0.0.1"),
-		Port:       cmp.Or(cfg.Port, 4222),
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
-		NoSigs:     true,
-		NoLog:      true,
-		SyncAlways: cfg.SyncAlways,
-		MaxPayload: 2 << 20,
+		ServerName:        cmp.Or(cfg.Name, "sluice-embedded"),
+		Host:              cmp.Or(cfg.Host, "127.0.0.1"),
+		Port:              cmp.Or(cfg.Port, 4222),
+		JetStream:         true,
+		StoreDir:          cfg.StoreDir,
+		JetStreamMaxStore: cfg.MaxStore,
+		NoSigs:            true,
+		NoLog:             true,
+		SyncAlways:        cfg.SyncAlways,
+		MaxPayload:        2 << 20,
 	}
 	if cfg.TLS != nil {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 5

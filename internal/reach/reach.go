@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Config configures a Watch. Every field is optional.
@@ -42,6 +44,9 @@ type Config struct {
 	Failed func(loop, reason string)
 	// Moved is told of every move to another server.
 	Moved func()
+	// NoSpace is told of every attempt JetStream refused for lack of
+	// space (natsconn.NoSpace), with the loop and the refusal.
+	NoSpace func(loop string, err error)
 }
 
 // Watch is shared by the loops of one connection. A nil *Watch accepts
@@ -212,6 +217,9 @@ func (l *Loop) Fail(err error) {
 	if l.w.cfg.Failed != nil {
 		l.w.cfg.Failed(l.name, reason)
 	}
+	if reason == ReasonNoSpace && l.w.cfg.NoSpace != nil {
+		l.w.cfg.NoSpace(l.name, err)
+	}
 	l.mu.Lock()
 	l.failures++
 	first := !l.failing
@@ -262,12 +270,19 @@ func (l *Loop) Sent() {
 	l.recovered()
 }
 
+// ReasonNoSpace is the Reason of a write JetStream refused for lack of
+// space: a leader answered, so it is no reason to move.
+const ReasonNoSpace = "no_space"
+
 // Reason names the kind of a JetStream failure for logs and metrics, and
 // tells whether it means that no JetStream leader answered.
 func Reason(err error) (reason string, unreachable bool) {
 	var apiErr *jetstream.APIError
 	var cut *CutOff
 	switch {
+	case natsconn.NoSpace(err):
+		// Before the 503s: some refusals for space come with that code.
+		return ReasonNoSpace, false
 	case errors.As(err, &cut) && cut.Leader == "":
 		return "no_leader", true
 	case errors.As(err, &cut):

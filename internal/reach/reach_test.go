@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -37,8 +38,16 @@ func TestReason(t *testing.T) {
 		{nats.ErrConnectionClosed, "disconnected", false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, "error", false},
 		{errors.New("permissions violation"), "error", false},
+		// Refusals for lack of space: a leader answered, 503 or not.
+		{&jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum bytes exceeded"}, "no_space", false},
+		{fmt.Errorf("write state j: %w", &jetstream.APIError{Code: 503, ErrorCode: 10023, Description: "insufficient resources"}), "no_space", false},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10047, Description: "insufficient storage resources available"}, "no_space", false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10002, Description: "resource limits exceeded for account"}, "no_space", false},
 	}
 	for _, tt := range tests {
+		if got := natsconn.NoSpace(tt.err); got != (tt.reason == reach.ReasonNoSpace) {
+			t.Errorf("NoSpace(%v) = %v", tt.err, got)
+		}
 		reason, unreachable := reach.Reason(tt.err)
 		if reason != tt.reason || unreachable != tt.unreachable {
 			t.Errorf("Reason(%v) = %s, %v; want %s, %v", tt.err, reason, unreachable, tt.reason, tt.unreachable)
@@ -80,6 +89,31 @@ func TestQuorum(t *testing.T) {
 		case tt.cut != 0 && (!errors.As(err, &cut) || cut.For != tt.cut || cut.Leader != "n1"):
 			t.Errorf("%s: %v, want cut off for %s", tt.name, err, tt.cut)
 		}
+	}
+}
+
+// TestLoopTellsOfNoSpace: every refusal for lack of space reaches
+// Config.NoSpace with its loop; other failures do not.
+func TestLoopTellsOfNoSpace(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var told []string
+	w := reach.New(reach.Config{NoSpace: func(loop string, err error) {
+		mu.Lock()
+		told = append(told, loop)
+		mu.Unlock()
+		if !natsconn.NoSpace(err) {
+			t.Errorf("told of %v", err)
+		}
+	}})
+	full := &jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum bytes exceeded"}
+	w.Loop("state writes").Fail(full)
+	w.Loop("state writes").Fail(full)
+	w.Loop("event publishes").Fail(nats.ErrNoResponders)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 2 || told[0] != "state writes" {
+		t.Errorf("told %v, want state writes twice", told)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -162,9 +163,28 @@ func (j *job) view() view {
 
 // write records change in j's record if fence f lets it, and keeps the
 // written record in j.rec. With to set, the write moves the job to that
-// step, after change, and its error says so. One write: see writeRetried
-// for what a paid call returned.
+// step, after change, and its error says so. A write JetStream refuses for
+// lack of space waits for space (awaitSpace) while ctx lasts and the
+// worker runs; see writeRetried for what a paid call returned.
 func (r *Runner) write(ctx context.Context, j *job, f fence, to state.Status, change func(*state.Record) error) error {
+	for attempt := 0; ; attempt++ {
+		err := r.writeOnce(ctx, j, f, to, change)
+		if !natsconn.NoSpace(err) {
+			if attempt > 0 && err == nil {
+				r.checkpoints.OK()
+			}
+			return err
+		}
+		r.checkpoints.Fail(err)
+		if !r.awaitSpace(ctx, j, err, attempt) {
+			return err
+		}
+	}
+}
+
+// writeOnce is one attempt of write. A note that may be left out (the
+// terminal event stored) does not wait for space.
+func (r *Runner) writeOnce(ctx context.Context, j *job, f fence, to state.Status, change func(*state.Record) error) error {
 	rec, err := r.put(ctx, j.view(), f, to, change)
 	if err != nil {
 		return err
@@ -172,6 +192,27 @@ func (r *Runner) write(ctx context.Context, j *job, f fence, to state.Status, ch
 	j.pending, j.unrecorded, j.unwritten = nil, nil, false
 	j.rec = rec
 	return nil
+}
+
+// spaceRetry spaces the attempts of a write JetStream refuses for lack of
+// space: each is also a probe of whether space returned.
+var spaceRetry = backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+
+// LogWaitingForSpace is logged once by a job whose record or terminal
+// event JetStream refuses to store for lack of space.
+const LogWaitingForSpace = "JetStream has no space for the job's record or event: holding the job until it has"
+
+// awaitSpace waits before the next attempt of j's write or publish that
+// JetStream refused for lack of space (err), and reports whether to make
+// it: not once ctx ends or the worker stops, when the job is handed back
+// with its record where it was. The job says once that it waits; the
+// worker's loops and its space watch say it for the worker.
+func (r *Runner) awaitSpace(ctx context.Context, j *job, err error, attempt int) bool {
+	if attempt == 0 {
+		j.log.Warn().Err(err).Msg(LogWaitingForSpace)
+	}
+	r.pause(ctx, j, nil, spaceRetry.Delay(attempt))
+	return ctx.Err() == nil && !j.stopping()
 }
 
 // checkpointRetry spaces the retries of writeRetried for up to
@@ -184,20 +225,39 @@ const checkpointRetryFor = time.Minute
 // call returned, which must not be lost to a passing NATS hiccup or a
 // leader election. A write its fence refuses is not retried. The job logs
 // its first failure; the worker's "state writes" loop says once that it
-// waits for JetStream.
+// waits for JetStream. A write refused for lack of space is retried until
+// space returns, past ctx's deadline and a stop: given up, it would leave
+// the record where a redelivery submits, and pays, again.
 func (r *Runner) writeRetried(ctx context.Context, j *job, f fence, to state.Status, change func(*state.Record) error) error {
+	logged := false
+	for {
+		err := r.writeForAMinute(ctx, j, f, to, change, &logged)
+		if !natsconn.NoSpace(err) {
+			return err
+		}
+		ctx = context.WithoutCancel(ctx)
+	}
+}
+
+// writeForAMinute is a minute of writeRetried's attempts.
+func (r *Runner) writeForAMinute(ctx context.Context, j *job, f fence, to state.Status, change func(*state.Record) error, logged *bool) error {
 	ctx, cancel := context.WithTimeout(ctx, checkpointRetryFor)
 	defer cancel()
 	_, err := r.retry(ctx, backoff.Retry{Spacing: checkpointRetry, Jitter: backoff.JitterNone},
 		func(ctx context.Context, attempt int) (bool, error) {
-			err := r.write(ctx, j, f, to, change)
+			err := r.writeOnce(ctx, j, f, to, change)
 			if err == nil || errors.Is(err, errAlreadyFinished) || errors.Is(err, errSuperseded) {
 				r.checkpoints.OK()
 				return true, err
 			}
 			r.checkpoints.Fail(err)
-			if attempt == 0 {
-				j.log.Warn().Err(err).Msg("checkpoint failed; retrying")
+			if !*logged {
+				*logged = true
+				msg := "checkpoint failed; retrying"
+				if natsconn.NoSpace(err) {
+					msg = LogWaitingForSpace
+				}
+				j.log.Warn().Err(err).Msg(msg)
 			}
 			return false, err
 		})

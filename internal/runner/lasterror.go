@@ -44,7 +44,7 @@ func (r *Runner) noteRetry(ctx context.Context, j *job, rt *retry) {
 	if note.Same(j.rec.LastError) {
 		return
 	}
-	err := r.write(ctx, j, latest, "", func(rec *state.Record) error {
+	err := r.writeOnce(ctx, j, latest, "", func(rec *state.Record) error {
 		if note.Same(rec.LastError) {
 			return state.Unchanged
 		}

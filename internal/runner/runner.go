@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -412,12 +413,9 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 			Msg("job finished by another message of it, which publishes its terminal event")
 		return settled(j, nil)
 	}
-	id := contract.EventID(j.id, string(rec.Status))
-	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent); err != nil {
-		r.publishes.Fail(err)
+	if err := r.publishTerminal(ctx, j); err != nil {
 		return r.settle(j, transient(err))
 	}
-	r.publishes.OK()
 	j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
 	if !own || rec.DeadLetter || j.d.Orphaned() {
 		// Only a note stops a second publish: the record is an older
@@ -428,6 +426,26 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		return settled(j, nil)
 	}
 	return settled(j, func(ctx context.Context) { r.markEventStored(ctx, j) })
+}
+
+// publishTerminal publishes the terminal event stored in j's record. An
+// events stream without space for it holds the job until it has (the
+// record keeps the event meanwhile), rather than handing it back to be
+// delivered again and again.
+func (r *Runner) publishTerminal(ctx context.Context, j *job) error {
+	rec := j.rec
+	id := contract.EventID(j.id, string(rec.Status))
+	for attempt := 0; ; attempt++ {
+		err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), id, rec.TerminalEvent)
+		if err == nil {
+			r.publishes.OK()
+			return nil
+		}
+		r.publishes.Fail(err)
+		if !natsconn.NoSpace(err) || !r.awaitSpace(ctx, j, err, attempt) {
+			return err
+		}
+	}
 }
 
 // settled is the outcome of finished job j: a dead letter, or an ack
@@ -449,7 +467,7 @@ func settled(j *job, unconfirmed func(context.Context)) consumer.Outcome {
 // event. A failure only costs a second publish if the job is delivered
 // again (the stream drops it as a duplicate), so it is logged, not retried.
 func (r *Runner) markEventStored(ctx context.Context, j *job) {
-	err := r.write(ctx, j, finished, "", func(rec *state.Record) error {
+	err := r.writeOnce(ctx, j, finished, "", func(rec *state.Record) error {
 		if rec.TerminalEventStored {
 			return state.Unchanged
 		}

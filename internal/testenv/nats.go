@@ -46,13 +46,16 @@ type NATSOptions struct {
 	// them).
 	Users          []*server.User
 	User, Password string
+	// MaxStore bounds the server's JetStream file storage (its
+	// max_store), in bytes; 0: no bound of the test's.
+	MaxStore int64
 }
 
 // StartNATSWith is StartNATS with TLS and users.
 func StartNATSWith(t testing.TB, o NATSOptions) *NATS {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := natsembed.Config{Port: -1, StoreDir: dir, Users: o.Users}
+	cfg := natsembed.Config{Port: -1, StoreDir: dir, Users: o.Users, MaxStore: o.MaxStore}
 	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
 	if o.TLS != nil {
 		cfg.TLS = o.TLS.ServerConfig(t, o.MutualTLS)

@@ -109,20 +109,24 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	defer nc.Close()
+	space := newSpaceWatch(log, m)
 	watch := reach.New(reach.Config{
 		Conn: nc, MoveAfter: cfg.NATSMoveAfter, Logger: &log,
-		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved,
+		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved, NoSpace: space.refused,
 	})
 	defer watch.Stop()
 	js, err := openJetStream(nc, watch, log)
 	if err != nil {
 		return err
 	}
+	space.js = js
 	readyz.wait("waiting for JetStream")
 	p, err := openParts(ctx, cfg, nc, js, watch, readyz, m, tr, log)
 	if err != nil {
 		return err
 	}
+	space.next, p.space = p.stores, space
+	readyz.watchSpace(space)
 	jobs, err := consumer.New(consumerConfig(cfg, p, js, watch, m, tr, log), p.runner)
 	if err != nil {
 		return err
@@ -130,6 +134,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	go space.run(bg)
 	quotaDone, err := serveBackground(bg, p, nc, log)
 	if err != nil {
 		return err
@@ -213,6 +218,7 @@ type parts struct {
 	state  *state.Store
 	store  *artifacts.Store
 	stores *storeWatch
+	space  *spaceWatch
 	fleet  *quota.Fleet
 	pool   *gopool.Pool
 	rcfg   runner.Config
@@ -328,11 +334,12 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 }
 
 // consumerConfig is the consumer of cfg's kinds: it pulls only the jobs
-// the store watch (and behind it the fleet's quotas) lets start.
+// the space watch (and behind it the store watch and the fleet's quotas)
+// lets start.
 func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *reach.Watch, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) consumer.Config {
 	return consumer.Config{
 		Tracer: tr.Provider, Propagator: tr.Propagator,
-		Pool: p.pool, Gate: p.stores,
+		Pool: p.pool, Gate: p.space,
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
@@ -524,13 +531,22 @@ type readiness struct {
 	waiting string
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	// store, once set, says whether the artifact store answers.
+	// store, once set, says whether the artifact store answers; space,
+	// whether JetStream has space for the worker's writes.
 	store *storeWatch
+	space *spaceWatch
 }
 
 func (r *readiness) wait(what string) {
 	r.mu.Lock()
 	r.waiting = what
+	r.mu.Unlock()
+}
+
+// watchSpace makes /readyz say when JetStream has no space.
+func (r *readiness) watchSpace(space *spaceWatch) {
+	r.mu.Lock()
+	r.space = space
 	r.mu.Unlock()
 }
 
@@ -544,7 +560,7 @@ func (r *readiness) set(nc *nats.Conn, js jetstream.JetStream) {
 // check returns why the worker is not ready, or nil.
 func (r *readiness) check(ctx context.Context) error {
 	r.mu.Lock()
-	waiting, nc, js, store := r.waiting, r.nc, r.js, r.store
+	waiting, nc, js, store, space := r.waiting, r.nc, r.js, r.store, r.space
 	r.mu.Unlock()
 	switch {
 	case waiting != "" || nc == nil:
@@ -554,6 +570,11 @@ func (r *readiness) check(ctx context.Context) error {
 	}
 	if store != nil {
 		if err := store.Err(); err != nil {
+			return err
+		}
+	}
+	if space != nil {
+		if err := space.Err(); err != nil {
 			return err
 		}
 	}
