@@ -13,7 +13,8 @@ import (
 // resource with leases or a rate window on the board: leases in use across
 // the fleet (expired ones aside), the limit the last writer configured,
 // the jobs waiting and the requests claimed in the current window. A
-// missing bucket (no worker has a fleet limit) reads as none.
+// missing bucket (no worker has a fleet limit) reads as none. now is on
+// the boards' clock (Clock); zero reads the server's time (ServerTime).
 func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -21,6 +22,14 @@ func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status,
 	}
 	if err != nil {
 		return nil, err
+	}
+	if now.IsZero() {
+		if now, err = ServerTime(ctx, kv); err != nil {
+			if !errors.Is(err, ErrNoServerTime) {
+				return nil, err
+			}
+			now = time.Now()
+		}
 	}
 	var out []Status
 	for _, res := range Resources {
