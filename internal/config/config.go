@@ -117,6 +117,22 @@ type Config struct {
 	// and tests set them.
 	S3AccessKeyID     string `ignored:"true"`
 	S3SecretAccessKey string `ignored:"true"`
+	// FaultClockOffset is added to every wall-clock reading the worker
+	// takes (Clock), to test a fleet whose clocks disagree. Only a worker
+	// built with the faults tag reads it from the environment
+	// (SLUICE_FAULT_CLOCK_OFFSET, faults.go); tests set it in code.
+	FaultClockOffset time.Duration `ignored:"true"`
+}
+
+// Clock is the worker's wall clock: time.Now, moved by FaultClockOffset.
+// Its readings keep time.Now's monotonic reading, so the durations the
+// worker measures between two of them are true whatever the offset.
+func (c *Config) Clock() func() time.Time {
+	off := c.FaultClockOffset
+	if off == 0 {
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 // Load reads the environment and validates the result.
@@ -140,6 +156,9 @@ func Parse() (*Config, error) {
 	var c Config
 	if err := envconfig.Process(Prefix, &c); err != nil {
 		return nil, parseErrors(err)
+	}
+	if err := parseFaults(&c); err != nil {
+		return nil, err
 	}
 	if c.WorkerName == "" {
 		c.WorkerName = defaultWorkerName()

@@ -81,6 +81,9 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
+	if cfg.FaultClockOffset != 0 {
+		log.Warn().Dur("offset", cfg.FaultClockOffset).Msg("test build: every wall-clock reading is moved by SLUICE_FAULT_CLOCK_OFFSET")
+	}
 
 	// The operations endpoints come first: /readyz says what the worker
 	// waits for until it consumes.
@@ -221,7 +224,9 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	if err != nil {
 		return p, err
 	}
-	p.state = state.NewStore(b.state, cfg.WorkerName, nil)
+	// Every wall-clock reading of the worker's goes through cfg.Clock.
+	clock := cfg.Clock()
+	p.state = state.NewStore(b.state, cfg.WorkerName, clock)
 	p.state.Direct(nc)
 	specs := state.NewSpecs(b.specs)
 	specs.Direct(nc)
@@ -244,7 +249,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
+		Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
 	}
 	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, log); err != nil {
 		return p, err
@@ -488,7 +493,7 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 	m.QuotaRate(quota.Media, limits.MediaRate)
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
 	fleet, err := quota.New(quota.Config{
-		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log,
+		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log, Now: cfg.Clock(),
 		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
 	})
 	if err != nil {
