@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // pollEvery is how often a worker reads the board while jobs of its own
@@ -35,7 +36,7 @@ type leases struct {
 	ttl      time.Duration
 	doc      *kvcas.Doc[board]
 	log      zerolog.Logger
-	clock    *Clock
+	clock    *natsconn.Clock
 	observe  func(Status)
 	wake     chan struct{}
 

@@ -31,6 +31,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Bucket is the key-value bucket of the fleet's quotas.
@@ -113,11 +115,11 @@ type Config struct {
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
 	// Now is the worker's own clock, of which the quotas use only elapsed
-	// times (see Clock). Defaults to time.Now.
+	// times (see natsconn.Clock). Defaults to time.Now.
 	Now func() time.Time
 	// Clock is the clock every time on the boards is on. Defaults to the
 	// clock of KV's server (NewClock over KV and Now).
-	Clock *Clock
+	Clock *natsconn.Clock
 }
 
 // Fleet is one worker's side of the fleet's quotas. A nil *Fleet, or one
@@ -145,7 +147,7 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, errors.New("quota: KV and Holder are required with a fleet limit")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = NewClock(cfg.KV, cfg.Now, *cfg.Logger)
+		cfg.Clock = natsconn.NewClock(cfg.KV, cfg.Now, *cfg.Logger)
 	}
 	for res, n := range map[string]int{Media: cfg.Limits.MediaTasks, Compute: cfg.Limits.ComputeJobs, Containers: cfg.Limits.Containers} {
 		if n < 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -23,7 +24,7 @@ type bundle struct {
 	// server is the bucket's server's clock on clock, shared by the
 	// workers that do not have their own (own) and the test's reads, so
 	// that all of them agree to the nanosecond on the windows of a rate.
-	server *quota.Clock
+	server *natsconn.Clock
 }
 
 func setup(t *testing.T) *bundle {
@@ -38,7 +39,7 @@ func setup(t *testing.T) *bundle {
 
 func newBundle(t *testing.T, js jetstream.JetStream, kv jetstream.KeyValue, clock *testenv.Clock) *bundle {
 	t.Helper()
-	b := &bundle{js: js, kv: kv, clock: clock, server: quota.NewClock(kv, clock.Now, zerolog.Nop())}
+	b := &bundle{js: js, kv: kv, clock: clock, server: natsconn.NewClock(kv, clock.Now, zerolog.Nop())}
 	if err := b.server.Sync(testenv.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quo
 }
 
 // fleetOn is fleet on clock (nil: the worker's own, over its skew).
-func (b *bundle) fleetOn(t *testing.T, holder string, limits quota.Limits, clock *quota.Clock) (f *quota.Fleet, stop func()) {
+func (b *bundle) fleetOn(t *testing.T, holder string, limits quota.Limits, clock *natsconn.Clock) (f *quota.Fleet, stop func()) {
 	t.Helper()
 	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now, Clock: clock})
 	if err != nil {

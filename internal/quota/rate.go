@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // window is the value of a resource's rate key: the requests the fleet
@@ -33,7 +34,7 @@ type window struct {
 // window's key in small batches by compare-and-set and spends them
 // locally, and what it has not spent when the window ends is lost, never
 // carried over. So no window sees more requests sent than it allows. The
-// windows are cut on the bucket's server's clock (Clock), which every
+// windows are cut on the bucket's server's clock (natsconn.Clock), which every
 // worker reads within a round trip, not on the workers' own.
 type Rate struct {
 	resource string
@@ -44,7 +45,7 @@ type Rate struct {
 	batch    int
 	doc      *kvcas.Doc[window]
 	log      zerolog.Logger
-	clock    *Clock
+	clock    *natsconn.Clock
 	// claimer is held by the one goroutine claiming from the key.
 	claimer chan struct{}
 	// tokens left of window win, spent locally.

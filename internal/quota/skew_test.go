@@ -7,14 +7,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // skewed is the bucket's server's clock as read by a worker whose own
 // clock is off by offset.
-func (b *bundle) skewed(offset time.Duration) *quota.Clock {
-	return quota.NewClock(b.kv, func() time.Time { return b.clock.Now().Add(offset) }, zerolog.Nop())
+func (b *bundle) skewed(offset time.Duration) *natsconn.Clock {
+	return natsconn.NewClock(b.kv, func() time.Time { return b.clock.Now().Add(offset) }, zerolog.Nop())
 }
 
 // boardLease is one lease as the board stores it.

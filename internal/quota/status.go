@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Read returns the fleet's quotas as the bucket holds them, one Status per
@@ -14,7 +16,7 @@ import (
 // the fleet (expired ones aside), the limit the last writer configured,
 // the jobs waiting and the requests claimed in the current window. A
 // missing bucket (no worker has a fleet limit) reads as none. now is on
-// the boards' clock (Clock); zero reads the server's time (ServerTime).
+// the boards' clock (natsconn.Clock); zero reads the server's time (natsconn.ServerTime).
 func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -24,8 +26,8 @@ func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status,
 		return nil, err
 	}
 	if now.IsZero() {
-		if now, err = ServerTime(ctx, kv); err != nil {
-			if !errors.Is(err, ErrNoServerTime) {
+		if now, err = natsconn.ServerTime(ctx, kv); err != nil {
+			if !errors.Is(err, natsconn.ErrNoServerTime) {
 				return nil, err
 			}
 			now = time.Now()

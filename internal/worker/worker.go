@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/redact"
@@ -207,6 +208,7 @@ type parts struct {
 	store  *artifacts.Store
 	stores *storeWatch
 	fleet  *quota.Fleet
+	clock  *natsconn.Clock
 	pool   *gopool.Pool
 	rcfg   runner.Config
 	runner *runner.Runner
@@ -224,8 +226,15 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	if err != nil {
 		return p, err
 	}
-	// Every wall-clock reading of the worker's goes through cfg.Clock.
-	clock := cfg.Clock()
+	// The times the worker stores for the others (records, events) and
+	// compares with theirs are the NATS server's, followed on cfg.Clock's
+	// elapsed time (its one wall clock), so the workers' clocks need not
+	// agree; Run keeps it in step (serveBackground).
+	p.clock = natsconn.NewClock(b.state, cfg.Clock(), log)
+	if err := p.clock.Sync(ctx); err != nil {
+		log.Warn().Err(err).Msg("cannot read the NATS server's time yet; this worker's own clock stands in until it can")
+	}
+	clock := p.clock.Now
 	p.state = state.NewStore(b.state, cfg.WorkerName, clock)
 	p.state.Direct(nc)
 	specs := state.NewSpecs(b.specs)
@@ -342,6 +351,7 @@ func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Log
 		go p.rcfg.Poller.Run(bg)
 	}
 	go p.stores.run(bg)
+	go p.clock.Run(bg)
 	done := make(chan struct{})
 	go func() { p.fleet.Run(bg); close(done) }()
 	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {

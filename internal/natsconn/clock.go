@@ -1,4 +1,4 @@
-package quota
+package natsconn
 
 import (
 	"context"
@@ -11,12 +11,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Clock is the quota bucket's server's clock as one worker reads it. Every
-// time a worker writes on a board (lease and waiter expiries, the start of
-// a lapsed lease's grace, rate windows) and every time it compares with
-// one is on this clock, so the workers' own clocks may disagree by any
-// amount: a holder whose clock is behind writes the same expiries as one
-// whose clock is right.
+// Clock is a key-value bucket's server's clock as one worker reads it.
+// Times a worker stores for the others (a record's, a quota board's) and
+// compares with theirs are on it, so the workers' own clocks may disagree
+// by any amount: a worker whose clock is behind writes the same times as
+// one whose clock is right.
 //
 // It asks the server for its time (the stream info of the bucket, which
 // the stream's leader stamps) and goes on from there on the worker's
@@ -56,7 +55,7 @@ func NewClock(kv jetstream.KeyValue, local func() time.Time, log zerolog.Logger)
 
 // ErrNoServerTime is returned by ServerTime when the server does not say
 // its time (nats-server before 2.10).
-var ErrNoServerTime = errors.New("quota: the NATS server does not report its time (nats-server 2.10 or later does)")
+var ErrNoServerTime = errors.New("natsconn: the NATS server does not report its time (nats-server 2.10 or later does)")
 
 // ServerTime is kv's server's time now: the time its stream's leader
 // stamped on the bucket's stream info.
@@ -74,8 +73,8 @@ func ServerTime(ctx context.Context, kv jetstream.KeyValue) (time.Time, error) {
 
 // Sync asks the server for its time unless it did within resyncEvery.
 // A server that does not report its time leaves the clock on the
-// worker's own (said once in the log): expiries are then as good as the
-// workers' clocks agree.
+// worker's own (said once in the log): the times stored are then as good
+// as the workers' clocks agree.
 func (c *Clock) Sync(ctx context.Context) error {
 	c.mu.Lock()
 	fresh := !c.synced.IsZero() && time.Since(c.synced) < resyncEvery
@@ -91,7 +90,7 @@ func (c *Clock) Sync(ctx context.Context) error {
 	case errors.Is(err, ErrNoServerTime):
 		if !c.warned {
 			c.warned = true
-			c.log.Warn().Err(err).Msg("fleet quota expiries are on this worker's own clock: keep the workers' clocks in step (NTP)")
+			c.log.Warn().Err(err).Msg("the times this worker stores are on its own clock: keep the workers' clocks in step (NTP)")
 		}
 		c.server, c.at = at, at
 	case err != nil:
@@ -113,4 +112,23 @@ func (c *Clock) Now() time.Time {
 		return now
 	}
 	return c.server.Add(now.Sub(c.at))
+}
+
+// Run keeps the clock in step with the server until ctx ends: it asks
+// again every resyncEvery, and every few seconds while the server does
+// not answer.
+func (c *Clock) Run(ctx context.Context) {
+	for {
+		wait := resyncEvery
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := c.Sync(sctx); err != nil {
+			wait = 5 * time.Second
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
