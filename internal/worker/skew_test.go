@@ -21,7 +21,12 @@ import (
 func TestSkewedWorkersPayOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 2 * time.Second})
+	// The first submit's answer takes long enough for the second worker
+	// to start and get the job's second delivery (a race build starts
+	// slowly), and less than the two AckWaits a delivery gives a submit;
+	// the three minutes between the clocks are more.
+	b.cfg.AckWait = 20 * time.Second
+	b.media.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{Latency: 12 * time.Second})
 	// The worker behind holds one video job at most, so the second
 	// delivery goes to the worker ahead.
 	b.start(t, func(c *config.Config) {
@@ -36,7 +41,7 @@ func TestSkewedWorkersPayOnce(t *testing.T) {
 	})
 	b.publish(t, "video", "", spec)
 
-	ev := b.await(t, id, 60*time.Second)
+	ev := b.await(t, id, 90*time.Second)
 	if ev.Data.Status != "succeeded" {
 		t.Fatalf("event %+v (error %+v)", ev.Data, ev.Data.Error)
 	}
