@@ -59,10 +59,19 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 
 CHAOS_JOBS  ?= 2000
 CHAOS_FLAGS ?=
-chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 outage (5-20 min)
+CHAOS_SKEW  ?=
+CHAOS_SKEW_MEDIA_TASKS ?= 8
+chaos: ## long reliability run: CHAOS_JOBS jobs (2000), kills, NATS restart, S3 outage (5-20 min); CHAOS_SKEW=90s: clocks at -90s, 0, +90s and a fleet media quota
 	@mkdir -p $(BIN)
+ifeq ($(CHAOS_SKEW),)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
 	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/worker $(CHAOS_FLAGS)
+else
+	@mkdir -p $(BIN)/faults
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
+	CGO_ENABLED=0 $(GO) build -trimpath -tags faults -o $(BIN)/faults/ ./cmd/worker
+	$(BIN)/chaos -jobs $(CHAOS_JOBS) -worker $(BIN)/faults/worker -skew $(CHAOS_SKEW) -fleet-media-tasks $(CHAOS_SKEW_MEDIA_TASKS) $(CHAOS_FLAGS)
+endif
 
 CHAOS_CLUSTER_JOBS  ?= 720
 CHAOS_CLUSTER_MEDIA_TASKS ?= 8

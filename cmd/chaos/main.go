@@ -10,6 +10,9 @@
 // SLUICE_S3_IMAGE and SLUICE_WORKER_IMAGE), and NATS nodes killed, paused,
 // restarted and partitioned away with a worker; it prints the time each
 // fault took to recover from before the figures.
+//
+// With -skew the workers' clocks run at -skew, 0 and +skew (a worker built
+// with -tags faults, SLUICE_FAULT_CLOCK_OFFSET): make chaos CHAOS_SKEW=90s.
 package main
 
 import (
@@ -37,6 +40,7 @@ func main() {
 	flag.StringVar(&cfg.WorkerBin, "worker", "", "worker binary (default: build ./cmd/worker)")
 	flag.StringVar(&cfg.Dir, "dir", "", "directory for the run's files, kept afterwards (default: a temporary one, removed when the run passed)")
 	flag.IntVar(&cfg.FleetMediaTasks, "fleet-media-tasks", 0, "the workers' SLUICE_FLEET_MEDIA_TASKS; the report checks the simulator's peak of media tasks upstream against it (default: no fleet quota)")
+	skew := flag.Duration("skew", 0, "run the workers' clocks at -skew, 0 and +skew (SLUICE_FAULT_CLOCK_OFFSET; the worker is built with -tags faults, and -worker must be such a build)")
 	containers := flag.Bool("containers", false, "run on containers: a TLS three-node NATS cluster, S3 and the workers in Docker (make chaos-cluster)")
 	var ct chaos.Containers
 	flag.StringVar(&ct.Name, "name", "sluice-chaos", "with -containers: prefix of every container and network of the run")
@@ -44,6 +48,13 @@ func main() {
 	flag.DurationVar(&ct.PauseFor, "pause", 10*time.Second, "with -containers: how long a NATS node stays paused")
 	flag.DurationVar(&ct.PartitionFor, "partition", 20*time.Second, "with -containers: how long a NATS node and a worker stay cut off")
 	flag.Parse()
+	var tags []string
+	if *skew != 0 && *containers {
+		fail(fmt.Errorf("-skew runs on processes only: the worker image is a release build, which ignores SLUICE_FAULT_CLOCK_OFFSET"))
+	}
+	if *skew != 0 {
+		cfg.ClockOffsets, tags = []time.Duration{-*skew, 0, *skew}, []string{"faults"}
+	}
 	if *containers {
 		ct.NATSImage, ct.S3Image, ct.WorkerImage = os.Getenv("SLUICE_NATS_IMAGE"), os.Getenv("SLUICE_S3_IMAGE"), os.Getenv("SLUICE_WORKER_IMAGE")
 		ct.NodeDownFor = cfg.NATSDownFor
@@ -61,7 +72,7 @@ func main() {
 		cfg.Dir = dir
 	}
 	if cfg.WorkerBin == "" && cfg.Containers == nil {
-		bin, err := chaos.BuildWorker(ctx, cfg.Dir)
+		bin, err := chaos.BuildWorker(ctx, cfg.Dir, tags...)
 		if err != nil {
 			fail(err)
 		}

@@ -123,6 +123,11 @@ type Config struct {
 	// the report then holds the simulator's highest count of media tasks
 	// upstream at once against it.
 	FleetMediaTasks int
+	// ClockOffsets, when set, are the workers' SLUICE_FAULT_CLOCK_OFFSET,
+	// worker slot i running ClockOffsets[i mod len]: a fleet whose clocks
+	// disagree. The worker binary must be built with the faults tag
+	// (BuildWorker's tags), which a release build does not read.
+	ClockOffsets []time.Duration
 	// Faults are the caller's own faults, injected with NATSURL instead of
 	// the NATS restart, in order of At, each with its recovery measured.
 	// Names must differ.
@@ -241,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		r.fleet = cf
 	} else {
-		r.fleet = newFleet(cfg.WorkerBin, workerEnv(in, cfg), logDir, cfg.Workers)
+		r.fleet = newFleet(cfg.WorkerBin, workerEnv(in, cfg), logDir, cfg.Workers, cfg.ClockOffsets)
 	}
 	for i := range cfg.Workers {
 		if err := r.fleet.start(i); err != nil {

@@ -50,6 +50,8 @@ type Report struct {
 	// counted Duplicates only: a task paid twice in the submit window runs
 	// upstream beside its job's recorded one, unknown to the quota.
 	MediaTaskLimit, PeakMediaTasks int
+	// ClockOffsets are the workers' clock offsets (Config.ClockOffsets).
+	ClockOffsets []time.Duration
 	// InstancesCreated, InstancesDeleted and InstancesAlive are the
 	// simulator's container instances created, deleted and alive at the
 	// end (any alive is a problem: it is billed); TwiceAlive counts the
@@ -91,6 +93,13 @@ func (r *Report) String() string {
 	quota := ""
 	if r.MediaTaskLimit > 0 {
 		quota = fmt.Sprintf(" media_tasks_peak=%d/%d", r.PeakMediaTasks, r.MediaTaskLimit)
+	}
+	if len(r.ClockOffsets) > 0 {
+		var offs []string
+		for _, o := range r.ClockOffsets {
+			offs = append(offs, o.String())
+		}
+		quota += " clock_offsets=" + strings.Join(offs, ",")
 	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
 		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s "+

@@ -37,7 +37,7 @@ const keyPrefix = "sluice/"
 
 // verify checks every promise against what the run left behind.
 func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
-	rep := &Report{Jobs: len(r.jobs), FailedBy: map[string]int{}, Seed: r.cfg.Seed}
+	rep := &Report{Jobs: len(r.jobs), FailedBy: map[string]int{}, Seed: r.cfg.Seed, ClockOffsets: r.cfg.ClockOffsets}
 	rep.Kills, rep.Restarts = r.fleet.counts()
 	r.mu.Lock()
 	rep.Elapsed = r.elapsed

@@ -17,6 +17,8 @@ type fleet struct {
 	bin    string
 	env    []string
 	logDir string
+	// offsets are the slots' clock offsets (Config.ClockOffsets).
+	offsets []time.Duration
 
 	tally
 
@@ -102,8 +104,8 @@ func runEnv(in *infra, cfg Config) []string {
 	return append(env, "SLUICE_NATS_REPLICAS=3", "SLUICE_NATS_TLS_CA=/etc/sluice/ca.pem")
 }
 
-func newFleet(bin string, env []string, logDir string, n int) *fleet {
-	return &fleet{bin: bin, env: env, logDir: logDir, procs: make([]*workerProc, n)}
+func newFleet(bin string, env []string, logDir string, n int, offsets []time.Duration) *fleet {
+	return &fleet{bin: bin, env: env, logDir: logDir, offsets: offsets, procs: make([]*workerProc, n)}
 }
 
 // start starts slot i's worker; its output is appended to worker-<i>.log.
@@ -118,6 +120,9 @@ func (f *fleet) start(i int) error {
 	f.mu.Unlock()
 	cmd := exec.Command(f.bin)
 	cmd.Env = append(append([]string(nil), f.env...), fmt.Sprintf("SLUICE_WORKER_NAME=chaos-w%d-%d", i, gen))
+	if len(f.offsets) > 0 {
+		cmd.Env = append(cmd.Env, "SLUICE_FAULT_CLOCK_OFFSET="+f.offsets[i%len(f.offsets)].String())
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

@@ -124,6 +124,23 @@ type Config struct {
 	// Tracing is what the worker reads of the standard OTEL_* variables
 	// (TracingFromEnv); the OTLP exporter reads the others itself.
 	Tracing tracing.Config `ignored:"true"`
+
+	// FaultClockOffset is added to every wall-clock reading the worker
+	// takes (Clock), to test a fleet whose clocks disagree. Only a worker
+	// built with the faults tag reads it from the environment
+	// (SLUICE_FAULT_CLOCK_OFFSET, faults.go); tests set it in code.
+	FaultClockOffset time.Duration `ignored:"true"`
+}
+
+// Clock is the worker's wall clock: time.Now, moved by FaultClockOffset.
+// Its readings keep time.Now's monotonic reading, so the durations the
+// worker measures between two of them are true whatever the offset.
+func (c *Config) Clock() func() time.Time {
+	off := c.FaultClockOffset
+	if off == 0 {
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 // Load reads the environment and validates the result.
@@ -148,6 +165,9 @@ func Parse() (*Config, error) {
 	err := envconfig.Process(Prefix, &c)
 	if err != nil {
 		return nil, parseErrors(err)
+	}
+	if err := parseFaults(&c); err != nil {
+		return nil, err
 	}
 	if c.WorkerName == "" {
 		c.WorkerName = defaultWorkerName()

@@ -91,7 +91,8 @@ func (c *Client) Overview(ctx context.Context, windows ...time.Duration) (*Overv
 // requests of the current second against the rate. None when no worker
 // has a fleet limit.
 func (c *Client) Quotas(ctx context.Context) ([]quota.Status, error) {
-	sts, err := quota.Read(ctx, c.js, c.now())
+	// The boards' times are the bucket's server's (quota.Clock).
+	sts, err := quota.Read(ctx, c.js, time.Time{})
 	if err != nil {
 		return nil, c.jsErr(fmt.Errorf("bucket %s: %w", quota.Bucket, err))
 	}

@@ -34,7 +34,7 @@ func TestLeasesHoldThroughALeaderChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &bundle{js: wc.JS, kv: wkv, clock: clock}
+		b := newBundle(t, wc.JS, wkv, clock)
 		f, _ := b.fleet(t, fmt.Sprintf("w%d", i), quota.Limits{MediaTasks: 3})
 		fleets = append(fleets, f)
 	}
@@ -66,7 +66,7 @@ func TestLeasesHoldThroughALeaderChange(t *testing.T) {
 		t.Fatalf("%d jobs held a lease at once, limit 3", p)
 	}
 	eventually(t, "every lease given back", func() bool {
-		sts, err := quota.Read(ctx, n.JS, clock.Now())
+		sts, err := quota.Read(ctx, n.JS, time.Time{})
 		return err == nil && len(sts) == 1 && sts[0].InUse == 0
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // pollEvery is how often a worker reads the board while jobs of its own
@@ -35,7 +36,7 @@ type leases struct {
 	ttl      time.Duration
 	doc      *kvcas.Doc[board]
 	log      zerolog.Logger
-	now      func() time.Time
+	clock    *natsconn.Clock
 	observe  func(Status)
 	wake     chan struct{}
 
@@ -73,7 +74,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 	log := cfg.Logger.With().Str("quota", resource).Logger()
 	return &leases{
 		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
-		doc: boardDoc(cfg, cfg.TTL, log), log: log, now: cfg.Now, observe: cfg.Observe,
+		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
 	}
@@ -144,7 +145,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.keep, job)
 	delete(l.take, job)
 	if handBack {
-		l.handBack[job] = l.now().Add(max(redeliverIn, 0))
+		l.handBack[job] = l.clock.Now().Add(max(redeliverIn, 0))
 	} else {
 		l.drop[job] = true
 	}
@@ -175,7 +176,7 @@ func (l *leases) unreserveLocked() {
 // reserve returns how many of n jobs the consumer may pull now, and holds
 // that many places until the jobs ask for their lease (or a ttl passes).
 func (l *leases) reserve(n int) int {
-	now := l.now()
+	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reserved = slices.DeleteFunc(l.reserved, func(t time.Time) bool { return !t.After(now) })
@@ -233,7 +234,7 @@ func (l *leases) run(ctx context.Context) {
 func (l *leases) nextSync() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.want) > 0 || !l.starved.IsZero() && l.now().Sub(l.starved) < 2*time.Second {
+	if len(l.want) > 0 || !l.starved.IsZero() && l.clock.Now().Sub(l.starved) < 2*time.Second {
 		return pollEvery
 	}
 	return min(l.ttl/4, idleSync)
@@ -244,7 +245,7 @@ func (l *leases) intent() intent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	in := intent{
-		holder: l.holder, now: l.now(), ttl: l.ttl, limit: l.limit,
+		holder: l.holder, now: l.clock.Now(), ttl: l.ttl, limit: l.limit,
 		keep: make(map[string]bool, len(l.keep)),
 		take: keys(l.take), drop: keys(l.drop), handBack: make(map[string]int64, len(l.handBack)),
 	}
@@ -307,6 +308,9 @@ func (l *leases) sync(ctx context.Context) {
 // plan is idempotent, so a write whose answer was lost and that kvcas did
 // not recognise (its LostFor passed) changes nothing when planned again.
 func (l *leases) syncOnce(ctx context.Context) error {
+	if err := l.clock.Sync(ctx); err != nil {
+		return err
+	}
 	in := l.intent()
 	var out outcome
 	_, err := l.doc.Update(ctx, l.key, nil, func(cur board, _ bool) (board, error) {

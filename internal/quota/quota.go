@@ -31,6 +31,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Bucket is the key-value bucket of the fleet's quotas.
@@ -112,8 +114,12 @@ type Config struct {
 	Observe func(Status)
 	// Logger defaults to a disabled logger.
 	Logger *zerolog.Logger
-	// Now defaults to time.Now.
+	// Now is the worker's own clock, of which the quotas use only elapsed
+	// times (see natsconn.Clock). Defaults to time.Now.
 	Now func() time.Time
+	// Clock is the clock every time on the boards is on. Defaults to the
+	// clock of KV's server (NewClock over KV and Now).
+	Clock *natsconn.Clock
 }
 
 // Fleet is one worker's side of the fleet's quotas. A nil *Fleet, or one
@@ -139,6 +145,9 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	if cfg.KV == nil || cfg.Holder == "" {
 		return nil, errors.New("quota: KV and Holder are required with a fleet limit")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = natsconn.NewClock(cfg.KV, cfg.Now, *cfg.Logger)
 	}
 	for res, n := range map[string]int{Media: cfg.Limits.MediaTasks, Compute: cfg.Limits.ComputeJobs, Containers: cfg.Limits.Containers} {
 		if n < 0 {
@@ -308,7 +317,7 @@ type Status struct {
 func (l *leases) status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.statusLocked(l.now())
+	return l.statusLocked(l.clock.Now())
 }
 
 // Statuses returns the worker's view of each limited resource.

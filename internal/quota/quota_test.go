@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -19,6 +21,10 @@ type bundle struct {
 	js    jetstream.JetStream
 	kv    jetstream.KeyValue
 	clock *testenv.Clock
+	// server is the bucket's server's clock on clock, shared by the
+	// workers that do not have their own (own) and the test's reads, so
+	// that all of them agree to the nanosecond on the windows of a rate.
+	server *natsconn.Clock
 }
 
 func setup(t *testing.T) *bundle {
@@ -28,13 +34,28 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{js: n.JS, kv: kv, clock: testenv.NewClock()}
+	return newBundle(t, n.JS, kv, testenv.NewClock())
+}
+
+func newBundle(t *testing.T, js jetstream.JetStream, kv jetstream.KeyValue, clock *testenv.Clock) *bundle {
+	t.Helper()
+	b := &bundle{js: js, kv: kv, clock: clock, server: natsconn.NewClock(kv, clock.Now, zerolog.Nop())}
+	if err := b.server.Sync(testenv.Context(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // fleet starts one worker's side of the quotas; stop ends its Run.
 func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quota.Fleet, stop func()) {
 	t.Helper()
-	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now})
+	return b.fleetOn(t, holder, limits, b.server)
+}
+
+// fleetOn is fleet on clock (nil: the worker's own, over its skew).
+func (b *bundle) fleetOn(t *testing.T, holder string, limits quota.Limits, clock *natsconn.Clock) (f *quota.Fleet, stop func()) {
+	t.Helper()
+	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +124,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func read(t *testing.T, b *bundle, res string) quota.Status {
 	t.Helper()
-	sts, err := quota.Read(testenv.Context(t, 5*time.Second), b.js, b.clock.Now())
+	sts, err := quota.Read(testenv.Context(t, 5*time.Second), b.js, b.server.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

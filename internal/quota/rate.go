@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // window is the value of a resource's rate key: the requests the fleet
@@ -32,9 +33,9 @@ type window struct {
 // each allowing rate×window requests; a worker claims them from the
 // window's key in small batches by compare-and-set and spends them
 // locally, and what it has not spent when the window ends is lost, never
-// carried over. So no window of the fleet's clock sees more requests
-// sent than it allows. Workers' clocks should agree (NTP) to well under a
-// window.
+// carried over. So no window sees more requests sent than it allows. The
+// windows are cut on the bucket's server's clock (natsconn.Clock), which every
+// worker reads within a round trip, not on the workers' own.
 type Rate struct {
 	resource string
 	key      string
@@ -44,7 +45,7 @@ type Rate struct {
 	batch    int
 	doc      *kvcas.Doc[window]
 	log      zerolog.Logger
-	now      func() time.Time
+	clock    *natsconn.Clock
 	// claimer is held by the one goroutine claiming from the key.
 	claimer chan struct{}
 	// tokens left of window win, spent locally.
@@ -76,7 +77,7 @@ func newRate(resource string, rate float64, cfg Config) *Rate {
 				return w, nil
 			},
 		}),
-		now:     cfg.Now,
+		clock:   cfg.Clock,
 		log:     cfg.Logger.With().Str("quota", resource+" rate").Logger(),
 		claimer: make(chan struct{}, 1),
 	}
@@ -112,7 +113,7 @@ func (r *Rate) winOf(t time.Time) int64 { return t.UnixNano() / int64(r.length) 
 func (r *Rate) spend() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.tokens > 0 && r.win == r.winOf(r.now()) {
+	if r.tokens > 0 && r.win == r.winOf(r.clock.Now()) {
 		r.tokens--
 		return true
 	}
@@ -128,7 +129,10 @@ func (r *Rate) claim(ctx context.Context) error {
 	for {
 		var win int64
 		err := retry.Do(ctx, func(ctx context.Context, _ int) error {
-			win = r.winOf(r.now())
+			if err := r.clock.Sync(ctx); err != nil {
+				return err
+			}
+			win = r.winOf(r.clock.Now())
 			n, err := r.claimOnce(ctx, win)
 			switch {
 			case err == nil:
@@ -148,7 +152,7 @@ func (r *Rate) claim(ctx context.Context) error {
 		}
 		// This window is spent (or a faster clock started the next): wait
 		// for the next one.
-		untilNext := time.Duration((win+1)*int64(r.length) - r.now().UnixNano())
+		untilNext := time.Duration((win+1)*int64(r.length) - r.clock.Now().UnixNano())
 		if err := backoff.Sleep(ctx, max(untilNext, time.Millisecond)); err != nil {
 			return err
 		}

@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/natsconn"
 )
 
 // Read returns the fleet's quotas as the bucket holds them, one Status per
 // resource with leases or a rate window on the board: leases in use across
 // the fleet (expired ones aside), the limit the last writer configured,
 // the jobs waiting and the requests claimed in the current window. A
-// missing bucket (no worker has a fleet limit) reads as none.
+// missing bucket (no worker has a fleet limit) reads as none. now is on
+// the boards' clock (natsconn.Clock); zero reads the server's time (natsconn.ServerTime).
 func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -21,6 +24,14 @@ func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status,
 	}
 	if err != nil {
 		return nil, err
+	}
+	if now.IsZero() {
+		if now, err = natsconn.ServerTime(ctx, kv); err != nil {
+			if !errors.Is(err, natsconn.ErrNoServerTime) {
+				return nil, err
+			}
+			now = time.Now()
+		}
 	}
 	var out []Status
 	for _, res := range Resources {

@@ -22,7 +22,8 @@ const (
 	// published unless that was done.
 	verdictFinished
 	// verdictBusy: an orphan (a message the sweep handed over, without a
-	// lease) of a job another delivery wrote within an AckWait: left to it.
+	// lease) of a job whose record this worker has not yet seen unchanged
+	// for an AckWait (another delivery may hold it): left to it.
 	verdictBusy
 	// verdictInSubmit: another delivery is inside its paid submit (see
 	// paying): left to it for an AckWait, without a write that would fence
@@ -73,19 +74,20 @@ func arrivalOf(d *consumer.Delivery, specErr error, maxDeliver int) arrival {
 }
 
 // decide is begin's decision on the job's record as read (rec, not nil:
-// a fresh one when none exists) at now. The checks after the first four
-// see the record as the delivery would write it (countDelivery).
-func decide(rec *state.Record, a arrival, spec *jobspec.Spec, now time.Time) verdict {
+// a fresh one when none exists), which this worker has seen unchanged for
+// quiet (sightings: never longer than since it was written, whatever the
+// writer's clock). The checks after the first four see the record as the
+// delivery would write it (countDelivery).
+func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duration) verdict {
 	open := rec.Status != "" && !rec.Status.Terminal()
-	age := now.Sub(rec.UpdatedAt)
 	switch {
 	case rec.Status.Terminal():
 		return verdictFinished
-	case a.orphaned && open && age < a.ackWait:
+	case a.orphaned && open && quiet < a.ackWait:
 		return verdictBusy
 	case a.stray && open:
 		return verdictHeldCopy
-	case paying(rec, spec) && age < 2*a.ackWait:
+	case paying(rec, spec) && quiet < 2*a.ackWait:
 		return verdictInSubmit
 	}
 	next := *rec
@@ -158,7 +160,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	var v verdict
 	rec, err := r.put(ctx, view{id: j.id, fresh: true}, admitted, "", func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
-		if v = decide(rec, a, spec, now); !v.counts() {
+		if v = decide(rec, a, spec, r.quiet(j.id, rec)); !v.counts() {
 			return state.Unchanged
 		}
 		countDelivery(rec, a, spec)
@@ -170,6 +172,9 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
+	if v != verdictBusy && v != verdictInSubmit {
+		r.sightings.forget(j.id)
+	}
 	j.rec = rec
 	if v == verdictFinished || v == verdictBusy || v == verdictInSubmit {
 		j.attempt = rec.Attempts
@@ -184,6 +189,16 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, consumer.Outcome{}, false
 	}
 	return j, r.settleVerdict(ctx, j, v, a, specErr), true
+}
+
+// quiet is how long this worker has seen rec, the record of job id, as
+// it is (sightings), for a record of a job under way; zero for others,
+// whose verdict does not depend on it.
+func (r *Runner) quiet(id string, rec *state.Record) time.Duration {
+	if rec.Status == "" || rec.Status.Terminal() {
+		return 0
+	}
+	return r.sightings.unchanged(id, rec, r.cfg.Now())
 }
 
 // settleVerdict ends a delivery whose verdict is not to run its job.
@@ -265,11 +280,14 @@ const LogLeftInSubmit = "another delivery of the job is inside its paid submit; 
 // or a speech stream being read ("collecting" without its audio stored).
 // A redelivery comes while the first delivery is still there when that
 // one could not extend its lease (a consumer leader's election, a worker
-// cut off a while); the record then was written less than two leases
-// ago. Left alone for a lease, the first delivery records its task or
-// stream, and no second one is paid for (or, for a stream, failed
-// unread); a worker that died inside the window is not heard from again,
-// and the job's next delivery, a lease later, submits again as before.
+// cut off a while). Such a record is left alone until the worker the
+// job is delivered to has seen it unchanged for two leases on its own
+// clock (sightings), whatever the clock of the worker that wrote it: the
+// first delivery records its task or stream meanwhile, and no second one
+// is paid for (or, for a stream, failed unread); a worker that died
+// inside the window is not heard from again, and a later delivery, to a
+// worker that has seen the record unchanged that long, submits again as
+// before.
 func paying(rec *state.Record, spec *jobspec.Spec) bool {
 	switch rec.Status {
 	case state.StatusSubmitting:

@@ -14,9 +14,17 @@ func TestDecide(t *testing.T) {
 	ackWait := 30 * time.Second
 	video := &jobspec.Spec{Video: &jobspec.Video{}}
 	stream := &jobspec.Spec{Speech: &jobspec.Speech{Mode: jobspec.ModeStream}}
-	at := func(status state.Status, age time.Duration) *state.Record {
-		return &state.Record{JobID: "j", Status: status, Attempts: 1, UpdatedAt: now.Add(-age)}
+	// at is a record this worker has seen unchanged for quiet. Its
+	// UpdatedAt, its writer's clock, plays no part: the rows' writers'
+	// clocks are ten minutes behind, right or ten minutes ahead in turn.
+	quiet := map[*state.Record]time.Duration{}
+	at := func(status state.Status, seen time.Duration) *state.Record {
+		skew := time.Duration(len(quiet)%3-1) * 10 * time.Minute
+		rec := &state.Record{JobID: "j", Status: status, Attempts: 1, UpdatedAt: now.Add(skew)}
+		quiet[rec] = seen
+		return rec
 	}
+	written := func(rec *state.Record, at time.Time) *state.Record { rec.UpdatedAt = at; return rec }
 	cancelled := func(rec *state.Record, requested time.Time) *state.Record {
 		rec.Cancel = &state.CancelRequest{RequestedAt: requested}
 		return rec
@@ -46,6 +54,14 @@ func TestDecide(t *testing.T) {
 		{"a held copy wins over a paying delivery", at(state.StatusSubmitting, 0), stray, video, verdictHeldCopy},
 		{"a paid submit is left alone for two AckWaits", at(state.StatusSubmitting, 2*ackWait-time.Second), first, video, verdictInSubmit},
 		{"a submit left for two leases is taken over", at(state.StatusSubmitting, 2*ackWait), first, video, verdictRun},
+		{"a submit just written by a worker ten minutes behind is left alone",
+			written(at(state.StatusSubmitting, 0), now.Add(-10*time.Minute)), first, video, verdictInSubmit},
+		{"a submit written by a worker 90s behind and seen for a lease is left alone",
+			written(at(state.StatusSubmitting, ackWait), now.Add(-90*time.Second-ackWait)), first, video, verdictInSubmit},
+		{"a submit written by a worker ten minutes ahead is taken over once seen for two leases",
+			written(at(state.StatusSubmitting, 2*ackWait), now.Add(10*time.Minute)), first, video, verdictRun},
+		{"an orphan leaves a job just written by a worker ten minutes behind",
+			written(at(state.StatusRunning, 0), now.Add(-10*time.Minute)), orphan, video, verdictBusy},
 		{"a stream being read is left alone", at(state.StatusCollecting, 0), first, stream, verdictInSubmit},
 		{"a stored stream is not paying", func() *state.Record {
 			rec := at(state.StatusCollecting, 0)
@@ -77,7 +93,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := *tt.rec
-			if got := decide(tt.rec, tt.a, tt.spec, now); got != tt.want {
+			if got := decide(tt.rec, tt.a, tt.spec, quiet[tt.rec]); got != tt.want {
 				t.Fatalf("decide = %d, want %d", got, tt.want)
 			}
 			if tt.rec.Attempts != before.Attempts || tt.rec.Status != before.Status || tt.rec.Cancel != before.Cancel {
@@ -100,5 +116,42 @@ func TestCountDelivery(t *testing.T) {
 	countDelivery(rec, arrival{}, &jobspec.Spec{})
 	if rec.Attempts != 3 || rec.Status != state.StatusRunning || rec.Labels["team"] != "a" {
 		t.Fatalf("a redelivery: %+v", rec)
+	}
+}
+
+// TestSightings: a record is as old as this worker has seen it unchanged,
+// whatever its writer's clock says; a new write starts it again.
+func TestSightings(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	rec := func(write string, updated time.Time) *state.Record {
+		return &state.Record{JobID: "j", Status: state.StatusSubmitting, WriteID: write, UpdatedAt: updated}
+	}
+	steps := []struct {
+		name string
+		id   string
+		rec  *state.Record
+		at   time.Time
+		want time.Duration
+	}{
+		{"first seen: new, though its writer's clock says an hour ago", "j", rec("w1", now.Add(-time.Hour)), now, 0},
+		{"seen again unchanged", "j", rec("w1", now.Add(-time.Hour)), now.Add(30 * time.Second), 30 * time.Second},
+		{"another job is its own", "k", rec("w1", now.Add(-time.Hour)), now.Add(40 * time.Second), 0},
+		{"written again, by a writer ten minutes ahead: new", "j", rec("w2", now.Add(10*time.Minute)), now.Add(time.Minute), 0},
+		{"that write seen a lease later", "j", rec("w2", now.Add(10*time.Minute)), now.Add(2 * time.Minute), time.Minute},
+		{"a record without write id, by its writer's time", "j", rec("", now), now.Add(3 * time.Minute), 0},
+		{"the same record without write id", "j", rec("", now), now.Add(4 * time.Minute), time.Minute},
+		{"a sighting past forgetAfter is dropped when another is noted", "k", rec("w9", now), now.Add(forgetAfter + 4*time.Minute), 0},
+		{"so the first job starts again", "j", rec("", now), now.Add(forgetAfter + 6*time.Minute), 0},
+	}
+	s := newSightings()
+	for _, st := range steps {
+		if got := s.unchanged(st.id, st.rec, st.at); got != st.want {
+			t.Fatalf("%s: unchanged %s, want %s", st.name, got, st.want)
+		}
+	}
+	s.forget("j")
+	if got := s.unchanged("j", rec("", now), now.Add(forgetAfter+7*time.Minute)); got != 0 {
+		t.Fatalf("after forget: unchanged %s, want 0", got)
 	}
 }

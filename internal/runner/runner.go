@@ -134,6 +134,9 @@ type Runner struct {
 	checkpoints, publishes *reach.Loop
 	// probes bounds the media inputs probed at once (preflight.go).
 	probes chan struct{}
+	// sightings measure how long records left to another delivery stay
+	// unchanged (begin).
+	sightings *sightings
 
 	// waiting are the jobs detached while their task runs (wait.go);
 	// stopWatched are the stop channels a goroutine watches for them.
@@ -186,6 +189,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg: cfg, log: *cfg.Logger, tracer: cfg.Tracer.Tracer(tracerName),
 		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
+		sightings:   newSightings(),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
 	}, nil

@@ -33,7 +33,7 @@ func (r *Runner) waitTask(ctx context.Context, j *job) consumer.Outcome {
 	w := &waiter{r: r, ctx: ctx, j: j, deadline: since.Add(r.cfg.TaskTimeout), busy: true}
 	_, w.span = r.startSpan(ctx, "wait")
 	w.unwatch = r.cfg.Poller.Watch(j.rec.Upstream.TaskID, w.onUpdate)
-	w.timer = time.AfterFunc(time.Until(w.deadline), func() { w.post(evDeadline, nil) })
+	w.timer = time.AfterFunc(w.deadline.Sub(r.cfg.Now()), func() { w.post(evDeadline, nil) })
 	r.track(w)
 	// A cancel or a stop that came first is noticed here; one that comes
 	// later, by the hook and the stop watch. No hook is set when another

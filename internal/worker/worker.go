@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/redact"
@@ -82,6 +83,9 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
 	}
 	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
+	if cfg.FaultClockOffset != 0 {
+		log.Warn().Dur("offset", cfg.FaultClockOffset).Msg("test build: every wall-clock reading is moved by SLUICE_FAULT_CLOCK_OFFSET")
+	}
 
 	// The operations endpoints come first: /readyz says what the worker
 	// waits for until it consumes.
@@ -220,6 +224,7 @@ type parts struct {
 	stores *storeWatch
 	space  *spaceWatch
 	fleet  *quota.Fleet
+	clock  *natsconn.Clock
 	pool   *gopool.Pool
 	rcfg   runner.Config
 	runner *runner.Runner
@@ -237,7 +242,16 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	if err != nil {
 		return p, err
 	}
-	p.state = state.NewStore(b.state, cfg.WorkerName, nil)
+	// The times the worker stores for the others (records, events) and
+	// compares with theirs are the NATS server's, followed on cfg.Clock's
+	// elapsed time (its one wall clock), so the workers' clocks need not
+	// agree; Run keeps it in step (serveBackground).
+	p.clock = natsconn.NewClock(b.state, cfg.Clock(), log)
+	if err := p.clock.Sync(ctx); err != nil {
+		log.Warn().Err(err).Msg("cannot read the NATS server's time yet; this worker's own clock stands in until it can")
+	}
+	clock := p.clock.Now
+	p.state = state.NewStore(b.state, cfg.WorkerName, clock)
 	p.state.Direct(nc)
 	specs := state.NewSpecs(b.specs)
 	specs.Direct(nc)
@@ -261,7 +275,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait, StoreRefusalLimit: cfg.StoreRefusalLimit,
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
-		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet,
+		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
 	}
 	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, tr, log); err != nil {
 		return p, err
@@ -359,6 +373,7 @@ func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Log
 		go p.rcfg.Poller.Run(bg)
 	}
 	go p.stores.run(bg)
+	go p.clock.Run(bg)
 	done := make(chan struct{})
 	go func() { p.fleet.Run(bg); close(done) }()
 	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {
@@ -512,7 +527,7 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 	m.QuotaRate(quota.Media, limits.MediaRate)
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
 	fleet, err := quota.New(quota.Config{
-		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log,
+		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log, Now: cfg.Clock(),
 		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
 	})
 	if err != nil {
