@@ -183,28 +183,38 @@ func (c *Compute) decode(d *decoder, path string, raw json.RawMessage) bool {
 				"name": func(p string, r json.RawMessage) { d.str(p, r, &c.Template.Name) },
 			})
 		},
-		"job": func(p string, r json.RawMessage) { c.Job.decode(d, p, r) },
-		"inputs": func(p string, r json.RawMessage) {
-			elems, _ := d.array(p, r)
-			for i, e := range elems {
-				var in ComputeInput
-				d.object(index(p, i), e, map[string]fieldFunc{
-					"from":  func(p string, r json.RawMessage) { d.str(p, r, &in.From) },
-					"to":    func(p string, r json.RawMessage) { d.str(p, r, &in.To) },
-					"cover": func(p string, r json.RawMessage) { d.boolean(p, r, &in.Cover) },
-				})
-				c.Inputs = append(c.Inputs, in)
-			}
-		},
-		"outputs": func(p string, r json.RawMessage) {
-			elems, _ := d.array(p, r)
-			for i, e := range elems {
-				var out string
-				d.str(index(p, i), e, &out)
-				c.Outputs = append(c.Outputs, out)
-			}
-		},
+		"job":     func(p string, r json.RawMessage) { c.Job.decode(d, p, r) },
+		"inputs":  func(p string, r json.RawMessage) { c.Inputs = decodeInputs(d, p, r) },
+		"outputs": func(p string, r json.RawMessage) { c.Outputs = decodeOutputs(d, p, r) },
 	})
+}
+
+// decodeInputs reads the inputs list of a compute or container spec.
+func decodeInputs(d *decoder, path string, raw json.RawMessage) []ComputeInput {
+	elems, _ := d.array(path, raw)
+	var ins []ComputeInput
+	for i, e := range elems {
+		var in ComputeInput
+		d.object(index(path, i), e, map[string]fieldFunc{
+			"from":  func(p string, r json.RawMessage) { d.str(p, r, &in.From) },
+			"to":    func(p string, r json.RawMessage) { d.str(p, r, &in.To) },
+			"cover": func(p string, r json.RawMessage) { d.boolean(p, r, &in.Cover) },
+		})
+		ins = append(ins, in)
+	}
+	return ins
+}
+
+// decodeOutputs reads the outputs list of a compute or container spec.
+func decodeOutputs(d *decoder, path string, raw json.RawMessage) []string {
+	elems, _ := d.array(path, raw)
+	var outs []string
+	for i, e := range elems {
+		var out string
+		d.str(index(path, i), e, &out)
+		outs = append(outs, out)
+	}
+	return outs
 }
 
 func (j *ComputeJob) decode(d *decoder, path string, raw json.RawMessage) {

@@ -131,26 +131,8 @@ func (c *Container) decode(d *decoder, path string, raw json.RawMessage) bool {
 		"instance": func(p string, r json.RawMessage) { c.Instance.decode(d, p, r) },
 		"script":   func(p string, r json.RawMessage) { d.str(p, r, &c.Script) },
 		"work_dir": func(p string, r json.RawMessage) { d.optStr(p, r, &c.WorkDir) },
-		"inputs": func(p string, r json.RawMessage) {
-			elems, _ := d.array(p, r)
-			for i, e := range elems {
-				var in ComputeInput
-				d.object(index(p, i), e, map[string]fieldFunc{
-					"from":  func(p string, r json.RawMessage) { d.str(p, r, &in.From) },
-					"to":    func(p string, r json.RawMessage) { d.str(p, r, &in.To) },
-					"cover": func(p string, r json.RawMessage) { d.boolean(p, r, &in.Cover) },
-				})
-				c.Inputs = append(c.Inputs, in)
-			}
-		},
-		"outputs": func(p string, r json.RawMessage) {
-			elems, _ := d.array(p, r)
-			for i, e := range elems {
-				var out string
-				d.str(index(p, i), e, &out)
-				c.Outputs = append(c.Outputs, out)
-			}
-		},
+		"inputs":   func(p string, r json.RawMessage) { c.Inputs = decodeInputs(d, p, r) },
+		"outputs":  func(p string, r json.RawMessage) { c.Outputs = decodeOutputs(d, p, r) },
 	})
 }
 
