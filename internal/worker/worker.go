@@ -82,10 +82,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		defer stack.Close()
 		ep.S3Dir, ep.SimURL = filepath.Join(stack.S3.Dir(), "buckets"), stack.SimURL
 	}
-	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
-	if cfg.FaultClockOffset != 0 {
-		log.Warn().Dur("offset", cfg.FaultClockOffset).Msg("test build: every wall-clock reading is moved by SLUICE_FAULT_CLOCK_OFFSET")
-	}
+	logStart(cfg, log)
 
 	// The operations endpoints come first: /readyz says what the worker
 	// waits for until it consumes.
@@ -98,26 +95,18 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 		return err
 	}
 	defer ops.Close()
-	tr, err := tracing.Start(ctx, cfg.Tracing, tracing.ServiceWorker, m.SpansDropped)
+	tr, stopTraces, err := startTracing(ctx, cfg, m, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := tr.Shutdown(ctx); err != nil {
-			log.Debug().Err(err).Msg("traces not all exported at stop")
-		}
-	}()
+	defer stopTraces()
 
 	nc, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	space := newSpaceWatch(log, m)
-	watch := reach.New(reach.Config{
-		Conn: nc, MoveAfter: cfg.NATSMoveAfter, Logger: &log,
-		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved, NoSpace: space.refused,
-	})
+	watch, space := watchJetStream(cfg, nc, m, log)
 	defer watch.Stop()
 	js, err := openJetStream(nc, watch, log)
 	if err != nil {
@@ -160,6 +149,41 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	drain(nc, quotaDone, log)
 	log.Info().Msg("worker stopped")
 	return err
+}
+
+// logStart logs the configuration the worker starts with, and warns of a
+// test build's clock offset.
+func logStart(cfg config.Config, log zerolog.Logger) {
+	log.Info().Interface("config", cfg.Summary()).Msg("starting worker")
+	if cfg.FaultClockOffset != 0 {
+		log.Warn().Dur("offset", cfg.FaultClockOffset).Msg("test build: every wall-clock reading is moved by SLUICE_FAULT_CLOCK_OFFSET")
+	}
+}
+
+// startTracing starts the trace exporter the OTEL_* variables ask for (a
+// no-op one when none) and returns the function that flushes it at stop.
+func startTracing(ctx context.Context, cfg config.Config, m *metrics.Metrics, log zerolog.Logger) (*tracing.Tracing, func(), error) {
+	tr, err := tracing.Start(ctx, cfg.Tracing, tracing.ServiceWorker, m.SpansDropped)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr, func() {
+		if err := tr.Shutdown(ctx); err != nil {
+			log.Debug().Err(err).Msg("traces not all exported at stop")
+		}
+	}, nil
+}
+
+// watchJetStream returns the watch of the worker's loops that reach
+// JetStream, and the space watch it tells of writes refused for lack of
+// space.
+func watchJetStream(cfg config.Config, nc *nats.Conn, m *metrics.Metrics, log zerolog.Logger) (*reach.Watch, *spaceWatch) {
+	space := newSpaceWatch(log, m)
+	watch := reach.New(reach.Config{
+		Conn: nc, MoveAfter: cfg.NATSMoveAfter, Logger: &log,
+		Waiting: m.JetStreamWaiting, Failed: m.JetStreamFailed, Moved: m.NATSMoved, NoSpace: space.refused,
+	})
+	return watch, space
 }
 
 // drain drains nc once the fleet's quotas have made their last write
