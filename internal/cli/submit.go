@@ -206,11 +206,18 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 	if len(subs) < 2 {
 		pb = nil
 	}
-	res, perr := client.Publish(ctx, subs, jobclient.PublishOptions{
+	tctx, tr, opts, err := a.startTracing(ctx, jobclient.PublishOptions{
 		MaxInFlight: pf.maxInFlight,
 		OnResult:    func(jobclient.Published) { pb.add(1) },
 	})
+	if err != nil {
+		return err
+	}
+	res, perr := client.Publish(tctx, subs, opts)
 	pb.done()
+	if err := tr.Shutdown(ctx); err != nil {
+		fmt.Fprintf(a.env.Stderr, "enqueue: traces not exported: %v\n", err)
+	}
 	if res == nil {
 		return perr
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -426,33 +425,8 @@ func (c *Config) Validate() error {
 }
 
 // TracingFromEnv reads the OTEL_* variables that decide whether and how
-// traces are exported (docs/configuration.md, "Traces"): the signal's own
-// variable before the general one, as the OpenTelemetry specification
-// says.
-func TracingFromEnv() (tracing.Config, error) {
-	env := func(names ...string) string {
-		for _, n := range names {
-			if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	t := tracing.Config{
-		Endpoint: env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-		Exporter: strings.ToLower(env("OTEL_TRACES_EXPORTER")),
-		Protocol: strings.ToLower(env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")),
-		Disabled: strings.EqualFold(env("OTEL_SDK_DISABLED"), "true"),
-	}
-	if v := env("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return t, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE: want a positive integer, not %q", v)
-		}
-		t.MaxQueueSize = n
-	}
-	return t, nil
-}
+// traces are exported (docs/configuration.md, "Traces").
+func TracingFromEnv() (tracing.Config, error) { return tracing.FromEnv(os.Getenv) }
 
 // NATSSecurity is the credentials file and the TLS files towards NATS.
 func (c *Config) NATSSecurity() natsconn.Security {

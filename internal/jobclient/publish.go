@@ -9,10 +9,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // PublishOptions tunes Publish.
@@ -26,6 +32,13 @@ type PublishOptions struct {
 	// OnResult is called once per submission, in submission order and
 	// from one goroutine, when its publish is settled. Defaults to none.
 	OnResult func(Published)
+	// Tracer, when set, puts a producer span around each publish, from
+	// its send to its acknowledgement, a child of the context's span, and
+	// Propagator writes its traceparent into the message's headers, which
+	// the worker links its job's trace to. Defaults to none: no span and
+	// no header.
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
 }
 
 func (o PublishOptions) withDefaults() PublishOptions {
@@ -100,10 +113,11 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	}
 
 	type inFlight struct {
-		sub *Submission
-		msg *nats.Msg
-		f   jetstream.PubAckFuture
-		err error
+		sub  *Submission
+		msg  *nats.Msg
+		span trace.Span
+		f    jetstream.PubAckFuture
+		err  error
 	}
 	// The library bounds what is unacknowledged; the channel only hands
 	// the futures over in order.
@@ -118,6 +132,7 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 			if natsconn.NoSpace(r.Err) {
 				r.Err = full.explain(ctx, js, r.Err)
 			}
+			endSend(p.span, r)
 			res.add(r)
 			if o.OnResult != nil {
 				o.OnResult(r)
@@ -132,9 +147,10 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 			break
 		}
 		msg := subs[i].message()
+		span := startSend(ctx, o, msg)
 		// A full window waits for a free slot for up to AckTimeout.
 		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(o.AckTimeout))
-		pending <- inFlight{sub: &subs[i], msg: msg, f: f, err: err}
+		pending <- inFlight{sub: &subs[i], msg: msg, span: span, f: f, err: err}
 	}
 	close(pending)
 	<-settled
@@ -178,6 +194,32 @@ func (s *Submission) message() *nats.Msg {
 	m.Header.Set(contract.HeaderMsgID, s.ID)
 	m.Header.Set("Content-Type", "application/json")
 	return m
+}
+
+// startSend starts the producer span of msg's publish and writes its
+// traceparent into msg's headers; without o.Tracer it returns the no-op
+// span and leaves msg as it is.
+func startSend(ctx context.Context, o PublishOptions, msg *nats.Msg) trace.Span {
+	if o.Tracer == nil {
+		return trace.SpanFromContext(context.Background())
+	}
+	ctx, span := o.Tracer.Tracer("github.com/sluice-dev/sluice/internal/jobclient").Start(ctx, "send "+msg.Subject,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(msg.Subject),
+			semconv.MessagingMessageID(msg.Header.Get(contract.HeaderMsgID))))
+	tracing.Inject(ctx, o.Propagator, msg.Header)
+	return span
+}
+
+// endSend ends a publish's span with its outcome.
+func endSend(span trace.Span, r Published) {
+	if r.Err != nil {
+		span.SetStatus(codes.Error, r.Err.Error())
+	} else if r.Duplicate {
+		span.SetAttributes(attribute.Bool("sluice.duplicate", true))
+	}
+	span.End()
 }
 
 // settle waits for the acknowledgement of one asynchronous publish (sendErr

@@ -11,6 +11,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -177,4 +179,34 @@ func (e countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Read
 		e.q.dropped("export_failed", len(spans))
 	}
 	return err
+}
+
+// FromEnv reads, through getenv, the OTEL_* variables that decide whether
+// and how traces are exported (docs/configuration.md, "Traces"): the
+// signal's own variable before the general one, as the OpenTelemetry
+// specification says. The worker reads them through internal/config,
+// enqueue through its own environment.
+func FromEnv(getenv func(string) string) (Config, error) {
+	env := func(names ...string) string {
+		for _, n := range names {
+			if v := strings.TrimSpace(getenv(n)); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	t := Config{
+		Endpoint: env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+		Exporter: strings.ToLower(env("OTEL_TRACES_EXPORTER")),
+		Protocol: strings.ToLower(env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")),
+		Disabled: strings.EqualFold(env("OTEL_SDK_DISABLED"), "true"),
+	}
+	if v := env("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return t, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE: want a positive integer, not %q", v)
+		}
+		t.MaxQueueSize = n
+	}
+	return t, nil
 }
