@@ -37,16 +37,8 @@ func (c *Compute) chunkDir(identifier string) (string, error) {
 // itself; the chunk must hold currentChunkSize bytes and agree with the
 // earlier chunks of its identifier on the totals, file name and path.
 func (c *Compute) burst(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.authorize(w, r); !ok {
-		return
-	}
-	if c.rootErr != nil {
-		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "file system unavailable")
-		return
-	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "body must be multipart/form-data")
+	mr, ok := c.openMultipart(w, r)
+	if !ok {
 		return
 	}
 	fields := map[string]string{}

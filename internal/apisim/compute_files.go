@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path"
@@ -57,17 +58,28 @@ const maxFormField = 64 << 10
 // place, so a broken upload leaves nothing behind. cover (see
 // overwriteOf) says whether an existing file is replaced; the target
 // directory is created if missing.
-func (c *Compute) upload(w http.ResponseWriter, r *http.Request) {
+// openMultipart opens the multipart body of an authorized file request,
+// answering the request itself when it cannot (bad token, no file system,
+// a body that is not multipart).
+func (c *Compute) openMultipart(w http.ResponseWriter, r *http.Request) (*multipart.Reader, bool) {
 	if _, ok := c.authorize(w, r); !ok {
-		return
+		return nil, false
 	}
 	if c.rootErr != nil {
 		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "file system unavailable")
-		return
+		return nil, false
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "body must be multipart/form-data")
+		return nil, false
+	}
+	return mr, true
+}
+
+func (c *Compute) upload(w http.ResponseWriter, r *http.Request) {
+	mr, ok := c.openMultipart(w, r)
+	if !ok {
 		return
 	}
 	var (
