@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -73,6 +74,51 @@ func (b *bundle) waitUpstreamEnd(t *testing.T, id string) {
 			t.Fatalf("compute job %s did not end upstream in 30s", id)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestComputeSubmitAnsweredToNoOne delivers a compute job again after a
+// worker stopped inside its submit: the record is at "submitting" and the
+// platform holds the job, whose answer nobody recorded. The delivery
+// finds that job and adopts it rather than submitting, and paying, again.
+func TestComputeSubmitAnsweredToNoOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "compute-lost-answer"
+	spec := b.computeSpec(t, id)
+	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
+	if done {
+		t.Fatal("the first delivery did not go on")
+	}
+	sess, err := b.r.openSession(ctx, first, "", "", "open cluster session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	schedID, err := sess.SchedulerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := first.spec.Compute
+	req := c.Request(jobspec.ComputeTarget{JobID: id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	if _, err := sess.SubmitJob(ctx, c.Template.Type, c.Template.Name, req); err != nil {
+		t.Fatal(err)
+	}
+	first.unregister()
+
+	out := b.r.Handle(ctx, b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || rec.Submits != 1 || !hasArtifact(rec, "result.dat") {
+		t.Fatalf("settled %v, record %+v, want the adopted job's success after one submit", out.Action, rec)
+	}
+	if n := b.compute.SubmitCount(id); n != 1 {
+		t.Fatalf("%d submits upstream, want 1", n)
 	}
 }
 
