@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/redact"
+	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
@@ -36,9 +37,10 @@ const Prefix = "SLUICE"
 //
 // Each default is stated once: in its field's `default:` tag, or, for a
 // field whose component applies the same default to a config made in code
-// (the consumer's), in that component's exported constant, which Parse
-// applies when the variable is not set (componentDefaults). Usage and
-// Validate see both alike.
+// (the consumer's, the runner's, the contract's JetStream objects'), in
+// that component's exported constant, which Parse applies when the
+// variable is not set (componentDefaults). Usage and Validate see both
+// alike.
 type Config struct {
 	Dev              bool          `envconfig:"DEV" default:"false"`
 	DataDir          string        `envconfig:"DATA_DIR" default:"./data"`
@@ -67,14 +69,14 @@ type Config struct {
 	MaxInflight      int           `envconfig:"MAX_INFLIGHT"`
 	PollInterval     time.Duration `envconfig:"POLL_INTERVAL" default:"5s"`
 	PollFirst        time.Duration `envconfig:"POLL_FIRST" default:"1s"`
-	ComputePoll      time.Duration `envconfig:"COMPUTE_POLL_INTERVAL" default:"30s"`
+	ComputePoll      time.Duration `envconfig:"COMPUTE_POLL_INTERVAL"`
 	AllowPrivateURLs bool          `envconfig:"ALLOW_PRIVATE_URLS" default:"false"`
-	MaxArtifactBytes int64         `envconfig:"MAX_ARTIFACT_BYTES" default:"5368709120"`
+	MaxArtifactBytes int64         `envconfig:"MAX_ARTIFACT_BYTES"`
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":9090"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT"`
-	Preflight        string        `envconfig:"PREFLIGHT" default:"strict"`
+	Preflight        string        `envconfig:"PREFLIGHT"`
 	FleetMediaTasks  int           `envconfig:"FLEET_MEDIA_TASKS" default:"0"`
 	FleetMediaRate   float64       `envconfig:"FLEET_MEDIA_RATE" default:"0"`
 	FleetComputeJobs int           `envconfig:"FLEET_COMPUTE_JOBS" default:"0"`
@@ -88,24 +90,24 @@ type Config struct {
 	// Extensions.
 	WorkerName        string        `envconfig:"WORKER_NAME"`
 	AckWait           time.Duration `envconfig:"ACK_WAIT"`
-	MaxDeliver        int           `envconfig:"MAX_DELIVER" default:"20"`
-	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT" default:"6h"`
-	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY" default:"5m"`
-	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT" default:"24h"`
-	StoreRefusalLimit time.Duration `envconfig:"STORE_REFUSAL_LIMIT" default:"4h"`
-	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT" default:"168h"`
+	MaxDeliver        int           `envconfig:"MAX_DELIVER"`
+	TaskTimeout       time.Duration `envconfig:"TASK_TIMEOUT"`
+	MediaQuotaRetry   time.Duration `envconfig:"MEDIA_QUOTA_RETRY"`
+	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT"`
+	StoreRefusalLimit time.Duration `envconfig:"STORE_REFUSAL_LIMIT"`
+	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
 	ComputeConc       int           `envconfig:"COMPUTE_MAX_CONCURRENCY" default:"8"`
 	ComputeRate       float64       `envconfig:"COMPUTE_RATE_LIMIT" default:"20"`
-	CopyConcurrency   int           `envconfig:"COPY_CONCURRENCY" default:"4"`
-	PreflightConc     int           `envconfig:"PREFLIGHT_CONCURRENCY" default:"8"`
+	CopyConcurrency   int           `envconfig:"COPY_CONCURRENCY"`
+	PreflightConc     int           `envconfig:"PREFLIGHT_CONCURRENCY"`
 	PartSize          int64         `envconfig:"S3_PART_SIZE" default:"8388608"`
-	NATSReplicas      int           `envconfig:"NATS_REPLICAS" default:"1"`
+	NATSReplicas      int           `envconfig:"NATS_REPLICAS"`
 	NATSMoveAfter     time.Duration `envconfig:"NATS_MOVE_AFTER" default:"10s"`
-	EventsMaxAge      time.Duration `envconfig:"EVENTS_MAX_AGE" default:"168h"`
-	StateTTL          time.Duration `envconfig:"STATE_TTL" default:"720h"`
-	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL" default:"1h"`
+	EventsMaxAge      time.Duration `envconfig:"EVENTS_MAX_AGE"`
+	StateTTL          time.Duration `envconfig:"STATE_TTL"`
+	PresignTTL        time.Duration `envconfig:"PRESIGN_TTL"`
 	S3CreateBucket    bool          `envconfig:"S3_CREATE_BUCKET" default:"true"`
 	DevNATSPort       int           `envconfig:"DEV_NATS_PORT" default:"4222"`
 	DevS3Addr         string        `envconfig:"DEV_S3_ADDR" default:"127.0.0.1:7070"`
@@ -251,6 +253,21 @@ var componentDefaults = []envDefault{
 	{"SHUTDOWN_TIMEOUT", func(c *Config) { c.ShutdownTimeout = consumer.DefaultShutdownTimeout }},
 	{"ACK_WAIT", func(c *Config) { c.AckWait = consumer.DefaultAckWait }},
 	{"SWEEP_INTERVAL", func(c *Config) { c.SweepInterval = consumer.DefaultSweepInterval }},
+	{"COMPUTE_POLL_INTERVAL", func(c *Config) { c.ComputePoll = runner.DefaultComputePoll }},
+	{"MAX_ARTIFACT_BYTES", func(c *Config) { c.MaxArtifactBytes = runner.DefaultMaxArtifactBytes }},
+	{"PREFLIGHT", func(c *Config) { c.Preflight = runner.PreflightStrict }},
+	{"MAX_DELIVER", func(c *Config) { c.MaxDeliver = runner.DefaultMaxDeliver }},
+	{"TASK_TIMEOUT", func(c *Config) { c.TaskTimeout = runner.DefaultTaskTimeout }},
+	{"MEDIA_QUOTA_RETRY", func(c *Config) { c.MediaQuotaRetry = runner.DefaultQuotaRetry }},
+	{"MEDIA_QUOTA_WAIT", func(c *Config) { c.MediaQuotaWait = runner.DefaultQuotaWait }},
+	{"STORE_REFUSAL_LIMIT", func(c *Config) { c.StoreRefusalLimit = runner.DefaultStoreRefusalLimit }},
+	{"COMPUTE_TIMEOUT", func(c *Config) { c.ComputeTimeout = runner.DefaultComputeTimeout }},
+	{"COPY_CONCURRENCY", func(c *Config) { c.CopyConcurrency = runner.DefaultCopyConcurrency }},
+	{"PREFLIGHT_CONCURRENCY", func(c *Config) { c.PreflightConc = runner.DefaultPreflightConcurrency }},
+	{"NATS_REPLICAS", func(c *Config) { c.NATSReplicas = contract.DefaultReplicas }},
+	{"EVENTS_MAX_AGE", func(c *Config) { c.EventsMaxAge = contract.DefaultEventsMaxAge }},
+	{"STATE_TTL", func(c *Config) { c.StateTTL = contract.DefaultStateTTL }},
+	{"PRESIGN_TTL", func(c *Config) { c.PresignTTL = runner.DefaultPresignTTL }},
 }
 
 // devDefaults are the defaults that differ in dev mode: the embedded
@@ -284,12 +301,27 @@ func defaultOf(defaults []envDefault, name string, i int) string {
 		var c Config
 		d.set(&c)
 		v := reflect.ValueOf(c).Field(i).Interface()
-		if d, ok := v.(time.Duration); ok && d%time.Second == 0 && d < time.Hour {
-			return fmt.Sprintf("%ds", d/time.Second)
+		if d, ok := v.(time.Duration); ok {
+			return durationText(d)
 		}
 		return fmt.Sprint(v)
 	}
 	return ""
+}
+
+// durationText writes d as docs/configuration.md does: whole hours in
+// hours (168h, not 168h0m0s), whole minutes past one in minutes (5m), other
+// whole seconds in seconds (60s, 30s), anything finer as Go does (200ms).
+func durationText(d time.Duration) string {
+	switch {
+	case d <= 0 || d%time.Second != 0:
+		return d.String()
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0 && d > time.Minute:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // DevHTTPAddr is SLUICE_HTTP_ADDR's default in dev mode.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/contract"
 )
 
 func TestDefaultsNeedOnlyABucket(t *testing.T) {
@@ -196,5 +198,26 @@ func TestUsageListsEveryVariableWithItsDefaults(t *testing.T) {
 		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("usage lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestComponentDefaultsAreTheDocumentedOnes checks the defaults Parse takes
+// from the runner and the contract against docs/configuration.md's table.
+func TestComponentDefaultsAreTheDocumentedOnes(t *testing.T) {
+	t.Setenv("SLUICE_S3_BUCKET", "media")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxDeliver != 20 || c.TaskTimeout != 6*time.Hour || c.MediaQuotaRetry != 5*time.Minute ||
+		c.MediaQuotaWait != 24*time.Hour || c.StoreRefusalLimit != 4*time.Hour || c.ComputeTimeout != 168*time.Hour ||
+		c.CopyConcurrency != 4 || c.PreflightConc != 8 || c.Preflight != "strict" || c.PresignTTL != time.Hour ||
+		c.NATSReplicas != 1 || c.EventsMaxAge != 168*time.Hour || c.StateTTL != 720*time.Hour {
+		t.Errorf("defaults = %+v", c)
+	}
+	// The consumers' AckWait is set by the worker from SLUICE_ACK_WAIT and
+	// by the contract's Options when a caller leaves it out: one value.
+	if consumer.DefaultAckWait != contract.DefaultAckWait {
+		t.Errorf("consumer.DefaultAckWait %s, contract.DefaultAckWait %s", consumer.DefaultAckWait, contract.DefaultAckWait)
 	}
 }

@@ -31,13 +31,25 @@ type Options struct {
 	MaxAckPending int
 }
 
+// The defaults of Options. internal/config takes SLUICE_NATS_REPLICAS,
+// SLUICE_EVENTS_MAX_AGE and SLUICE_STATE_TTL's defaults from here, and the
+// runner its StateTTL's, so each is stated once.
+const (
+	DefaultReplicas      = 1
+	DefaultEventsMaxAge  = 7 * 24 * time.Hour
+	DefaultDLQMaxAge     = 30 * 24 * time.Hour
+	DefaultStateTTL      = 30 * 24 * time.Hour
+	DefaultAckWait       = 60 * time.Second
+	DefaultMaxAckPending = 100000
+)
+
 func (o Options) withDefaults() Options {
-	o.Replicas = cmp.Or(o.Replicas, 1)
-	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, 7*24*time.Hour)
-	o.DLQMaxAge = cmp.Or(o.DLQMaxAge, 30*24*time.Hour)
-	o.StateTTL = cmp.Or(o.StateTTL, 30*24*time.Hour)
-	o.AckWait = cmp.Or(o.AckWait, 60*time.Second)
-	o.MaxAckPending = cmp.Or(o.MaxAckPending, 100000)
+	o.Replicas = cmp.Or(o.Replicas, DefaultReplicas)
+	o.EventsMaxAge = cmp.Or(o.EventsMaxAge, DefaultEventsMaxAge)
+	o.DLQMaxAge = cmp.Or(o.DLQMaxAge, DefaultDLQMaxAge)
+	o.StateTTL = cmp.Or(o.StateTTL, DefaultStateTTL)
+	o.AckWait = cmp.Or(o.AckWait, DefaultAckWait)
+	o.MaxAckPending = cmp.Or(o.MaxAckPending, DefaultMaxAckPending)
 	return o
 }
 

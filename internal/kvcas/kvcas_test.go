@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,34 +55,59 @@ var errRefused = errors.New("refused")
 // of its own, and counts at the server the reads and writes it sent: the
 // common path costs one read and one write, and a known value one write.
 func TestUpdate(t *testing.T) {
-	n := testenv.StartNATS(t)
-	ctx := testenv.Context(t, time.Minute)
-	kv, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1})
+	f := newUpdateFixture(t)
+	for i, tt := range slices.Concat(f.writeCases(), f.conflictCases(), f.refusalCases()) {
+		t.Run(tt.name, func(t *testing.T) { f.run(t, "k."+strconv.Itoa(i), tt) })
+	}
+}
+
+// updateFixture is TestUpdate's bucket, with a tap counting the
+// operations each case sends.
+type updateFixture struct {
+	n   *testenv.NATS
+	ctx context.Context
+	kv  jetstream.KeyValue
+	tap *testenv.OpTap
+}
+
+func newUpdateFixture(t *testing.T) *updateFixture {
+	f := &updateFixture{n: testenv.StartNATS(t), ctx: testenv.Context(t, time.Minute)}
+	var err error
+	f.kv, err = f.n.JS.CreateKeyValue(f.ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := testenv.StartOpTap(t, n.URL)
-	increment := func(c counter, _ bool) (counter, error) { c.N++; return c, nil }
+	f.tap = testenv.StartOpTap(t, f.n.URL)
+	return f
+}
 
-	type env struct {
-		doc   *kvcas.Doc[counter]
-		known *kvcas.Entry[counter]
-		// change, when set, replaces increment; calls counts its calls.
-		change func(calls int, c counter, found bool) (counter, error)
-	}
-	tests := []struct {
-		name string
-		// setup prepares key and returns how Update is called.
-		setup     func(t *testing.T, key string) env
-		wantN     int
-		wantErr   error
-		wantCalls int
-		wantOps   map[string]int
-	}{
+// updateEnv is how a case calls Update.
+type updateEnv struct {
+	doc   *kvcas.Doc[counter]
+	known *kvcas.Entry[counter]
+	// change, when set, replaces an increment; calls counts its calls.
+	change func(calls int, c counter, found bool) (counter, error)
+}
+
+// updateCase is one case of TestUpdate.
+type updateCase struct {
+	name string
+	// setup prepares key and returns how Update is called.
+	setup     func(t *testing.T, key string) updateEnv
+	wantN     int
+	wantErr   error
+	wantCalls int
+	wantOps   map[string]int
+}
+
+// writeCases write without meeting another writer.
+func (f *updateFixture) writeCases() []updateCase {
+	kv := f.kv
+	return []updateCase{
 		{
 			name: "creates an absent key",
-			setup: func(t *testing.T, key string) env {
-				return env{change: func(_ int, c counter, found bool) (counter, error) {
+			setup: func(t *testing.T, key string) updateEnv {
+				return updateEnv{change: func(_ int, c counter, found bool) (counter, error) {
 					if found {
 						return c, errors.New("found a value that was never written")
 					}
@@ -92,27 +118,34 @@ func TestUpdate(t *testing.T) {
 		},
 		{
 			name:  "updates a present key",
-			setup: func(t *testing.T, key string) env { put(t, kv, key, 5); return env{} },
+			setup: func(t *testing.T, key string) updateEnv { put(t, kv, key, 5); return updateEnv{} },
 			wantN: 6, wantCalls: 1, wantOps: map[string]int{"get CAS_TEST": 1, "kv CAS_TEST update": 1},
 		},
 		{
 			name: "writes from a known revision without reading",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				rev := put(t, kv, key, 5)
-				return env{known: &kvcas.Entry[counter]{Value: counter{N: 5}, Revision: rev}}
+				return updateEnv{known: &kvcas.Entry[counter]{Value: counter{N: 5}, Revision: rev}}
 			},
 			wantN: 6, wantCalls: 1, wantOps: map[string]int{"kv CAS_TEST update": 1},
 		},
 		{
 			name:  "a known revision 0 creates",
-			setup: func(t *testing.T, key string) env { return env{known: &kvcas.Entry[counter]{}} },
+			setup: func(t *testing.T, key string) updateEnv { return updateEnv{known: &kvcas.Entry[counter]{}} },
 			wantN: 1, wantCalls: 1, wantOps: map[string]int{"kv CAS_TEST create": 1},
 		},
+	}
+}
+
+// conflictCases meet another writer, or a replica behind.
+func (f *updateFixture) conflictCases() []updateCase {
+	kv, ctx, n := f.kv, f.ctx, f.n
+	return []updateCase{
 		{
 			name: "a conflict applies the change again to the current value",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				put(t, kv, key, 1)
-				return env{change: func(calls int, c counter, _ bool) (counter, error) {
+				return updateEnv{change: func(calls int, c counter, _ bool) (counter, error) {
 					if calls == 1 {
 						put(t, kv, key, 10) // another writer, between the read and the write
 					}
@@ -125,23 +158,23 @@ func TestUpdate(t *testing.T) {
 		},
 		{
 			name: "a stale known revision meets a conflict and reads",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				rev := put(t, kv, key, 1)
 				put(t, kv, key, 7)
-				return env{known: &kvcas.Entry[counter]{Value: counter{N: 1}, Revision: rev}}
+				return updateEnv{known: &kvcas.Entry[counter]{Value: counter{N: 1}, Revision: rev}}
 			},
 			wantN: 8, wantCalls: 2, wantOps: map[string]int{"get CAS_TEST": 1, "kv CAS_TEST update": 2},
 		},
 		{
 			name: "after a conflict the read goes to the leader",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				put(t, kv, key, 1)
 				behind := testenv.Behind(kv)
 				if _, err := behind.Get(ctx, key); err != nil {
 					t.Fatal(err)
 				}
 				put(t, kv, key, 3) // a write the replica behind never shows
-				return env{doc: kvcas.New(kvcas.Doc[counter]{KV: behind, Conn: n.Conn, WriteID: writeID})}
+				return updateEnv{doc: kvcas.New(kvcas.Doc[counter]{KV: behind, Conn: n.Conn, WriteID: writeID})}
 			},
 			wantN: 4, wantCalls: 2,
 			// The first read is the replica's, from its cache; the second
@@ -150,39 +183,46 @@ func TestUpdate(t *testing.T) {
 		},
 		{
 			name: "without the leader a replica behind fails every attempt",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				put(t, kv, key, 1)
 				behind := testenv.Behind(kv)
 				if _, err := behind.Get(ctx, key); err != nil {
 					t.Fatal(err)
 				}
 				put(t, kv, key, 3)
-				return env{doc: kvcas.New(kvcas.Doc[counter]{KV: behind, WriteID: writeID, Conflicts: 2})}
+				return updateEnv{doc: kvcas.New(kvcas.Doc[counter]{KV: behind, WriteID: writeID, Conflicts: 2})}
 			},
 			wantN: 3, wantErr: kvcas.ErrConflict, wantCalls: 3, wantOps: map[string]int{"kv CAS_TEST update": 3},
 		},
+	}
+}
+
+// refusalCases have a change that refuses or changes nothing.
+func (f *updateFixture) refusalCases() []updateCase {
+	kv := f.kv
+	return []updateCase{
 		{
 			name: "the change refuses: nothing is written",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				put(t, kv, key, 2)
-				return env{change: func(int, counter, bool) (counter, error) { return counter{}, errRefused }}
+				return updateEnv{change: func(int, counter, bool) (counter, error) { return counter{}, errRefused }}
 			},
 			wantN: 2, wantErr: errRefused, wantCalls: 1, wantOps: map[string]int{"get CAS_TEST": 1},
 		},
 		{
 			name: "the change leaves the value unchanged: nothing is written",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				put(t, kv, key, 2)
-				return env{change: func(_ int, c counter, _ bool) (counter, error) { return c, kvcas.Unchanged }}
+				return updateEnv{change: func(_ int, c counter, _ bool) (counter, error) { return c, kvcas.Unchanged }}
 			},
 			wantN: 2, wantCalls: 1, wantOps: map[string]int{"get CAS_TEST": 1},
 		},
 		{
 			name: "a refusal of a known value is asked again of the stored one",
-			setup: func(t *testing.T, key string) env {
+			setup: func(t *testing.T, key string) updateEnv {
 				rev := put(t, kv, key, 2)
 				put(t, kv, key, 4)
-				return env{
+				return updateEnv{
 					known: &kvcas.Entry[counter]{Value: counter{N: 2}, Revision: rev},
 					change: func(_ int, c counter, _ bool) (counter, error) {
 						if c.N < 3 {
@@ -196,42 +236,42 @@ func TestUpdate(t *testing.T) {
 			wantN: 5, wantCalls: 2, wantOps: map[string]int{"get CAS_TEST": 1, "kv CAS_TEST update": 1},
 		},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			key := "k." + strconv.Itoa(i)
-			e := tt.setup(t, key)
-			doc := e.doc
-			if doc == nil {
-				doc = kvcas.New(kvcas.Doc[counter]{KV: kv, Conn: n.Conn, WriteID: writeID})
-			}
-			calls := 0
-			change := func(c counter, found bool) (counter, error) {
-				calls++
-				if e.change != nil {
-					return e.change(calls, c, found)
-				}
-				return increment(c, found)
-			}
-			tap.Reset()
-			got, err := doc.Update(ctx, key, e.known, change)
-			ops := tap.Counts()
-			if tt.wantErr == nil && err != nil || !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if calls != tt.wantCalls {
-				t.Errorf("change called %d times, want %d", calls, tt.wantCalls)
-			}
-			c, rev := stored(t, kv, key)
-			if c.N != tt.wantN {
-				t.Errorf("stored %d, want %d", c.N, tt.wantN)
-			}
-			if err == nil && (got.Value.N != c.N || got.Revision != rev) {
-				t.Errorf("returned %d at %d, stored %d at %d", got.Value.N, got.Revision, c.N, rev)
-			}
-			if !maps.Equal(ops, tt.wantOps) {
-				t.Errorf("operations %v, want %v", ops, tt.wantOps)
-			}
-		})
+}
+
+// run runs tt on key.
+func (f *updateFixture) run(t *testing.T, key string, tt updateCase) {
+	e := tt.setup(t, key)
+	doc := e.doc
+	if doc == nil {
+		doc = kvcas.New(kvcas.Doc[counter]{KV: f.kv, Conn: f.n.Conn, WriteID: writeID})
+	}
+	calls := 0
+	change := func(c counter, found bool) (counter, error) {
+		calls++
+		if e.change != nil {
+			return e.change(calls, c, found)
+		}
+		c.N++
+		return c, nil
+	}
+	f.tap.Reset()
+	got, err := doc.Update(f.ctx, key, e.known, change)
+	ops := f.tap.Counts()
+	if tt.wantErr == nil && err != nil || !errors.Is(err, tt.wantErr) {
+		t.Fatalf("err = %v, want %v", err, tt.wantErr)
+	}
+	if calls != tt.wantCalls {
+		t.Errorf("change called %d times, want %d", calls, tt.wantCalls)
+	}
+	c, rev := stored(t, f.kv, key)
+	if c.N != tt.wantN {
+		t.Errorf("stored %d, want %d", c.N, tt.wantN)
+	}
+	if err == nil && (got.Value.N != c.N || got.Revision != rev) {
+		t.Errorf("returned %d at %d, stored %d at %d", got.Value.N, got.Revision, c.N, rev)
+	}
+	if !maps.Equal(ops, tt.wantOps) {
+		t.Errorf("operations %v, want %v", ops, tt.wantOps)
 	}
 }
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -10,37 +11,76 @@ import (
 
 func TestDecide(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	ackWait := 30 * time.Second
-	video := &jobspec.Spec{Video: &jobspec.Video{}}
-	stream := &jobspec.Spec{Speech: &jobspec.Speech{Mode: jobspec.ModeStream}}
-	// at is a record this worker has seen unchanged for quiet. Its
-	// UpdatedAt, its writer's clock, plays no part: the rows' writers'
-	// clocks are ten minutes behind, right or ten minutes ahead in turn.
-	quiet := map[*state.Record]time.Duration{}
-	at := func(status state.Status, seen time.Duration) *state.Record {
-		skew := time.Duration(len(quiet)%3-1) * 10 * time.Minute
-		rec := &state.Record{JobID: "j", Status: status, Attempts: 1, UpdatedAt: now.Add(skew)}
-		quiet[rec] = seen
-		return rec
+	f := newDecideFixture()
+	for _, tt := range slices.Concat(f.arrivalCases(), f.clockCases(), f.limitCases()) {
+		t.Run(tt.name, func(t *testing.T) {
+			before := *tt.rec
+			if got := decide(tt.rec, tt.a, tt.spec, f.quiet[tt.rec]); got != tt.want {
+				t.Fatalf("decide = %d, want %d", got, tt.want)
+			}
+			if tt.rec.Attempts != before.Attempts || tt.rec.Status != before.Status || tt.rec.Cancel != before.Cancel {
+				t.Fatalf("decide changed the record: %+v, was %+v", tt.rec, before)
+			}
+		})
 	}
-	written := func(rec *state.Record, at time.Time) *state.Record { rec.UpdatedAt = at; return rec }
-	cancelled := func(rec *state.Record, requested time.Time) *state.Record {
-		rec.Cancel = &state.CancelRequest{RequestedAt: requested}
-		return rec
-	}
-	first := arrival{ackWait: ackWait, delivered: 1, maxDeliver: 3}
-	with := func(f func(*arrival)) arrival { a := first; f(&a); return a }
-	orphan := with(func(a *arrival) { a.orphaned = true })
-	stray := with(func(a *arrival) { a.stray = true })
+}
 
-	tests := []struct {
-		name string
-		rec  *state.Record
-		a    arrival
-		spec *jobspec.Spec
-		want verdict
-	}{
+// decideCase is one row of TestDecide.
+type decideCase struct {
+	name string
+	rec  *state.Record
+	a    arrival
+	spec *jobspec.Spec
+	want verdict
+}
+
+// decideFixture builds TestDecide's records and arrivals.
+type decideFixture struct {
+	now           time.Time
+	ackWait       time.Duration
+	video, stream *jobspec.Spec
+	// quiet is how long this worker has seen each record unchanged.
+	quiet                map[*state.Record]time.Duration
+	first, orphan, stray arrival
+}
+
+func newDecideFixture() *decideFixture {
+	f := &decideFixture{
+		now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), ackWait: 30 * time.Second,
+		video:  &jobspec.Spec{Video: &jobspec.Video{}},
+		stream: &jobspec.Spec{Speech: &jobspec.Speech{Mode: jobspec.ModeStream}},
+		quiet:  map[*state.Record]time.Duration{},
+	}
+	f.first = arrival{ackWait: f.ackWait, delivered: 1, maxDeliver: 3}
+	f.orphan = f.with(func(a *arrival) { a.orphaned = true })
+	f.stray = f.with(func(a *arrival) { a.stray = true })
+	return f
+}
+
+// at is a record this worker has seen unchanged for seen. Its UpdatedAt,
+// its writer's clock, plays no part: the rows' writers' clocks are ten
+// minutes behind, right or ten minutes ahead in turn.
+func (f *decideFixture) at(status state.Status, seen time.Duration) *state.Record {
+	skew := time.Duration(len(f.quiet)%3-1) * 10 * time.Minute
+	rec := &state.Record{JobID: "j", Status: status, Attempts: 1, UpdatedAt: f.now.Add(skew)}
+	f.quiet[rec] = seen
+	return rec
+}
+
+// with is the first arrival changed by fn.
+func (f *decideFixture) with(fn func(*arrival)) arrival { a := f.first; fn(&a); return a }
+
+func written(rec *state.Record, at time.Time) *state.Record { rec.UpdatedAt = at; return rec }
+
+func cancelled(rec *state.Record, requested time.Time) *state.Record {
+	rec.Cancel = &state.CancelRequest{RequestedAt: requested}
+	return rec
+}
+
+// arrivalCases decide by how the message arrived and where the record is.
+func (f *decideFixture) arrivalCases() []decideCase {
+	at, with, first, orphan, stray, video, ackWait := f.at, f.with, f.first, f.orphan, f.stray, f.video, f.ackWait
+	return []decideCase{
 		{"a new job runs", &state.Record{JobID: "j"}, first, video, verdictRun},
 		{"a redelivery resumes", at(state.StatusSubmitted, time.Hour), with(func(a *arrival) { a.delivered = 2 }), video, verdictRun},
 		{"a finished job republishes", at(state.StatusSucceeded, 0), first, video, verdictFinished},
@@ -54,6 +94,14 @@ func TestDecide(t *testing.T) {
 		{"a held copy wins over a paying delivery", at(state.StatusSubmitting, 0), stray, video, verdictHeldCopy},
 		{"a paid submit is left alone for two AckWaits", at(state.StatusSubmitting, 2*ackWait-time.Second), first, video, verdictInSubmit},
 		{"a submit left for two leases is taken over", at(state.StatusSubmitting, 2*ackWait), first, video, verdictRun},
+	}
+}
+
+// clockCases decide by how long a record has been seen unchanged, whatever
+// its writer's clock says, and by the kind's paying steps.
+func (f *decideFixture) clockCases() []decideCase {
+	at, first, orphan, video, stream, ackWait, now := f.at, f.first, f.orphan, f.video, f.stream, f.ackWait, f.now
+	return []decideCase{
 		{"a submit just written by a worker ten minutes behind is left alone",
 			written(at(state.StatusSubmitting, 0), now.Add(-10*time.Minute)), first, video, verdictInSubmit},
 		{"a submit written by a worker 90s behind and seen for a lease is left alone",
@@ -69,6 +117,13 @@ func TestDecide(t *testing.T) {
 			return rec
 		}(), first, stream, verdictRun},
 		{"collecting video is not paying", at(state.StatusCollecting, 0), first, video, verdictRun},
+	}
+}
+
+// limitCases decide by the spec, the delivery limit and a cancel.
+func (f *decideFixture) limitCases() []decideCase {
+	at, with, first, orphan, video, now := f.at, f.with, f.first, f.orphan, f.video, f.now
+	return []decideCase{
 		{"a spec that does not decode fails", &state.Record{JobID: "j"}, with(func(a *arrival) { a.badSpec = true }), nil, verdictBadSpec},
 		{"a stray wins over a bad spec", &state.Record{JobID: "j"}, with(func(a *arrival) { a.stray, a.badSpec = true, true }), nil, verdictStray},
 		{"delivered at the limit runs", at(state.StatusReceived, time.Hour), with(func(a *arrival) { a.delivered = 3 }), video, verdictRun},
@@ -88,19 +143,7 @@ func TestDecide(t *testing.T) {
 		{"a cancel after the submit is the run's to carry out", cancelled(at(state.StatusRunning, time.Hour), now), first, video, verdictRun},
 		{"a cancel that came first applies", cancelled(&state.Record{JobID: "j"}, now), with(func(a *arrival) { a.published = now }), video, verdictCancelled},
 		{"a cancel long before the job was published is not its", cancelled(&state.Record{JobID: "j"}, now.Add(-time.Hour)),
-			with(func(a *arrival) { a.published = now }), video, verdictRun},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			before := *tt.rec
-			if got := decide(tt.rec, tt.a, tt.spec, quiet[tt.rec]); got != tt.want {
-				t.Fatalf("decide = %d, want %d", got, tt.want)
-			}
-			if tt.rec.Attempts != before.Attempts || tt.rec.Status != before.Status || tt.rec.Cancel != before.Cancel {
-				t.Fatalf("decide changed the record: %+v, was %+v", tt.rec, before)
-			}
-		})
-	}
+			with(func(a *arrival) { a.published = now }), video, verdictRun}}
 }
 
 func TestCountDelivery(t *testing.T) {

@@ -25,18 +25,20 @@ import (
 
 // bundle is one runner test's sluice without the worker: embedded NATS
 // with the contract's streams and buckets, the S3 dev store, the media
-// simulator over HTTP, and a Runner wired to them. Tests hand it
+// and compute simulators over HTTP, and a Runner wired to them. Tests hand it
 // deliveries of real SLUICE_JOBS messages (deliver) and read the job's
 // record.
 type bundle struct {
 	nats    *testenv.NATS
 	media   *apisim.Media
 	client  *apiclient.Media
+	compute *apisim.Compute
+	s3      *testenv.S3Env
 	store   *state.Store
 	cancels *Cancels
 	r       *Runner
 	// deliverMu keeps one delivery's publish and fetch together: every
-	// video message comes through the one consumer.
+	// message of a kind comes through its one consumer.
 	deliverMu sync.Mutex
 }
 
@@ -45,6 +47,7 @@ func setup(t *testing.T) *bundle {
 	ctx := testenv.Context(t, 30*time.Second)
 	b := &bundle{nats: testenv.StartNATS(t), cancels: NewCancels()}
 	s3env := testenv.StartS3(t)
+	b.s3 = s3env
 	if err := contract.Ensure(ctx, b.nats.JS, contract.Options{Replicas: 1, AckWait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +68,8 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(stop)
 	go poller.Run(bg)
 
+	compute := b.startCompute(t)
+
 	store, err := artifacts.NewStore(artifacts.StoreConfig{Client: s3env.Client, Bucket: s3env.Bucket, Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +78,7 @@ func setup(t *testing.T) *bundle {
 		State: b.store, Events: events.NewPublisher(b.nats.JS), Store: store, Cancels: b.cancels,
 		Fetcher: artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: true, MaxBytes: 64 << 20}),
 		Media:   b.client, Poller: poller, TaskTimeout: time.Minute,
+		Compute: compute, ComputePoll: 100 * time.Millisecond, ComputeTimeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,19 +99,47 @@ func videoSpec(id, prompt string) []byte {
 	return b
 }
 
+// startCompute starts the compute simulator, whose jobs queue for a
+// second and run for computeRun, and returns a client of it.
+func (b *bundle) startCompute(t *testing.T) *apiclient.Compute {
+	t.Helper()
+	b.compute = apisim.NewCompute(apisim.ComputeConfig{
+		User: "alice", Password: "pw-compute", OrgID: "org-1",
+		QueuedFor: time.Second, RunFor: computeRun, Root: t.TempDir(),
+	})
+	t.Cleanup(func() { _ = b.compute.Close() })
+	srv := httptest.NewServer(b.compute)
+	t.Cleanup(srv.Close)
+	client, err := apiclient.NewCompute(apiclient.ComputeConfig{BaseURL: srv.URL, User: "alice", Password: "pw-compute", OrgID: "org-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// computeRun is how long a compute job runs on the simulator: long
+// enough for a test to see it running, whatever the machine's load.
+const computeRun = 5 * time.Second
+
 // deliver publishes spec as a video job and returns a delivery of it, as
 // the consumer would hand it over at its delivered-th delivery.
 func (b *bundle) deliver(t *testing.T, spec []byte, delivered uint64) *consumer.Delivery {
 	t.Helper()
+	return b.deliverKind(t, "video", spec, delivered)
+}
+
+// deliverKind is deliver for a job of kind.
+func (b *bundle) deliverKind(t *testing.T, kind string, spec []byte, delivered uint64) *consumer.Delivery {
+	t.Helper()
 	b.deliverMu.Lock()
 	defer b.deliverMu.Unlock()
 	ctx := testenv.Context(t, 10*time.Second)
-	m := nats.NewMsg(contract.JobSubject("video"))
+	m := nats.NewMsg(contract.JobSubject(kind))
 	m.Data = spec
 	if _, err := b.nats.JS.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	c, err := b.nats.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName("video"))
+	c, err := b.nats.JS.Consumer(ctx, contract.JobsStream, contract.ConsumerName(kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +158,7 @@ func (b *bundle) deliver(t *testing.T, spec []byte, delivered uint64) *consumer.
 	// The message stays unacknowledged: the runner is driven without its
 	// consumer, and the test ends before the message is delivered again.
 	meta.NumDelivered = delivered
-	return &consumer.Delivery{Kind: "video", Msg: msg, Meta: meta}
+	return &consumer.Delivery{Kind: kind, Msg: msg, Meta: meta}
 }
 
 // write sets the record of id as a delivery that stopped would have left

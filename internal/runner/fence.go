@@ -151,9 +151,6 @@ type view struct {
 	unrecorded func(*state.Record)
 	// unwritten: the write creates the record (see firstWriteCreates).
 	unwritten bool
-	// aside: a write beside the job's own (showCollecting), which leaves
-	// the last error to them.
-	aside bool
 }
 
 // view is what j's next write starts from.
@@ -290,9 +287,7 @@ func (r *Runner) put(ctx context.Context, v view, f fence, to state.Status, chan
 		if to != "" {
 			rec.Status = to
 		}
-		if !v.aside {
-			keepLastError(rec, before, last)
-		}
+		keepLastError(rec, before, last)
 		return nil
 	}
 	var rec *state.Record

@@ -478,8 +478,10 @@ func (r *Runner) showCollecting(ctx context.Context, j *job) (copying, stop func
 			return
 		}
 		// What j's own writes carry besides (pending artifacts, a first
-		// write) stays theirs: this one may run beside them.
-		v := view{id: j.id, rec: j.rec, attempt: j.attempt, unrecorded: j.unrecorded, aside: true}
+		// write) stays theirs: this one may run beside them. Like them,
+		// it clears a last error of the step the job has left
+		// (keepLastError); a copy's own error is at "collecting" and stays.
+		v := view{id: j.id, rec: j.rec, attempt: j.attempt, unrecorded: j.unrecorded}
 		last = j.rec
 		log := j.log
 		t = time.AfterFunc(collectingAfter, func() {

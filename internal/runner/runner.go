@@ -124,6 +124,23 @@ type Config struct {
 	Sleep func(context.Context, time.Duration) error
 }
 
+// The defaults of Config that are also the worker's: internal/config
+// takes the default of each variable that sets one of these fields from
+// here, so each is stated once.
+const (
+	DefaultMaxDeliver           = 20
+	DefaultMaxArtifactBytes     = artifacts.DefaultMaxBytes
+	DefaultTaskTimeout          = 6 * time.Hour
+	DefaultQuotaRetry           = 5 * time.Minute
+	DefaultQuotaWait            = 24 * time.Hour
+	DefaultStoreRefusalLimit    = 4 * time.Hour
+	DefaultComputeTimeout       = 168 * time.Hour
+	DefaultComputePoll          = 30 * time.Second
+	DefaultPresignTTL           = time.Hour
+	DefaultCopyConcurrency      = 4
+	DefaultPreflightConcurrency = 8
+)
+
 // Runner implements consumer.Handler for every kind.
 type Runner struct {
 	cfg    Config
@@ -153,22 +170,22 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Media != nil && cfg.Poller == nil {
 		return nil, errors.New("runner: Poller is required with Media")
 	}
-	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, 20)
-	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, 5<<30)
-	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, 6*time.Hour)
-	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, 5*time.Minute)
-	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, 24*time.Hour)
-	cfg.StoreRefusalLimit = cmp.Or(cfg.StoreRefusalLimit, 4*time.Hour)
-	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, 168*time.Hour)
-	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, 30*time.Second)
-	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, time.Hour)
-	cfg.StateTTL = cmp.Or(cfg.StateTTL, 720*time.Hour)
-	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, 4)
+	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, DefaultMaxDeliver)
+	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, DefaultMaxArtifactBytes)
+	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
+	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, DefaultQuotaRetry)
+	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, DefaultQuotaWait)
+	cfg.StoreRefusalLimit = cmp.Or(cfg.StoreRefusalLimit, DefaultStoreRefusalLimit)
+	cfg.ComputeTimeout = cmp.Or(cfg.ComputeTimeout, DefaultComputeTimeout)
+	cfg.ComputePoll = cmp.Or(cfg.ComputePoll, DefaultComputePoll)
+	cfg.PresignTTL = cmp.Or(cfg.PresignTTL, DefaultPresignTTL)
+	cfg.StateTTL = cmp.Or(cfg.StateTTL, contract.DefaultStateTTL)
+	cfg.CopyConcurrency = cmp.Or(cfg.CopyConcurrency, DefaultCopyConcurrency)
 	cfg.Preflight = cmp.Or(cfg.Preflight, PreflightStrict)
 	if cfg.Preflight != PreflightStrict && cfg.Preflight != PreflightOff {
 		return nil, fmt.Errorf("runner: Preflight is %q, want %q or %q", cfg.Preflight, PreflightStrict, PreflightOff)
 	}
-	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, 8)
+	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, DefaultPreflightConcurrency)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -35,6 +35,32 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	t.Setenv("PRODUCER_PASSWORD", producerPW)
 	t.Setenv("WORKER_PASSWORD", workerPW)
 	t.Setenv("ADMIN_PASSWORD", adminPW)
+	conf := usersConf(t)
+	// The test's own connection (events, records, dead letters) is the
+	// file's administrator, who has no limits.
+	b := setup(t, setupOpts{nats: testenv.NATSOptions{Users: conf.Users, User: "admin", Password: adminPW}})
+	hostPort := strings.TrimPrefix(b.nats.URL, "nats://")
+	workerURL := fmt.Sprintf("nats://worker:%s@%s", workerPW, hostPort)
+	producerURL := fmt.Sprintf("nats://producer:%s@%s", producerPW, hostPort)
+	b.enqueueURL = producerURL
+	checkProducerBeforeAnyWorker(t, b)
+	// The worker runs video jobs only: a speech job waits in SLUICE_JOBS.
+	stopWorker := b.start(t, func(c *config.Config) {
+		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
+	})
+	checkProducerRunsJobs(t, b, producerURL)
+	checkProducerCancels(t, b)
+	checkProducerRefused(t, b, producerURL)
+	// With no worker to answer, the producer may not record a cancel
+	// itself: it says so, at once, and nothing is recorded.
+	stopWorker()
+	checkCancelWithoutWorker(t, b, producerURL)
+}
+
+// usersConf reads config/nats/users.conf, whose users must be producer,
+// worker and admin.
+func usersConf(t *testing.T) *server.Options {
+	t.Helper()
 	conf, err := server.ProcessConfigFile("../../config/nats/users.conf")
 	if err != nil {
 		t.Fatalf("config/nats/users.conf: %v", err)
@@ -46,15 +72,14 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if strings.Join(names, ",") != "producer,worker,admin" {
 		t.Fatalf("config/nats/users.conf has users %v, want producer, worker and admin", names)
 	}
-	// The test's own connection (events, records, dead letters) is the
-	// file's administrator, who has no limits.
-	b := setup(t, setupOpts{nats: testenv.NATSOptions{Users: conf.Users, User: "admin", Password: adminPW}})
-	hostPort := strings.TrimPrefix(b.nats.URL, "nats://")
-	workerURL := fmt.Sprintf("nats://worker:%s@%s", workerPW, hostPort)
-	producerURL := fmt.Sprintf("nats://producer:%s@%s", producerPW, hostPort)
-	b.enqueueURL = producerURL
-	// Before any worker started there is no SLUICE_JOBS, and the producer
-	// may not create it.
+	return conf
+}
+
+// checkProducerBeforeAnyWorker: before any worker started, the producer
+// may create neither SLUICE_JOBS nor SLUICE_STATE.
+func checkProducerBeforeAnyWorker(t *testing.T, b *bundle) {
+	t.Helper()
+	// There is no SLUICE_JOBS, and the producer may not create it.
 	if out, code := b.enqueue(t, "", "video", "--id", "perm-early", "--model", "m", "--prompt", "too early",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9"); code == 0 || !strings.Contains(out, "need a worker to have started once") {
 		t.Errorf("publish before any worker: exit %d\n%s", code, out)
@@ -66,10 +91,13 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if _, err := b.nats.JS.KeyValue(context.Background(), contract.StateBucket); err == nil {
 		t.Error("the producer's cancel created SLUICE_STATE")
 	}
-	// The worker runs video jobs only: a speech job waits in SLUICE_JOBS.
-	stopWorker := b.start(t, func(c *config.Config) {
-		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
-	})
+}
+
+// checkProducerRunsJobs: as producer, enqueue publishes a job and waits
+// for it, reads its status, the quotas and events, and is told at once
+// that the dead letters are not its.
+func checkProducerRunsJobs(t *testing.T, b *bundle, producerURL string) {
+	t.Helper()
 	out, code := b.enqueue(t, "", "video", "--id", "perm-video", "--model", "m", "--prompt", "least privilege",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
 	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/perm-video/result-0.mp4") {
@@ -93,8 +121,13 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		}
 		t.Logf("%s refused in %s: %s", strings.Join(args, " "), time.Since(began).Round(time.Millisecond), strings.TrimSpace(out))
 	}
+}
 
-	// A cancel as producer reaches the worker, which answers it.
+// checkProducerCancels: a cancel as producer reaches the worker, for a
+// running job and for one no worker has seen.
+func checkProducerCancels(t *testing.T, b *bundle) {
+	t.Helper()
+	// The worker answers the cancel of a running job.
 	if out, code := b.enqueue(t, "", "video", "--id", "perm-cancel", "--model", "m", "--prompt", "long [sim:duration=5m]",
 		"--resolution", "768P", "--duration", "5", "--ratio", "16:9"); code != 0 {
 		t.Fatalf("video as producer: exit %d\n%s", code, out)
@@ -113,7 +146,7 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if out, code := b.enqueue(t, string(speech)+"\n", "submit", "-f", "-"); code != 0 {
 		t.Fatalf("submit as producer: exit %d\n%s", code, out)
 	}
-	out, code = b.enqueue(t, "", "cancel", "perm-queued", "--json")
+	out, code := b.enqueue(t, "", "cancel", "perm-queued", "--json")
 	var res jobclient.CancelResult
 	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Outcome != jobclient.CancelRecorded ||
 		res.Status != "queued" || res.Reply == nil || res.Reply.Cancel != contract.CancelRequested {
@@ -126,7 +159,13 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		!strings.Contains(out, `"cancel_requested":true`) {
 		t.Errorf("status of the cancelled queued job as producer: exit %d\n%s", code, out)
 	}
+}
 
+// checkProducerRefused: the producer is refused forging an event,
+// reading the dead letters, writing a job's state and managing streams,
+// and the administrator sees that nothing of it happened.
+func checkProducerRefused(t *testing.T, b *bundle, producerURL string) {
+	t.Helper()
 	nc, err := nats.Connect(producerURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
@@ -136,11 +175,7 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := func() context.Context {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		t.Cleanup(cancel)
-		return ctx
-	}
+	short := func() context.Context { return shortContext(t) }
 	eventsBefore := len(b.events(t))
 	forged := nats.NewMsg(contract.EventSubject("video", "succeeded"))
 	forged.Data = []byte(`{"forged":true}`)
@@ -193,16 +228,18 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if _, err := b.nats.JS.Stream(short(), "PRODUCER_OWN"); err == nil {
 		t.Error("the producer's stream exists")
 	}
+}
 
-	// With no worker to answer, the producer may not record a cancel
-	// itself: it says so, at once, and nothing is recorded.
-	stopWorker()
-	speech, _ = json.Marshal(speechSpec("perm-unheard", "never said either", "sync"))
+// checkCancelWithoutWorker: with no worker to answer, a cancel as
+// producer is refused at once and nothing is recorded.
+func checkCancelWithoutWorker(t *testing.T, b *bundle, producerURL string) {
+	t.Helper()
+	speech, _ := json.Marshal(speechSpec("perm-unheard", "never said either", "sync"))
 	if out, code := b.enqueue(t, string(speech)+"\n", "submit", "-f", "-"); code != 0 {
 		t.Fatalf("submit as producer: exit %d\n%s", code, out)
 	}
 	began := time.Now()
-	out, code = b.enqueue(t, "", "cancel", "perm-unheard")
+	out, code := b.enqueue(t, "", "cancel", "perm-unheard")
 	if code != 5 || !strings.Contains(out, notRecorded) || !strings.Contains(out, "no worker listens on sluice.control.cancel") ||
 		!strings.Contains(out, `permission to publish to "$KV.SLUICE_STATE.perm-unheard" denied`) {
 		t.Errorf("cancel as producer without a worker: exit %d\n%s", code, out)
@@ -219,12 +256,20 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		!errors.Is(err, nats.ErrPermissionViolation) {
 		t.Errorf("jobclient.Cancel as producer without a worker: %+v, %v", got, err)
 	}
-	if _, err := b.kv(t).Get(short(), "perm-unheard"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := b.kv(t).Get(shortContext(t), "perm-unheard"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("perm-unheard's state after a refused cancel: %v", err)
 	}
 	if out, code := b.enqueue(t, "", "status", "perm-unheard", "--json"); code != 0 || !strings.Contains(out, `"cancel_requested":false`) {
 		t.Errorf("status of the job whose cancel was refused: exit %d\n%s", code, out)
 	}
+}
+
+// shortContext is a context of two seconds, for an operation that is
+// refused at once or answered at once.
+func shortContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // notRecorded is what enqueue cancel says when no worker answered and the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,57 +55,10 @@ func dataURI(mime string, b []byte) string {
 func TestPreflight(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	files := testmedia.Serve(t)
-	url := func(name string) string { return files.URL + "/media/" + name }
-	fix := func(name string) []byte { return testmedia.Fixture(t, name) }
-	small := b.putInput(t, "inputs/small.jpg", fix("image-200x180.jpg"))
-	png := b.putInput(t, "inputs/frame.png", fix("image-384x256.png"))
-	truncated := fix("video-moov-at-end.mp4")
-	files.Add("truncated.mp4", func() io.ReadSeeker { return bytes.NewReader(truncated[:len(truncated)-500]) })
+	in := servePreflightInputs(t, b)
 	b.start(t)
-
-	bad := []struct {
-		id, code, msg string
-		items         [][2]string
-	}{
-		{"pf-small", "invalid_media", "video.input.media[0].url: image is 200x180 px, want width and height in [256, 5760]",
-			[][2]string{{"first_frame", small}}},
-		{"pf-gif", "invalid_media", "video.input.media[1].url: content is GIF, want image",
-			[][2]string{{"first_frame", png}, {"last_frame", url("image-disguised.png")}}},
-		{"pf-fps", "invalid_media", "video.input.media[0].url: video frame rate is 23.900 fps, want [23.976, 60]",
-			[][2]string{{"reference_video", url("video-23.9fps.mp4")}}},
-		{"pf-long", "invalid_media", "video.input.media[0].url: video is 15.1 s long, want each clip in [2, 15] s",
-			[][2]string{{"reference_video", url("video-h264-15.1s.mp4")}}},
-		{"pf-total", "invalid_media", "video.input.media: the 2 video clips total 15.1 s, want at most 15 s",
-			[][2]string{{"reference_video", url("video-h264-aac-2s.mp4")}, {"reference_video", url("video-h264-13.1s.mp4")}}},
-		{"pf-codec", "invalid_media", `video.input.media[0].url: video codec is MPEG-4 Part 2 ("mp4v"), want H.264 or H.265`,
-			[][2]string{{"reference_video", url("video-mpeg4.mp4")}}},
-		{"pf-truncated", "invalid_media", "video.input.media[0].url: cannot be read as MP4: malformed media: truncated",
-			[][2]string{{"reference_video", url("truncated.mp4")}}},
-		{"pf-audio", "invalid_media", "video.input.media[1].url: audio is 1.9 s long",
-			[][2]string{{"reference_image", png}, {"reference_audio", dataURI("audio/wav", fix("audio-1.9s.wav"))}}},
-		{"pf-404", "input_unreachable", "video.input.media[0].url: cannot fetch the image after 1 try: fetch " + files.URL + "/media/missing.png: HTTP 404",
-			[][2]string{{"reference_image", url("missing.png") + "?sig=SECRET-query"}}},
-		{"pf-nokey", "input_unreachable", "video.input.media[0].url: cannot fetch the image after 1 try",
-			[][2]string{{"reference_image", "s3://" + b.s3.Bucket + "/inputs/none.png"}}},
-	}
-	good := []struct {
-		id    string
-		items [][2]string
-	}{
-		{"pf-frames", [][2]string{{"first_frame", png}, {"last_frame", dataURI("image/webp", fix("image-384x256.webp"))}}},
-		{"pf-refs", [][2]string{
-			{"reference_image", url("image-384x256.jpg")}, {"reference_image", url("image-384x256.heic")},
-			{"reference_image", url("image-disguised.jpg")},
-			{"reference_video", url("video-moov-at-end.mp4")}, {"reference_video", url("video-h265-mp3.mov")},
-			{"reference_video", b.putInput(t, "inputs/clip.mp4", fix("video-23.976fps.mp4"))},
-			{"reference_audio", url("audio-2s.wav")}, {"reference_audio", url("audio-3s-cbr-no-xing.mp3")},
-		}},
-	}
-	for _, j := range bad {
-		b.publish(t, "video", j.id, mediaJob(j.id, j.items...))
-	}
-	for _, j := range good {
+	bad, good := in.badJobs(b), in.goodJobs(t, b)
+	for _, j := range slices.Concat(bad, good) {
 		b.publish(t, "video", j.id, mediaJob(j.id, j.items...))
 	}
 	for _, j := range bad {
@@ -131,15 +85,91 @@ func TestPreflight(t *testing.T) {
 	if n := b.media.Counters().Requests(apisim.EndpointVideoSubmit); n != int64(len(good)) {
 		t.Errorf("video submit requests = %d, want %d (the good jobs only)", n, len(good))
 	}
+	b.expectDeadLettered(t, bad)
+}
+
+// preflightJob is a video job of TestPreflight: its media items, and for
+// a bad one the error it fails with.
+type preflightJob struct {
+	id, code, msg string
+	items         [][2]string
+}
+
+// preflightInputs are TestPreflight's media: files served over HTTP and
+// objects in the S3 store.
+type preflightInputs struct {
+	files      *testmedia.Server
+	fix        func(name string) []byte
+	small, png string
+}
+
+func servePreflightInputs(t *testing.T, b *bundle) *preflightInputs {
+	t.Helper()
+	in := &preflightInputs{files: testmedia.Serve(t), fix: func(name string) []byte { return testmedia.Fixture(t, name) }}
+	in.small = b.putInput(t, "inputs/small.jpg", in.fix("image-200x180.jpg"))
+	in.png = b.putInput(t, "inputs/frame.png", in.fix("image-384x256.png"))
+	truncated := in.fix("video-moov-at-end.mp4")
+	in.files.Add("truncated.mp4", func() io.ReadSeeker { return bytes.NewReader(truncated[:len(truncated)-500]) })
+	return in
+}
+
+func (in *preflightInputs) url(name string) string { return in.files.URL + "/media/" + name }
+
+// badJobs are the jobs preflight fails, each with its error.
+func (in *preflightInputs) badJobs(b *bundle) []preflightJob {
+	url, fix, small, png, files := in.url, in.fix, in.small, in.png, in.files
+	return []preflightJob{
+		{"pf-small", "invalid_media", "video.input.media[0].url: image is 200x180 px, want width and height in [256, 5760]",
+			[][2]string{{"first_frame", small}}},
+		{"pf-gif", "invalid_media", "video.input.media[1].url: content is GIF, want image",
+			[][2]string{{"first_frame", png}, {"last_frame", url("image-disguised.png")}}},
+		{"pf-fps", "invalid_media", "video.input.media[0].url: video frame rate is 23.900 fps, want [23.976, 60]",
+			[][2]string{{"reference_video", url("video-23.9fps.mp4")}}},
+		{"pf-long", "invalid_media", "video.input.media[0].url: video is 15.1 s long, want each clip in [2, 15] s",
+			[][2]string{{"reference_video", url("video-h264-15.1s.mp4")}}},
+		{"pf-total", "invalid_media", "video.input.media: the 2 video clips total 15.1 s, want at most 15 s",
+			[][2]string{{"reference_video", url("video-h264-aac-2s.mp4")}, {"reference_video", url("video-h264-13.1s.mp4")}}},
+		{"pf-codec", "invalid_media", `video.input.media[0].url: video codec is MPEG-4 Part 2 ("mp4v"), want H.264 or H.265`,
+			[][2]string{{"reference_video", url("video-mpeg4.mp4")}}},
+		{"pf-truncated", "invalid_media", "video.input.media[0].url: cannot be read as MP4: malformed media: truncated",
+			[][2]string{{"reference_video", url("truncated.mp4")}}},
+		{"pf-audio", "invalid_media", "video.input.media[1].url: audio is 1.9 s long",
+			[][2]string{{"reference_image", png}, {"reference_audio", dataURI("audio/wav", fix("audio-1.9s.wav"))}}},
+		{"pf-404", "input_unreachable", "video.input.media[0].url: cannot fetch the image after 1 try: fetch " + files.URL + "/media/missing.png: HTTP 404",
+			[][2]string{{"reference_image", url("missing.png") + "?sig=SECRET-query"}}},
+		{"pf-nokey", "input_unreachable", "video.input.media[0].url: cannot fetch the image after 1 try",
+			[][2]string{{"reference_image", "s3://" + b.s3.Bucket + "/inputs/none.png"}}},
+	}
+}
+
+// goodJobs are the jobs preflight lets through, every kind of input and
+// address form among them.
+func (in *preflightInputs) goodJobs(t *testing.T, b *bundle) []preflightJob {
+	url, fix, png := in.url, in.fix, in.png
+	return []preflightJob{
+		{id: "pf-frames", items: [][2]string{{"first_frame", png}, {"last_frame", dataURI("image/webp", fix("image-384x256.webp"))}}},
+		{id: "pf-refs", items: [][2]string{
+			{"reference_image", url("image-384x256.jpg")}, {"reference_image", url("image-384x256.heic")},
+			{"reference_image", url("image-disguised.jpg")},
+			{"reference_video", url("video-moov-at-end.mp4")}, {"reference_video", url("video-h265-mp3.mov")},
+			{"reference_video", b.putInput(t, "inputs/clip.mp4", fix("video-23.976fps.mp4"))},
+			{"reference_audio", url("audio-2s.wav")}, {"reference_audio", url("audio-3s-cbr-no-xing.mp3")},
+		}},
+	}
+}
+
+// expectDeadLettered waits for every one of jobs in SLUICE_DLQ.
+func (b *bundle) expectDeadLettered(t *testing.T, jobs []preflightJob) {
+	t.Helper()
 	dead := map[string]bool{}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(dead) < len(bad) && time.Now().Before(deadline) {
+	for len(dead) < len(jobs) && time.Now().Before(deadline) {
 		for _, m := range b.deadLetters(t) {
 			dead[m.Header.Get(contract.HeaderJobID)] = true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, j := range bad {
+	for _, j := range jobs {
 		if !dead[j.id] {
 			t.Errorf("%s was not dead-lettered", j.id)
 		}

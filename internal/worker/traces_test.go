@@ -92,12 +92,7 @@ func TestJobTraceLinksToItsProducer(t *testing.T) {
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 
-	var process *tracepb.Span
-	for _, s := range sink.spans {
-		if s.Name == "process sluice.jobs.video" {
-			process = s
-		}
-	}
+	process := lastSpan(sink.spans, "process sluice.jobs.video")
 	if process == nil {
 		t.Fatalf("no process span among %d", len(sink.spans))
 	}
@@ -108,21 +103,7 @@ func TestJobTraceLinksToItsProducer(t *testing.T) {
 	if hex.EncodeToString(process.TraceId) == producerTrace || len(process.ParentSpanId) != 0 {
 		t.Error("the process span is in the producer's trace or has a parent")
 	}
-	var names []string
-	var polls int64 = -1
-	for _, s := range sink.spans {
-		if string(s.TraceId) != string(process.TraceId) {
-			continue
-		}
-		names = append(names, s.Name)
-		if s.Name == "wait" {
-			for _, a := range s.Attributes {
-				if a.Key == "sluice.polls" {
-					polls = a.Value.GetIntValue()
-				}
-			}
-		}
-	}
+	names, polls := traceSpans(sink.spans, process.TraceId)
 	for _, want := range []string{"decode and validate", "preflight", "wait", "copy result-0.mp4",
 		"publish sluice.events.video.submitted", "publish sluice.events.video.succeeded", "ack sluice.jobs.video"} {
 		if !slices.Contains(names, want) {
@@ -139,4 +120,36 @@ func TestJobTraceLinksToItsProducer(t *testing.T) {
 	if !strings.Contains(tp, hex.EncodeToString(process.TraceId)) {
 		t.Errorf("terminal event traceparent = %q, want the job's trace %x", tp, process.TraceId)
 	}
+}
+
+// lastSpan is the last of spans named name, or nil.
+func lastSpan(spans []*tracepb.Span, name string) *tracepb.Span {
+	var last *tracepb.Span
+	for _, s := range spans {
+		if s.Name == name {
+			last = s
+		}
+	}
+	return last
+}
+
+// traceSpans are the names of the spans of trace, and the polls its wait
+// span counted (-1 without one).
+func traceSpans(spans []*tracepb.Span, trace []byte) (names []string, polls int64) {
+	polls = -1
+	for _, s := range spans {
+		if string(s.TraceId) != string(trace) {
+			continue
+		}
+		names = append(names, s.Name)
+		if s.Name != "wait" {
+			continue
+		}
+		for _, a := range s.Attributes {
+			if a.Key == "sluice.polls" {
+				polls = a.Value.GetIntValue()
+			}
+		}
+	}
+	return names, polls
 }

@@ -1,0 +1,211 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// computeSpec is a compute job's spec whose script, put in the S3 store
+// first, writes result.dat.
+func (b *bundle) computeSpec(t *testing.T, id string) []byte {
+	t.Helper()
+	script := "#!/bin/sh\necho simulating\n#SIM output result.dat 1K\n"
+	if _, err := b.s3.Client.PutObject(testenv.Context(t, 10*time.Second), &s3.PutObjectInput{
+		Bucket: aws.String(b.s3.Bucket), Key: aws.String("scripts/" + id + ".sh"), Body: strings.NewReader(script),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir := computeDir(id)
+	spec, _ := json.Marshal(map[string]any{
+		"id": id, "kind": "compute",
+		"compute": map[string]any{
+			"template": map[string]string{"type": "BASIC", "name": "BASE"},
+			"job": map[string]any{
+				"name": id, "queue": "normal", "nodes": 1, "ppn": 4, "wall_time": "00:10:00",
+				"work_dir": dir, "script": dir + "/" + id + ".sh",
+			},
+			"inputs":  []map[string]any{{"from": "s3://" + b.s3.Bucket + "/scripts/" + id + ".sh", "to": dir, "cover": true}},
+			"outputs": []string{dir + "/result.dat"},
+		},
+	})
+	return spec
+}
+
+// computeDir is the work directory of compute job id on the cluster.
+func computeDir(id string) string { return "/public/home/alice/" + id }
+
+// stopWhileRunning runs a first delivery of compute job id until its
+// record shows "running", then stops it as a worker that stops does: the
+// record stays where it was, with the job upstream.
+func (b *bundle) stopWhileRunning(t *testing.T, id string, spec []byte) {
+	t.Helper()
+	ctx, stop := context.WithCancel(testenv.Context(t, 30*time.Second))
+	done := make(chan consumer.Outcome, 1)
+	d := b.deliverKind(t, "compute", spec, 1)
+	go func() { done <- b.r.Handle(ctx, d) }()
+	b.waitStatus(t, id, state.StatusRunning)
+	stop()
+	if out := <-done; out.Action == consumer.Ack {
+		t.Fatalf("the stopped delivery settled %v, want the job handed back", out.Action)
+	}
+}
+
+// waitUpstreamEnd waits until compute job id has written its output on
+// the cluster: it ended upstream.
+func (b *bundle) waitUpstreamEnd(t *testing.T, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := b.compute.File(computeDir(id) + "/result.dat"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("compute job %s did not end upstream in 30s", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestComputeSubmitAnsweredToNoOne delivers a compute job again after a
+// worker stopped inside its submit: the record is at "submitting" and the
+// platform holds the job, whose answer nobody recorded. The delivery
+// finds that job and adopts it rather than submitting, and paying, again.
+func TestComputeSubmitAnsweredToNoOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "compute-lost-answer"
+	spec := b.computeSpec(t, id)
+	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
+	if done {
+		t.Fatal("the first delivery did not go on")
+	}
+	sess, err := b.r.openSession(ctx, first, "", "", "open cluster session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	schedID, err := sess.SchedulerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := first.spec.Compute
+	req := c.Request(jobspec.ComputeTarget{JobID: id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	if _, err := sess.SubmitJob(ctx, c.Template.Type, c.Template.Name, req); err != nil {
+		t.Fatal(err)
+	}
+	first.unregister()
+
+	out := b.r.Handle(ctx, b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || rec.Submits != 1 || !hasArtifact(rec, "result.dat") {
+		t.Fatalf("settled %v, record %+v, want the adopted job's success after one submit", out.Action, rec)
+	}
+	if n := b.compute.SubmitCount(id); n != 1 {
+		t.Fatalf("%d submits upstream, want 1", n)
+	}
+}
+
+// TestComputeResumeAfterCheckpoint delivers a compute job again after a
+// worker stopped at each checkpoint past its submit: it adopts the job
+// upstream, never submits again, and ends succeeded with its outputs.
+func TestComputeResumeAfterCheckpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, status := range []state.Status{state.StatusSubmitted, state.StatusRunning, state.StatusCollecting} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			id := "compute-resume-" + string(status)
+			spec := b.computeSpec(t, id)
+			b.stopWhileRunning(t, id, spec)
+			if status == state.StatusCollecting {
+				b.waitUpstreamEnd(t, id)
+			}
+			b.write(t, id, func(rec *state.Record) { rec.Status = status })
+			out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+			if out.Action != consumer.Ack {
+				t.Fatalf("Handle settled %v, want an ack", out.Action)
+			}
+			rec := b.record(t, id)
+			if rec.Status != state.StatusSucceeded || !hasArtifact(rec, "result.dat") || rec.Attempts != 2 {
+				t.Fatalf("record %+v, want succeeded with result.dat at attempt 2", rec)
+			}
+			if n := b.compute.SubmitCount(id); n != 1 {
+				t.Fatalf("%d submits upstream, want 1", n)
+			}
+		})
+	}
+}
+
+// hasArtifact reports whether rec lists an artifact named name.
+func hasArtifact(rec *state.Record, name string) bool {
+	for _, a := range rec.Artifacts {
+		if strings.HasSuffix(a.Key, "/"+name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestComputeCancelAtEachStep cancels a compute job at each of its steps:
+// before its submit it ends cancelled with nothing submitted; while it
+// runs it is cancelled upstream; a job that ended first keeps its outcome.
+func TestComputeCancelAtEachStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	t.Run("before the submit", func(t *testing.T) {
+		t.Parallel()
+		for _, status := range []state.Status{state.StatusReceived, state.StatusSubmitting} {
+			id := "compute-cancel-" + string(status)
+			spec := b.computeSpec(t, id)
+			b.write(t, id, func(rec *state.Record) { rec.Kind, rec.Status, rec.Attempts = "compute", status, 1 })
+			b.cancel(t, id)
+			out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+			if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusCancelled || b.compute.SubmitCount(id) != 0 {
+				t.Fatalf("%s: settled %v, record %+v with %d submits, want cancelled unsubmitted", status, out.Action, rec, b.compute.SubmitCount(id))
+			}
+		}
+	})
+	t.Run("while the job runs", func(t *testing.T) {
+		t.Parallel()
+		id := "compute-cancel-running"
+		done := make(chan consumer.Outcome, 1)
+		d := b.deliverKind(t, "compute", b.computeSpec(t, id), 1)
+		go func() { done <- b.r.Handle(testenv.Context(t, 30*time.Second), d) }()
+		b.waitStatus(t, id, state.StatusRunning)
+		b.cancel(t, id)
+		out := <-done
+		if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusCancelled || hasArtifact(rec, "result.dat") {
+			t.Fatalf("settled %v, record %+v, want cancelled before its outputs", out.Action, rec)
+		}
+	})
+	t.Run("after the job ended", func(t *testing.T) {
+		t.Parallel()
+		id := "compute-cancel-collecting"
+		spec := b.computeSpec(t, id)
+		b.stopWhileRunning(t, id, spec)
+		b.waitUpstreamEnd(t, id)
+		b.write(t, id, func(rec *state.Record) { rec.Status = state.StatusCollecting })
+		b.cancel(t, id)
+		out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+		if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || !hasArtifact(rec, "result.dat") {
+			t.Fatalf("settled %v, record %+v, want the job's success", out.Action, rec)
+		}
+	})
+}
