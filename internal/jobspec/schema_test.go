@@ -167,7 +167,7 @@ func TestEventSchema(t *testing.T) {
 		doc  string
 	}{
 		{"event field", mutate(string(succeeded), set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))},
-		{"data field", mutate(string(succeeded), set("data.priority", 3))},
+		{"data field", mutate(string(succeeded), set("data.region", "eu"))},
 		{"upstream field", mutate(string(succeeded), set("data.upstream.region", "eu"))},
 		{"artifact field", mutate(string(succeeded), set("data.artifacts[0].etag", "abc"))},
 		{"error field", mutate(string(failed), set("data.error.retryable", false))},
