@@ -126,6 +126,9 @@ func commands() []command {
 		{"retry", "run ended jobs again as new jobs X-r<N>", runRetry},
 		{"dlq", "list, show, replay or purge dead letters", runDLQ},
 		{"quota", "show the fleet's upstream quotas in use and the jobs waiting for them", runQuota},
+		{"tenants", "set and show tenants' weights, task caps and budgets", runTenants},
+		{"prices", "set and show the price table of the budgets", runPrices},
+		{"spend", "show the credits spent by tenant, kind or label", runSpend},
 	}
 }
 
