@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
-	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
 // jobIDs checks the ids given to status and cancel.
