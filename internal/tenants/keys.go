@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The keys of the SLUICE_TENANTS bucket (docs/tenants.md#keys).
+// The keys of the SLUICE_TENANTS bucket (docs/tenants.md#the-ledger).
 const (
 	// TenantKeyPrefix starts the key of a tenant's settings: tenant.<id>.
 	TenantKeyPrefix = "tenant."
