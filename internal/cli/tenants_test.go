@@ -109,3 +109,46 @@ func TestTenantsAndPrices(t *testing.T) {
 		t.Errorf("tenants list = %d %s", code, out)
 	}
 }
+
+// TestPublishMarksScheduler: publishing a job of another tenant or
+// priority than the defaults writes the scheduler marker; default jobs
+// write nothing.
+func TestPublishMarksScheduler(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, spec string
+		marked     bool
+	}{
+		{"default job", `{"kind":"speech","id":"s-1","speech":{"model":"m","input":{"text":"hi","voice":"v"}}}`, false},
+		{"other tenant", `{"kind":"speech","id":"s-2","tenant":"acme","speech":{"model":"m","input":{"text":"hi","voice":"v"}}}`, true},
+		{"other priority", `{"kind":"speech","id":"s-3","priority":1,"speech":{"model":"m","input":{"text":"hi","voice":"v"}}}`, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := testenv.StartNATS(t)
+			ctx := testenv.Context(t, 60*time.Second)
+			if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			var out, errs bytes.Buffer
+			env := Env{
+				Stdin: strings.NewReader(tt.spec), Stdout: &out, Stderr: &errs,
+				Getenv:     func(k string) string { return map[string]string{"SLUICE_NATS_URL": n.URL}[k] },
+				IsTerminal: func(io.Writer) bool { return false },
+				Now:        time.Now,
+				Rand:       strings.NewReader(strings.Repeat("x", 64)),
+			}
+			if code := Run(ctx, []string{"submit", "-f", "-"}, env); code != ExitOK {
+				t.Fatalf("submit: exit %d: %s", code, errs.String())
+			}
+			kv, err := n.JS.KeyValue(ctx, contract.TenantsBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = kv.Get(ctx, tenants.SchedulerKey)
+			if marked := err == nil; marked != tt.marked {
+				t.Errorf("marker written = %v (%v), want %v", marked, err, tt.marked)
+			}
+		})
+	}
+}
