@@ -97,4 +97,34 @@ func TestBudgets(t *testing.T) {
 	if costs != 20 || math.Abs(total-costs) > 1e-9 {
 		t.Errorf("enqueue spend totals %v, the terminal events' costs %v; want both 20", total, costs)
 	}
+	checkTenantListing(t, b)
+}
+
+// checkTenantListing: enqueue jobs --tenant lists only that tenant's
+// jobs, and enqueue status shows a job's tenant, priority and cost.
+func checkTenantListing(t *testing.T, b *bundle) {
+	t.Helper()
+	out, code := b.enqueue(t, "", "jobs", "--tenant", "frugal", "--json")
+	var list struct {
+		Jobs []struct {
+			ID     string `json:"job_id"`
+			Tenant string `json:"tenant"`
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("enqueue jobs --tenant: exit %d: %s", code, out)
+	}
+	var ids []string
+	for _, j := range list.Jobs {
+		ids = append(ids, j.ID+"/"+j.Tenant)
+	}
+	if got := strings.Join(ids, ","); got != "frugal-2/frugal,frugal-1/frugal" {
+		t.Errorf("enqueue jobs --tenant frugal = %s, want frugal-2 and frugal-1", got)
+	}
+	out, code = b.enqueue(t, "", "status", "acme-1")
+	for _, want := range []string{"tenant     acme", "priority   3", "cost       5 credits"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("enqueue status acme-1 lacks %q: exit %d\n%s", want, code, out)
+		}
+	}
 }
