@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,21 +100,27 @@ func (r *Runner) jobCost(j *job, rec *state.Record) *float64 {
 
 // settleBudget turns j's reservation into its cost in the ledger. A
 // reservation settled already (a redelivered finished job) changes
-// nothing, so the cost is counted once.
+// nothing, so the cost is counted once. A reservation the record does not
+// name (taken by this delivery or an earlier one that ended before its
+// submit's claim) is looked up in the view, which costs no NATS operation
+// when there is none.
 func (r *Runner) settleBudget(ctx context.Context, j *job) error {
-	rec := j.rec
-	if r.cfg.Tenants == nil || rec.Reservation == nil {
+	if r.cfg.Tenants == nil {
 		return nil
+	}
+	rec, key := j.rec, ""
+	switch {
+	case rec.Reservation != nil:
+		key = rec.Reservation.Key
+	case j.reservation != nil:
+		key = j.reservation.Key
 	}
 	var cost float64
 	if rec.Cost != nil {
 		cost = *rec.Cost
 	}
-	tenant := rec.Tenant
-	if tenant == "" {
-		tenant = j.spec.EffectiveTenant()
-	}
-	if err := r.cfg.Tenants.Settle(ctx, tenant, j.id, rec.Reservation.Key, cost); err != nil {
+	tenant := cmp.Or(rec.Tenant, j.spec.EffectiveTenant())
+	if err := r.cfg.Tenants.Settle(ctx, tenant, j.id, key, cost); err != nil {
 		return fmt.Errorf("settle the job's budget: %w", err)
 	}
 	return nil
