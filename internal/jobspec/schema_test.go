@@ -154,6 +154,9 @@ func TestEventSchema(t *testing.T) {
 		{"artifact url not s3", mutate(string(succeeded), set("data.artifacts[0].url", "https://x/y"))},
 		{"compute field on video", mutate(string(succeeded), set("data.upstream.cluster_id", "c"))},
 		{"usage a string", mutate(string(succeeded), set("data.usage", "1"))},
+		{"priority 6", mutate(string(succeeded), set("data.priority", 6))},
+		{"tenant not an id", mutate(string(succeeded), set("data.tenant", "a b"))},
+		{"cost negative", mutate(string(succeeded), set("data.cost", -1))},
 		{"time without zone", mutate(string(succeeded), set("time", "2026-11-22T10:00:05"))},
 	}
 	for _, tt := range broken {
