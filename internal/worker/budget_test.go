@@ -2,12 +2,18 @@ package worker_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tenants"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // tenantVideo is a 5-second 768P video job of tenant.
@@ -125,6 +131,45 @@ func checkTenantListing(t *testing.T, b *bundle) {
 	for _, want := range []string{"tenant     acme", "priority   3", "cost       5 credits"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("enqueue status acme-1 lacks %q: exit %d\n%s", want, code, out)
+		}
+	}
+}
+
+// TestSchedulerMarker: with nothing in SLUICE_TENANTS, a default job
+// leaves the bucket empty (no price table: no reservation, no cost), and
+// the first job of another priority writes the scheduler marker.
+func TestSchedulerMarker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	ctx := testenv.Context(t, time.Minute)
+	b.publish(t, "video", "plain-1", videoSpec("plain-1", "a plain harbour"))
+	if ev := b.await(t, "plain-1", time.Minute); ev.Data.Status != string(state.StatusSucceeded) || ev.Data.Cost != nil || ev.Data.Tenant != "default" {
+		t.Fatalf("plain-1 = %s, cost %v, tenant %q; want succeeded without a cost, tenant default", ev.Data.Status, ev.Data.Cost, ev.Data.Tenant)
+	}
+	kv, err := b.nats.JS.KeyValue(ctx, contract.TenantsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, tenants.SchedulerKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a default job wrote the marker: %v", err)
+	}
+	urgent := videoSpec("urgent-1", "an urgent harbour")
+	urgent["priority"] = 1
+	b.publish(t, "video", "urgent-1", urgent)
+	if ev := b.await(t, "urgent-1", time.Minute); ev.Data.Priority != 1 {
+		t.Fatalf("urgent-1 priority = %d, want 1", ev.Data.Priority)
+	}
+	if _, err := kv.Get(ctx, tenants.SchedulerKey); err != nil {
+		t.Errorf("the marker after a priority-1 job: %v", err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if k != tenants.SchedulerKey {
+			t.Errorf("unexpected key %s in %s", k, contract.TenantsBucket)
 		}
 	}
 }
