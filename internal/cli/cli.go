@@ -25,7 +25,8 @@ const (
 	ExitOK = 0
 	// ExitFailed: at least one job failed.
 	ExitFailed = 1
-	// ExitUsage: bad flags, arguments or specs; nothing was published.
+	// ExitUsage: bad flags, arguments, specs, tenant settings or price
+	// rules; nothing was published or written.
 	ExitUsage = 2
 	// ExitCancelled: at least one job was cancelled, none failed.
 	ExitCancelled = 3
