@@ -25,7 +25,8 @@ const (
 	ExitOK = 0
 	// ExitFailed: at least one job failed.
 	ExitFailed = 1
-	// ExitUsage: bad flags, arguments or specs; nothing was published.
+	// ExitUsage: bad flags, arguments, specs, tenant settings or price
+	// rules; nothing was published or written.
 	ExitUsage = 2
 	// ExitCancelled: at least one job was cancelled, none failed.
 	ExitCancelled = 3
@@ -126,6 +127,9 @@ func commands() []command {
 		{"retry", "run ended jobs again as new jobs X-r<N>", runRetry},
 		{"dlq", "list, show, replay or purge dead letters", runDLQ},
 		{"quota", "show the fleet's upstream quotas in use and the jobs waiting for them", runQuota},
+		{"tenants", "set and show tenants' weights, task caps and budgets", runTenants},
+		{"prices", "set and show the price table of the budgets", runPrices},
+		{"spend", "show the credits spent by tenant, kind or label", runSpend},
 	}
 }
 

@@ -22,16 +22,18 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		kind   string
 		since  time.Duration
 		limit  int
+		tenant string
 		labels = labelFlag{}
 	)
 	cf.register(fs)
 	fs.StringVar(&status, "status", "", "only jobs whose latest status is this: "+strings.Join(jobclient.ListStatuses, ", "))
 	fs.StringVar(&kind, "kind", "", "only jobs of this kind: video, speech, compute or container")
+	fs.StringVar(&tenant, "tenant", "", "only jobs of this tenant (\"default\" for jobs that name none)")
 	fs.Var(labels, "label", "only jobs carrying this label, `key=value` (repeatable; all must match)")
 	fs.DurationVar(&since, "since", 24*time.Hour, "only jobs active in this past period, e.g. 1h or 168h (events are kept 7 days by default)")
 	fs.IntVar(&limit, "limit", 50, "print at most this many jobs, newest first (0: all)")
 	h := help{
-		usage: "enqueue jobs [--status S] [--kind K] [--label k=v]... [--since D] [--limit N] [--json] [flags]",
+		usage: "enqueue jobs [--status S] [--kind K] [--tenant T] [--label k=v]... [--since D] [--limit N] [--json] [flags]",
 		about: `List jobs, newest activity first, one line each: id, kind, status, age (time
 since the job's latest event), attempts and error code.
 
@@ -64,8 +66,10 @@ worker has set sluice up yet, or another runtime error.`,
 	if err := noArgs("jobs", rest); err != nil {
 		return err
 	}
-	opts := jobclient.ListOptions{Status: status, Kind: jobspec.Kind(kind), Labels: labels, Since: since, Limit: limit}
+	opts := jobclient.ListOptions{Status: status, Kind: jobspec.Kind(kind), Labels: labels, Since: since, Limit: limit, Tenant: tenant}
 	switch {
+	case tenant != "" && !jobspec.ValidID(tenant):
+		return usageErrorf("--tenant: want an id matching ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$, got %q", tenant)
 	case since <= 0:
 		return usageErrorf("--since must be positive, got %s", since)
 	case limit < 0:

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
 // jobIDs checks the ids given to status and cancel.
@@ -108,6 +109,13 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 	fmt.Fprintf(w, "%s\n", j.ID)
 	row("kind", j.Kind)
 	row("status", j.Status)
+	row("tenant", j.Tenant)
+	if j.Priority != 0 {
+		row("priority", fmt.Sprint(j.Priority))
+	}
+	if j.Cost != nil {
+		row("cost", tenants.Credits(*j.Cost)+" credits")
+	}
 	row("attempts", fmt.Sprint(j.Attempts))
 	if j.CancelRequested {
 		row("cancel", "requested")

@@ -21,7 +21,10 @@ const (
 	// SpecsBucket keeps each job's spec as received, key = job id, for as
 	// long as its state record: a retry needs only the id
 	// (docs/cli.md#enqueue-retry).
-	SpecsBucket      = "SLUICE_SPECS"
+	SpecsBucket = "SLUICE_SPECS"
+	// TenantsBucket holds the operators' settings per tenant, the price
+	// table and the budget ledger (docs/tenants.md).
+	TenantsBucket    = "SLUICE_TENANTS"
 	DLQStream        = "SLUICE_DLQ"
 	DLQSubjectPrefix = "sluice.dlq."
 	CancelSubject    = "sluice.control.cancel"

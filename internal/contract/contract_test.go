@@ -54,7 +54,7 @@ func snapshot(t *testing.T, js jetstream.JetStream) map[string]string {
 	t.Helper()
 	ctx := testenv.Context(t, 10*time.Second)
 	out := map[string]string{}
-	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, "KV_" + contract.StateBucket} {
+	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, "KV_" + contract.StateBucket, "KV_" + contract.TenantsBucket} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -137,7 +137,7 @@ func TestEnsureKeepsSizeLimits(t *testing.T) {
 	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	limited := []string{contract.JobsStream, contract.EventsStream, "KV_" + contract.StateBucket, "KV_" + contract.SpecsBucket}
+	limited := []string{contract.JobsStream, contract.EventsStream, "KV_" + contract.StateBucket, "KV_" + contract.SpecsBucket, "KV_" + contract.TenantsBucket}
 	for _, name := range limited {
 		s, err := n.JS.Stream(ctx, name)
 		if err != nil {

@@ -137,7 +137,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(kind), err)
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o)} {
+	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o), TenantsBucketConfig(o)} {
 		limits := jetstream.StreamConfig{Name: "KV_" + cfg.Bucket}
 		if err := keepSizeLimits(ctx, js, &limits); err != nil {
 			return err
@@ -207,6 +207,19 @@ func SpecsBucketConfig(o Options) jetstream.KeyValueConfig {
 	// A spec is at most 1 MiB.
 	cfg.MaxValueSize = 1<<20 + 64<<10
 	return cfg
+}
+
+// TenantsBucketConfig is the definition of the SLUICE_TENANTS bucket:
+// settings, prices and ledger days are kept until changed or deleted.
+func TenantsBucketConfig(o Options) jetstream.KeyValueConfig {
+	o = o.withDefaults()
+	return jetstream.KeyValueConfig{
+		Bucket:      TenantsBucket,
+		Description: "sluice tenants: settings, prices, budget ledger",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}
 }
 
 // Present reports whether every stream and the bucket of the contract exist,

@@ -41,7 +41,7 @@ func TestConfigurationDocumentsEveryVariable(t *testing.T) {
 		documented[name] = true
 	}
 	// The contract's stream and bucket names are not variables.
-	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, contract.StateBucket, quota.Bucket} {
+	for _, name := range []string{contract.JobsStream, contract.EventsStream, contract.DLQStream, contract.StateBucket, contract.TenantsBucket, quota.Bucket} {
 		delete(documented, name)
 	}
 	for _, name := range sortedKeys(read) {

@@ -47,13 +47,24 @@ type Data struct {
 	JobID     string            `json:"job_id"`
 	Kind      string            `json:"kind"`
 	Status    string            `json:"status"`
+	Tenant    string            `json:"tenant"`
+	Priority  int               `json:"priority"`
 	Labels    map[string]string `json:"labels"`
 	Attempt   int               `json:"attempt"`
 	Upstream  *state.Upstream   `json:"upstream"`
 	Artifacts []state.Artifact  `json:"artifacts"`
 	Usage     json.RawMessage   `json:"usage"`
 	Error     *state.Error      `json:"error"`
+	// Cost is the job's cost in credits, on a terminal event when the
+	// price table covers the job (docs/tenants.md).
+	Cost *float64 `json:"cost,omitempty"`
 }
+
+// Defaults of a record without its spec's tenant and priority.
+const (
+	defaultTenant   = "default"
+	defaultPriority = 3
+)
 
 // FromRecord builds the event of rec with the given status at time t. The
 // upstream object is null until the job has an upstream id; usage is null
@@ -63,6 +74,8 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 		JobID:     rec.JobID,
 		Kind:      rec.Kind,
 		Status:    string(status),
+		Tenant:    cmp.Or(rec.Tenant, defaultTenant),
+		Priority:  cmp.Or(rec.Priority, defaultPriority),
 		Labels:    rec.Labels,
 		Attempt:   max(rec.Attempts, 1),
 		Artifacts: rec.Artifacts,
@@ -83,6 +96,9 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 	}
 	if status == state.StatusFailed {
 		d.Error = rec.Error
+	}
+	if status.Terminal() {
+		d.Cost = rec.Cost
 	}
 	return Event{
 		SpecVersion:     "1.0",

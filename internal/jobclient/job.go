@@ -27,6 +27,13 @@ type Job struct {
 	Status string `json:"status"`
 	// Labels are the spec's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Tenant and Priority are the spec's, or their defaults; empty and 0
+	// while unknown (docs/tenants.md).
+	Tenant   string `json:"tenant,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	// Cost is the job's cost in credits, once it ended under a price
+	// table that covers it.
+	Cost *float64 `json:"cost,omitempty"`
 	// Attempts counts the deliveries that reached a worker.
 	Attempts int `json:"attempts"`
 	// CancelRequested reports that a cancel was requested.
@@ -69,6 +76,9 @@ func JobFromRecord(r *state.Record) Job {
 		Kind:            r.Kind,
 		Status:          string(r.Status),
 		Labels:          r.Labels,
+		Tenant:          r.Tenant,
+		Priority:        r.Priority,
+		Cost:            r.Cost,
 		Attempts:        r.Attempts,
 		CancelRequested: r.Cancel != nil,
 		Artifacts:       scrubArtifacts(r.Artifacts),
@@ -105,6 +115,9 @@ func JobFromEvent(ev *events.Event) Job {
 		Kind:      d.Kind,
 		Status:    d.Status,
 		Labels:    d.Labels,
+		Tenant:    d.Tenant,
+		Priority:  d.Priority,
+		Cost:      d.Cost,
 		Attempts:  d.Attempt,
 		Upstream:  d.Upstream,
 		Artifacts: scrubArtifacts(d.Artifacts),

@@ -38,6 +38,9 @@ type ListOptions struct {
 	Limit int
 	// IDContains keeps the jobs whose id contains it. Defaults to all.
 	IDContains string
+	// Tenant keeps the jobs of this tenant ("default" for the jobs
+	// without one). Defaults to every tenant.
+	Tenant string
 }
 
 func (o ListOptions) withDefaults() ListOptions {
@@ -180,6 +183,9 @@ func (o ListOptions) matches(j *Job) bool {
 		return false
 	}
 	if o.IDContains != "" && !strings.Contains(j.ID, o.IDContains) {
+		return false
+	}
+	if o.Tenant != "" && cmp.Or(j.Tenant, jobspec.DefaultTenant) != o.Tenant {
 		return false
 	}
 	for k, v := range o.Labels {

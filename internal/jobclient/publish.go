@@ -154,6 +154,7 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	}
 	close(pending)
 	<-settled
+	c.markScheduler(ctx, subs)
 	return res, stopped
 }
 

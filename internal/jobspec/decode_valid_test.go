@@ -232,6 +232,8 @@ func validEdgeCases(t *testing.T) []validCase {
 		{"duration 1.5e1", mutate(base, set("video.parameters.duration", json.RawMessage("1.5e1")))},
 		{"duration 4", mutate(base, set("video.parameters.duration", 4))},
 		{"duration 15", mutate(base, set("video.parameters.duration", 15))},
+		{"tenant and priority", mutate(mutate(base, set("tenant", "team-a_1")), set("priority", 1))},
+		{"priority 5", mutate(base, set("priority", 5))},
 		{"id absent", mutate(base, del("id"))},
 		{"id 128 characters", mutate(base, set("id", strings.Repeat("a", 128)))},
 		{"prompt of 7000 multi-byte characters", mutate(base, set("video.input.prompt", strings.Repeat("é", 7000)))},

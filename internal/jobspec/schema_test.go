@@ -154,6 +154,9 @@ func TestEventSchema(t *testing.T) {
 		{"artifact url not s3", mutate(string(succeeded), set("data.artifacts[0].url", "https://x/y"))},
 		{"compute field on video", mutate(string(succeeded), set("data.upstream.cluster_id", "c"))},
 		{"usage a string", mutate(string(succeeded), set("data.usage", "1"))},
+		{"priority 6", mutate(string(succeeded), set("data.priority", 6))},
+		{"tenant not an id", mutate(string(succeeded), set("data.tenant", "a b"))},
+		{"cost negative", mutate(string(succeeded), set("data.cost", -1))},
 		{"time without zone", mutate(string(succeeded), set("time", "2026-11-22T10:00:05"))},
 	}
 	for _, tt := range broken {
@@ -167,7 +170,7 @@ func TestEventSchema(t *testing.T) {
 		doc  string
 	}{
 		{"event field", mutate(string(succeeded), set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))},
-		{"data field", mutate(string(succeeded), set("data.priority", 3))},
+		{"data field", mutate(string(succeeded), set("data.region", "eu"))},
 		{"upstream field", mutate(string(succeeded), set("data.upstream.region", "eu"))},
 		{"artifact field", mutate(string(succeeded), set("data.artifacts[0].etag", "abc"))},
 		{"error field", mutate(string(failed), set("data.error.retryable", false))},

@@ -28,6 +28,35 @@ const (
 // MaxPrefixBytes bounds output.prefix.
 const MaxPrefixBytes = 512
 
+// DefaultTenant is the tenant of a spec without one; DefaultPriority the
+// priority of a spec without one, in MinPriority (the most urgent) to
+// MaxPriority (docs/tenants.md).
+const (
+	DefaultTenant   = "default"
+	DefaultPriority = 3
+	MinPriority     = 1
+	MaxPriority     = 5
+)
+
+// priorityRule is the rule of the priority field.
+const priorityRule = "must be an integer from 1 (the most urgent) to 5"
+
+// EffectiveTenant is the spec's tenant, or DefaultTenant.
+func (s *Spec) EffectiveTenant() string {
+	if s == nil || s.Tenant == "" {
+		return DefaultTenant
+	}
+	return s.Tenant
+}
+
+// EffectivePriority is the spec's priority, or DefaultPriority.
+func (s *Spec) EffectivePriority() int {
+	if s == nil || s.Priority == 0 {
+		return DefaultPriority
+	}
+	return s.Priority
+}
+
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // ValidID reports whether id is a valid job id:
@@ -59,6 +88,11 @@ type Spec struct {
 	ID string `json:"id,omitempty"`
 	// Kind names the spec's section and equals its subject's last token.
 	Kind Kind `json:"kind"`
+	// Tenant is who the job is for, an id as ValidID; empty means
+	// DefaultTenant (docs/tenants.md).
+	Tenant string `json:"tenant,omitempty"`
+	// Priority is 1 (the most urgent) to 5; 0 means DefaultPriority.
+	Priority int `json:"priority,omitempty"`
 	// Labels are echoed in every event: at most 32 entries, keys 1 to 63
 	// bytes, values at most 256 bytes.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -159,6 +193,15 @@ func (s *Spec) decode(d *decoder, raw json.RawMessage) {
 				s.Kind = Kind(k)
 			}
 		},
+		"tenant": func(p string, r json.RawMessage) {
+			if d.str(p, r, &s.Tenant) && !ValidID(s.Tenant) {
+				d.add(p, "must be an id matching "+idPattern.String())
+				s.Tenant = ""
+			}
+		},
+		"priority": func(p string, r json.RawMessage) {
+			d.integer(p, r, &s.Priority, MinPriority, MaxPriority, priorityRule)
+		},
 		"labels": func(p string, r json.RawMessage) {
 			s.Labels, _ = d.stringMap(p, r)
 		},
@@ -222,6 +265,12 @@ func (s *Spec) validate(ps *problems) {
 		ps.add("kind", "required (one of video, speech, compute, container)")
 	case !s.Kind.Valid():
 		ps.add("kind", "must be one of video, speech, compute, container, got "+quote(string(s.Kind)))
+	}
+	if s.Tenant != "" && !ValidID(s.Tenant) {
+		ps.add("tenant", "must be an id matching "+idPattern.String())
+	}
+	if s.Priority != 0 && (s.Priority < MinPriority || s.Priority > MaxPriority) {
+		ps.add("priority", priorityRule)
 	}
 	validateLabels(ps, s.Labels)
 	if s.Output != nil && s.Output.Prefix != "" {

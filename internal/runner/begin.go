@@ -97,7 +97,7 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duratio
 		return verdictStray
 	case a.badSpec:
 		return verdictBadSpec
-	case a.deliveries(&next)-next.QuotaWaits > a.maxDeliver:
+	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits > a.maxDeliver:
 		return verdictTooMany
 	case next.Cancel != nil && !submittedOrLater(next.Status):
 		return verdictCancelled
@@ -116,6 +116,9 @@ func countDelivery(rec *state.Record, a arrival, spec *jobspec.Spec) {
 	rec.Attempts++
 	if spec != nil && spec.Labels != nil {
 		rec.Labels = spec.Labels
+	}
+	if spec != nil {
+		rec.Tenant, rec.Priority = spec.EffectiveTenant(), spec.EffectivePriority()
 	}
 	if rec.Status == "" {
 		rec.Status = state.StatusReceived
@@ -152,7 +155,8 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	a := arrivalOf(d, specErr, r.cfg.MaxDeliver)
 	now := r.cfg.Now()
 	if r.firstWriteCreates(j, a.stray, specErr) {
-		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels}
+		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels,
+			Tenant: spec.EffectiveTenant(), Priority: spec.EffectivePriority()}
 		j.unwritten = true
 		out, done := r.started(ctx, j)
 		return j, out, done

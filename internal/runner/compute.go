@@ -105,7 +105,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	if j.cancelled() {
 		return errCancelled
 	}
-	if err := r.acquireQuota(ctx, j); err != nil {
+	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
 	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})

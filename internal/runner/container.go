@@ -209,7 +209,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	if j.cancelled() {
 		return errCancelled
 	}
-	if err := r.acquireQuota(ctx, j); err != nil {
+	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
 	again := j.rec.Status == state.StatusSubmitting

@@ -323,6 +323,9 @@ func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)
 	}
 	return r.write(ctx, j, unmoved(status), state.StatusSubmitting, set(func(rec *state.Record) {
 		rec.Submits++
+		if j.reservation != nil {
+			rec.Reservation = j.reservation
+		}
 		fn(rec)
 	}))
 }

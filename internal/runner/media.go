@@ -170,7 +170,7 @@ func (r *Runner) presignVideo(ctx context.Context, req apiclient.VideoRequest) (
 // inside the HTTP client's limiter.
 func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Context) (*apiclient.Task, error)) (*apiclient.Task, error) {
 	defer j.d.Started()
-	if err := r.acquireQuota(ctx, j); err != nil {
+	if err := r.admit(ctx, j); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
@@ -532,7 +532,7 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	if err := r.probeStore(ctx, j); err != nil {
 		return err
 	}
-	if err := r.acquireQuota(ctx, j); err != nil {
+	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {

@@ -33,6 +33,9 @@ const (
 	CodeInvalidMedia         = "invalid_media"
 	CodeInputUnreachable     = "input_unreachable"
 	CodeQuotaExhausted       = "upstream_quota_exhausted"
+	// CodeBudgetExhausted: the job's tenant spent its budget for the
+	// period and its on_budget is fail (docs/tenants.md).
+	CodeBudgetExhausted = "budget_exhausted"
 )
 
 // failure ends a job failed. deadLetter also copies its message to

@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
 // Config wires a Runner.
@@ -105,6 +106,11 @@ type Config struct {
 	// Quota holds the fleet's upstream quotas: a lease before each paid
 	// submit, given back once the task is terminal. Optional (no limit).
 	Quota *quota.Fleet
+	// Tenants is the budget ledger over the live SLUICE_TENANTS view: a
+	// reservation before each paid submit a price table covers, settled
+	// with the job's cost when it ends (docs/tenants.md). Optional (no
+	// budgets, no costs).
+	Tenants *tenants.Ledger
 	// Tracer starts the spans of a job's steps (decode and validate,
 	// preflight, the wait, each artifact copy) under the delivery's
 	// process span. Defaults to the no-op provider.
@@ -239,6 +245,9 @@ type job struct {
 	// place the consumer reserved for it.
 	lease   *quota.Lease
 	claimed bool
+	// reservation is the job's budget reservation (budget.go), recorded
+	// by its submit's claim.
+	reservation *state.Reservation
 	// unseenTask: a submit's answer was lost, so a task may run upstream
 	// that this job will never poll (settleQuota).
 	unseenTask bool
@@ -260,6 +269,7 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 		r.settleQuota(j, out)
 		return out
 	}
+	r.markScheduler(ctx, j)
 	switch j.kind {
 	case "video", "speech":
 		pctx, span := r.startSpan(ctx, "preflight")
@@ -392,6 +402,7 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 			rec.Error = &state.Error{Code: f.code, Message: f.msg, Stage: f.stage}
 			rec.DeadLetter = f.deadLetter
 		}
+		rec.Cost = r.jobCost(j, rec)
 		ev, err := json.Marshal(events.FromRecord(rec, status, now))
 		if err != nil {
 			return err
@@ -423,6 +434,9 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	if len(rec.TerminalEvent) == 0 {
 		ev, _ := json.Marshal(events.FromRecord(rec, rec.Status, r.cfg.Now()))
 		rec.TerminalEvent = ev
+	}
+	if err := r.settleBudget(ctx, j); err != nil {
+		return r.settle(j, transient(err))
 	}
 	own := rec.TerminalSeq == j.d.StreamSeq()
 	switch {

@@ -39,6 +39,16 @@ type Record struct {
 	Kind   string            `json:"kind,omitempty"`
 	Status Status            `json:"status,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Tenant and Priority are the spec's (docs/tenants.md); empty and 0
+	// on a record written before its spec was read.
+	Tenant   string `json:"tenant,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	// Reservation is the job's open budget reservation, taken before its
+	// paid submit: a redelivered job settles this one.
+	Reservation *Reservation `json:"reservation,omitempty"`
+	// Cost is the job's actual cost in credits, set on the terminal
+	// record when the price table covers the job.
+	Cost *float64 `json:"cost,omitempty"`
 	// Attempts counts the deliveries of the job that reached a worker.
 	Attempts int `json:"attempts"`
 	// Submits counts the submissions sent upstream. It is above 1 only when
@@ -66,6 +76,10 @@ type Record struct {
 	// answered the submit with an exhausted quota (nothing was created);
 	// they do not count against SLUICE_MAX_DELIVER.
 	QuotaWaits int `json:"quota_waits,omitempty"`
+	// BudgetWaits counts the deliveries that ended because the job's
+	// tenant had spent its budget (nothing was submitted); they do not
+	// count against SLUICE_MAX_DELIVER either.
+	BudgetWaits int `json:"budget_waits,omitempty"`
 	// DeadLetter is set on a failed job whose message goes to SLUICE_DLQ.
 	DeadLetter bool `json:"dead_letter,omitempty"`
 	// Worker names the worker that last wrote the record.
@@ -128,6 +142,8 @@ func (r *Record) clone() *Record {
 	c.SubmittedAt = clonePtr(r.SubmittedAt)
 	c.PreflightAt = clonePtr(r.PreflightAt)
 	c.FinishedAt = clonePtr(r.FinishedAt)
+	c.Reservation = clonePtr(r.Reservation)
+	c.Cost = clonePtr(r.Cost)
 	c.Upstream.ExitCode = clonePtr(r.Upstream.ExitCode)
 	return &c
 }
@@ -138,6 +154,14 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// Reservation is a budget reservation in the ledger (docs/tenants.md).
+type Reservation struct {
+	// Key is the ledger day key holding it.
+	Key string `json:"key"`
+	// Credits is the estimate reserved.
+	Credits float64 `json:"credits"`
 }
 
 // CancelRequest records a cancel request.

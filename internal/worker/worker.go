@@ -40,6 +40,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/s3dev"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
@@ -248,10 +249,13 @@ type parts struct {
 	stores *storeWatch
 	space  *spaceWatch
 	fleet  *quota.Fleet
-	clock  *natsconn.Clock
-	pool   *gopool.Pool
-	rcfg   runner.Config
-	runner *runner.Runner
+	// tenants is the ledger over the live view of SLUICE_TENANTS, whose
+	// View is the scheduler's Policy.
+	tenants *tenants.Ledger
+	clock   *natsconn.Clock
+	pool    *gopool.Pool
+	rcfg    runner.Config
+	runner  *runner.Runner
 }
 
 // openParts sets up the contract's streams and buckets and opens what a
@@ -282,6 +286,12 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	if p.fleet, err = fleetQuota(b.quota, nc, limits, cfg, m, log); err != nil {
 		return p, err
 	}
+	view, err := tenants.Watch(ctx, b.tenants, clock, log)
+	if err != nil {
+		return p, err
+	}
+	p.tenants = tenants.NewLedger(b.tenants, nc, view, clock)
+	m.WatchTenants(view.MetricsSpend)
 	if p.store, p.stores, err = openStore(ctx, cfg, m, tr, log); err != nil {
 		return p, err
 	}
@@ -300,6 +310,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
+		Tenants: p.tenants,
 	}
 	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, tr, log); err != nil {
 		return p, err
@@ -469,6 +480,8 @@ type buckets struct {
 	state, specs jetstream.KeyValue
 	// quota is SLUICE_QUOTA, nil when no fleet limit is set.
 	quota jetstream.KeyValue
+	// tenants is SLUICE_TENANTS.
+	tenants jetstream.KeyValue
 }
 
 // setUp creates or updates the contract's streams, consumers and buckets
@@ -513,6 +526,9 @@ func openBuckets(ctx context.Context, js jetstream.JetStream, opts contract.Opti
 	}
 	if b.specs, err = js.KeyValue(ctx, contract.SpecsBucket); err != nil {
 		return b, fmt.Errorf("bucket %s: %w", contract.SpecsBucket, err)
+	}
+	if b.tenants, err = js.KeyValue(ctx, contract.TenantsBucket); err != nil {
+		return b, fmt.Errorf("bucket %s: %w", contract.TenantsBucket, err)
 	}
 	if withQuota {
 		if b.quota, err = js.CreateOrUpdateKeyValue(ctx, quota.BucketConfig(opts.Replicas)); err != nil {

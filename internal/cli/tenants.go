@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/tenants"
+)
+
+const tenantsAbout = `Set and show the tenants' settings in SLUICE_TENANTS (docs/tenants.md):
+a weight (its share of the starts within a priority, default 1), caps of
+tasks upstream at once per kind (0: none), a budget of credits per day,
+week or month (UTC) and what a job over it does: wait for the next period
+(default) or fail with budget_exhausted.
+
+"set" changes only the settings its flags name and writes nothing when one
+is invalid. --budget none removes the budget. "list" and "show" print the
+settings with the jobs in flight (open budget reservations), the spend
+this period (a month without a budget) and whether the tenant's jobs wait
+for budget.
+
+Exit codes: 0 done, 2 usage error or invalid setting (nothing written),
+5 NATS unreachable or another runtime error.`
+
+// tenantFlags are the flags of "tenants set".
+type tenantFlags struct {
+	cf       connFlags
+	weight   float64
+	maxTasks maxTasksFlag
+	budget   string
+	per      string
+	onBudget string
+}
+
+func (f *tenantFlags) register(fs *flag.FlagSet) {
+	f.cf.register(fs)
+	f.maxTasks = maxTasksFlag{}
+	fs.Float64Var(&f.weight, "weight", 0, "set: the tenant's share of the starts within a priority, above 0")
+	fs.Var(f.maxTasks, "max-tasks", "set: cap of the tenant's tasks upstream at once, `KIND=N` (repeatable; 0: no cap)")
+	fs.StringVar(&f.budget, "budget", "", "set: credits the tenant may spend per period, 0 or more (none: remove the budget)")
+	fs.StringVar(&f.per, "per", "", "set: with --budget, the period: day, week or month (UTC; default month)")
+	fs.StringVar(&f.onBudget, "on-budget", "", "set: what a job over the budget does: wait or fail")
+}
+
+// maxTasksFlag is a repeatable --max-tasks KIND=N.
+type maxTasksFlag map[string]int
+
+func (m maxTasksFlag) String() string { return "" }
+func (m maxTasksFlag) Set(v string) error {
+	kind, n, ok := strings.Cut(v, "=")
+	if !ok || !slices.Contains(tenants.Kinds, kind) {
+		return fmt.Errorf("want KIND=N with KIND one of %s, got %q", strings.Join(tenants.Kinds, ", "), v)
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i < 0 {
+		return fmt.Errorf("want KIND=N with N a whole number, 0 or more, got %q", v)
+	}
+	m[kind] = i
+	return nil
+}
+
+func runTenants(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet("tenants")
+	var f tenantFlags
+	f.register(fs)
+	h := help{
+		usage: "enqueue tenants set TENANT [--weight N] [--max-tasks KIND=N]... [--budget CREDITS [--per day|week|month]] [--on-budget wait|fail]\n" +
+			"  enqueue tenants list [--json]\n  enqueue tenants show TENANT [--json]",
+		about: tenantsAbout,
+		examples: `  enqueue tenants set team-a --weight 3 --max-tasks video=4
+  enqueue tenants set team-b --budget 500 --per month --on-budget fail
+  enqueue tenants show team-b --json`,
+	}
+	if len(args) == 0 {
+		h.printer(fs)(a.env.Stderr)
+		return exitCode(ExitUsage)
+	}
+	sub, args := args[0], args[1:]
+	if strings.TrimLeft(sub, "-") == "help" || sub == "-h" {
+		h.printer(fs)(a.env.Stdout)
+		return nil
+	}
+	seen := map[string]bool{}
+	rest, err := a.parse(fs, h.printer(fs), args)
+	if err != nil {
+		return err
+	}
+	fs.Visit(func(fl *flag.Flag) { seen[fl.Name] = true })
+	switch sub {
+	case "set":
+		return a.setTenant(ctx, &f, seen, rest)
+	case "list":
+		if err := noArgs("tenants list", rest); err != nil {
+			return err
+		}
+		return a.showTenants(ctx, &f.cf, nil)
+	case "show":
+		if len(rest) != 1 || !jobspec.ValidID(rest[0]) {
+			return usageErrorf("tenants show: want one TENANT, an id matching ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$, got %q", rest)
+		}
+		return a.showTenants(ctx, &f.cf, rest)
+	}
+	return usageErrorf("tenants: unknown subcommand %q (want set, list or show)", sub)
+}
+
+// tenantChange checks the flags of "tenants set" and returns the change
+// they make to a tenant's settings.
+func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings), error) {
+	switch {
+	case seen["weight"] && !(f.weight > 0):
+		return nil, usageErrorf("--weight: must be a number above 0, got %v", f.weight)
+	case seen["per"] && !seen["budget"]:
+		return nil, usageErrorf("--per: needs --budget")
+	case seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail":
+		return nil, usageErrorf("--on-budget: want wait or fail, got %q", f.onBudget)
+	case len(seen) == 0:
+		return nil, usageErrorf("tenants set: nothing to set (give --weight, --max-tasks, --budget or --on-budget)")
+	}
+	var budget *tenants.Budget
+	if seen["budget"] && f.budget != "none" {
+		credits, err := strconv.ParseFloat(f.budget, 64)
+		if err != nil || credits < 0 {
+			return nil, usageErrorf("--budget: want credits, 0 or more, or none, got %q", f.budget)
+		}
+		budget = &tenants.Budget{Credits: credits, Per: tenants.Period(f.per)}
+		if f.per == "" {
+			budget.Per = tenants.PerMonth
+		}
+		if err := (tenants.Settings{Budget: budget}).Validate(); err != nil {
+			return nil, usageErrorf("--per: want day, week or month, got %q", f.per)
+		}
+	}
+	return func(s *tenants.Settings) {
+		if seen["weight"] {
+			s.Weight = f.weight
+		}
+		if len(f.maxTasks) > 0 && s.MaxTasks == nil {
+			s.MaxTasks = map[string]int{}
+		}
+		maps.Copy(s.MaxTasks, f.maxTasks)
+		if seen["budget"] {
+			s.Budget = budget
+		}
+		if seen["on-budget"] {
+			s.OnBudget = tenants.OnBudget(f.onBudget)
+		}
+	}, nil
+}
+
+func (a *app) setTenant(ctx context.Context, f *tenantFlags, seen map[string]bool, rest []string) error {
+	if len(rest) != 1 || !jobspec.ValidID(rest[0]) {
+		return usageErrorf("tenants set: want one TENANT, an id matching ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$, got %q", rest)
+	}
+	delete(seen, "nats-url")
+	delete(seen, "creds")
+	delete(seen, "json")
+	change, err := tenantChange(f, seen)
+	if err != nil {
+		return err
+	}
+	client, err := a.dial(ctx, &f.cf)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	s, err := client.SetTenant(ctx, rest[0], change)
+	if err != nil {
+		return err
+	}
+	if f.cf.json {
+		return writeJSON(a.env.Stdout, tenantReport{Tenant: rest[0], Settings: s})
+	}
+	fmt.Fprintf(a.env.Stdout, "tenant %s set: %s\n", rest[0], settingsText(s))
+	return nil
+}
+
+// tenantReport is one tenant in the JSON output of tenants list and show.
+type tenantReport struct {
+	Tenant   string           `json:"tenant"`
+	Settings tenants.Settings `json:"settings"`
+	// InFlight counts the tenant's open budget reservations.
+	InFlight int `json:"in_flight"`
+	// Spent and Reserved are this period's credits.
+	Spent            float64        `json:"spent"`
+	Reserved         float64        `json:"reserved"`
+	Period           tenants.Period `json:"period"`
+	WaitingForBudget bool           `json:"waiting_for_budget"`
+}
+
+func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) error {
+	client, err := a.dial(ctx, cf)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	v, err := client.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	ids := v.Tenants()
+	if only != nil {
+		ids = only
+	}
+	reports := make([]tenantReport, 0, len(ids))
+	for _, id := range ids {
+		s, _ := v.Settings(id)
+		spent, reserved := v.Spend(id)
+		s.WriteID = ""
+		reports = append(reports, tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Spent: spent, Reserved: reserved,
+			Period: v.Period(id), WaitingForBudget: v.WaitingForBudget(id)})
+	}
+	if cf.json {
+		return writeJSON(a.env.Stdout, map[string]any{"tenants": reports})
+	}
+	printTenants(a.env.Stdout, reports)
+	return nil
+}
+
+func printTenants(w io.Writer, rs []tenantReport) {
+	if len(rs) == 0 {
+		fmt.Fprintln(w, "no tenant has settings or spend (every job counts as tenant default, weight 1, no budget)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tSPENT\tRESERVED\tPERIOD\tWAITING FOR BUDGET\tSETTINGS")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%v\t%s\n", r.Tenant, r.InFlight, tenants.Credits(r.Spent),
+			tenants.Credits(r.Reserved), r.Period, r.WaitingForBudget, settingsText(r.Settings))
+	}
+	_ = tw.Flush()
+}
+
+// settingsText is one line of a tenant's settings.
+func settingsText(s tenants.Settings) string {
+	parts := []string{"weight " + strconv.FormatFloat(s.EffectiveWeight(), 'g', -1, 64)}
+	for _, k := range slices.Sorted(maps.Keys(s.MaxTasks)) {
+		parts = append(parts, fmt.Sprintf("max-tasks %s=%d", k, s.MaxTasks[k]))
+	}
+	if b := s.Budget; b != nil {
+		parts = append(parts, fmt.Sprintf("budget %s per %s, on-budget %s", tenants.Credits(b.Credits), b.Per, s.EffectiveOnBudget()))
+	}
+	return strings.Join(parts, ", ")
+}

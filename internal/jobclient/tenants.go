@@ -1,0 +1,173 @@
+package jobclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/events"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/tenants"
+)
+
+// tenantsBucket opens SLUICE_TENANTS; with create it creates the bucket
+// when it is missing (an operator setting tenants before any worker
+// started), otherwise a missing bucket is ErrNotSetUp.
+func (c *Client) tenantsBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, contract.TenantsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !create {
+			return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, contract.TenantsBucket)
+		}
+		kv, err = c.js.CreateKeyValue(ctx, contract.TenantsBucketConfig(contract.Options{}))
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = c.js.KeyValue(ctx, contract.TenantsBucket)
+		}
+	}
+	if err != nil {
+		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", contract.TenantsBucket, err))
+	}
+	return kv, nil
+}
+
+// Tenants loads the SLUICE_TENANTS bucket into a View (docs/tenants.md).
+// A bucket that does not exist yet gives an empty View.
+func (c *Client) Tenants(ctx context.Context) (*tenants.View, error) {
+	kv, err := c.tenantsBucket(ctx, false)
+	if errors.Is(err, ErrNotSetUp) {
+		return tenants.NewView(c.now), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The watch stops once loaded: the CLI reads the bucket once.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	v, err := tenants.Watch(wctx, kv, c.now, zerolog.Nop())
+	if err != nil {
+		return nil, c.jsErr(err)
+	}
+	return v, nil
+}
+
+// SetTenant applies change to tenant's settings (none yet: the zero
+// Settings) and stores them if they are valid, by compare-and-set. An
+// invalid result is returned as an error naming the field; nothing is
+// written then.
+func (c *Client) SetTenant(ctx context.Context, tenant string, change func(*tenants.Settings)) (tenants.Settings, error) {
+	kv, err := c.tenantsBucket(ctx, true)
+	if err != nil {
+		return tenants.Settings{}, err
+	}
+	doc := kvcas.New(kvcas.Doc[tenants.Settings]{KV: kv, Conn: c.nc, Name: "tenant settings",
+		WriteID: func(s *tenants.Settings) *string { return &s.WriteID }})
+	e, err := doc.Update(ctx, tenants.TenantKey(tenant), nil, func(cur tenants.Settings, _ bool) (tenants.Settings, error) {
+		change(&cur)
+		return cur, cur.Validate()
+	})
+	return e.Value, c.jsErr(err)
+}
+
+// SetPrices merges rules into the price table and stores it, by
+// compare-and-set, when every rule is valid.
+func (c *Client) SetPrices(ctx context.Context, rules map[string]float64) (tenants.Prices, error) {
+	if err := (&tenants.Prices{Rules: rules}).Validate(); err != nil {
+		return tenants.Prices{}, err
+	}
+	kv, err := c.tenantsBucket(ctx, true)
+	if err != nil {
+		return tenants.Prices{}, err
+	}
+	doc := kvcas.New(kvcas.Doc[tenants.Prices]{KV: kv, Conn: c.nc, Name: "prices",
+		WriteID: func(p *tenants.Prices) *string { return &p.WriteID }})
+	e, err := doc.Update(ctx, tenants.PricesKey, nil, func(cur tenants.Prices, _ bool) (tenants.Prices, error) {
+		next := tenants.Prices{Rules: map[string]float64{}}
+		for k, v := range cur.Rules {
+			next.Rules[k] = v
+		}
+		for k, v := range rules {
+			next.Rules[k] = v
+		}
+		return next, nil
+	})
+	return e.Value, c.jsErr(err)
+}
+
+// markScheduler writes the scheduler marker when one of subs names
+// another tenant than default or another priority than 3, so that the
+// workers turn fair scheduling on. It is best effort: a bucket that does
+// not exist yet, or a marker that could not be written, is left to the
+// workers, which write it when they meet such a job.
+func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
+	for _, s := range subs {
+		var spec struct {
+			Tenant   string `json:"tenant"`
+			Priority int    `json:"priority"`
+		}
+		if json.Unmarshal(s.Data, &spec) != nil {
+			continue
+		}
+		if (spec.Tenant == "" || spec.Tenant == jobspec.DefaultTenant) && (spec.Priority == 0 || spec.Priority == jobspec.DefaultPriority) {
+			continue
+		}
+		kv, err := c.tenantsBucket(ctx, false)
+		if err == nil {
+			_ = tenants.MarkScheduler(ctx, kv, new(atomic.Bool))
+		}
+		return
+	}
+}
+
+// LabelSpend is the cost of the jobs that ended with one value of a label.
+type LabelSpend struct {
+	Value   string  `json:"value"`
+	Credits float64 `json:"credits"`
+	Jobs    int     `json:"jobs"`
+}
+
+// SpendByLabel sums the cost of the terminal events stored in
+// SLUICE_EVENTS since start, by the value of label key ("" for the jobs
+// without it); events without a cost are left out. Events are kept
+// SLUICE_EVENTS_MAX_AGE (7 days by default): what is older is not seen.
+func (c *Client) SpendByLabel(ctx context.Context, key string, start time.Time) ([]LabelSpend, error) {
+	var subjects []string
+	for _, kind := range contract.Kinds {
+		for _, status := range []string{"succeeded", "failed", "cancelled"} {
+			subjects = append(subjects, contract.EventSubject(kind, status))
+		}
+	}
+	sums := map[string]*LabelSpend{}
+	err := c.scan(ctx, query{stream: contract.EventsStream, subjects: subjects, start: start}, func(m jetstream.Msg) bool {
+		var ev events.Event
+		if json.Unmarshal(m.Data(), &ev) != nil || ev.Data.Cost == nil {
+			return true
+		}
+		v := ev.Data.Labels[key]
+		s := sums[v]
+		if s == nil {
+			s = &LabelSpend{Value: v}
+			sums[v] = s
+		}
+		s.Credits += *ev.Data.Cost
+		s.Jobs++
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LabelSpend, 0, len(sums))
+	for _, v := range slices.Sorted(maps.Keys(sums)) {
+		out = append(out, *sums[v])
+	}
+	return out, nil
+}
