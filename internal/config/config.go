@@ -112,6 +112,7 @@ type Config struct {
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
 	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL"`
+	PriorityAging     time.Duration `envconfig:"PRIORITY_AGING"`
 
 	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
 	// when both are set. They are never read from the environment (the
@@ -251,6 +252,7 @@ var componentDefaults = []envDefault{
 	{"SHUTDOWN_TIMEOUT", func(c *Config) { c.ShutdownTimeout = consumer.DefaultShutdownTimeout }},
 	{"ACK_WAIT", func(c *Config) { c.AckWait = consumer.DefaultAckWait }},
 	{"SWEEP_INTERVAL", func(c *Config) { c.SweepInterval = consumer.DefaultSweepInterval }},
+	{"PRIORITY_AGING", func(c *Config) { c.PriorityAging = consumer.DefaultPriorityAging }},
 }
 
 // devDefaults are the defaults that differ in dev mode: the embedded
@@ -384,6 +386,9 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be a positive duration like 5s or 2m")
 		}
+	}
+	if c.PriorityAging < 0 {
+		bad("PRIORITY_AGING", "must be a duration like 10m, or 0 for never")
 	}
 	// 0 (a Config made in code) takes the runner's defaults, those of the
 	// environment.
