@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/tracing"
 )
@@ -124,6 +125,11 @@ type Config struct {
 	// Tracing is what the worker reads of the standard OTEL_* variables
 	// (TracingFromEnv); the OTLP exporter reads the others itself.
 	Tracing tracing.Config `ignored:"true"`
+
+	// Order is the tenants' settings that order the starts (fair
+	// scheduling, docs/lifecycle.md "Order of starts"); nil is never
+	// enabled. It is not an environment variable: it is set in code.
+	Order order.Policy `ignored:"true"`
 
 	// FaultClockOffset is added to every wall-clock reading the worker
 	// takes (Clock), to test a fleet whose clocks disagree. Only a worker

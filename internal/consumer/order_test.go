@@ -218,3 +218,39 @@ func TestBacklogDoesNotHideOtherJobs(t *testing.T) {
 		t.Errorf("A's priority-1 jobs started out of publish order: %v", pos)
 	}
 }
+
+// A job in a class queue at or below its class consumer's ack floor,
+// which that consumer will never deliver, is handed over by the sweep as
+// an orphan like one of the kind's own consumer.
+func TestSweepHandsOverClassOrphans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	subject := contract.ClassSubject("video", 4, "acme")
+	b.publishJob(t, subject, "lost-1", `{"kind":"video"}`)
+	ctx := testenv.Context(t, 10*time.Second)
+	cfg := contract.ConsumerConfig("video", contract.Options{AckWait: 5 * time.Second})
+	cfg.Durable, cfg.FilterSubject = contract.ClassConsumerName("video", 4, "acme"), subject
+	if _, err := b.n.JS.CreateOrUpdateConsumer(ctx, contract.JobsStream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.n.JS.ResetConsumerToSequence(ctx, contract.JobsStream, cfg.Durable, 2); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var orphaned []bool
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, SweepInterval: 100 * time.Millisecond}, handlerFunc(
+		func(_ context.Context, d *consumer.Delivery) consumer.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			if d.Msg.Subject() == subject {
+				orphaned = append(orphaned, d.Orphaned())
+			}
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "the class orphan handed over and removed", func() bool { return b.stored(t) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(orphaned, []bool{true}) {
+		t.Errorf("deliveries of the class job (orphaned or not): %v, want one handover", orphaned)
+	}
+}

@@ -387,7 +387,7 @@ func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *r
 			Orphaned:     m.Orphaned,
 			WaitingClass: m.WaitingClass,
 		},
-		PriorityAging: cfg.PriorityAging,
+		PriorityAging: cfg.PriorityAging, Policy: cfg.Order,
 	}
 }
 
