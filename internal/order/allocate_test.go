@@ -6,15 +6,33 @@ import (
 	"time"
 )
 
-func TestAllocate(t *testing.T) {
+type allocateCase struct {
+	name string
+	r    Round
+	want []int
+}
+
+var now = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) time.Time { return now.Add(-d) }
+
+func testAllocate(t *testing.T, tests []allocateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var s Stride
+			if got := s.Allocate(tt.r); !slices.Equal(got, tt.want) {
+				t.Errorf("Allocate = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Priorities, tenants and aging.
+func TestAllocateOrder(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	tests := []struct {
-		name string
-		r    Round
-		want []int
-	}{
+	testAllocate(t, []allocateCase{
 		{
 			name: "most urgent priority first",
 			r: Round{Free: 4, Now: now, Classes: []Class{
@@ -47,6 +65,13 @@ func TestAllocate(t *testing.T) {
 			}},
 			want: []int{0, 2},
 		},
+	})
+}
+
+// Caps, budgets and what is free.
+func TestAllocateLimits(t *testing.T) {
+	t.Parallel()
+	testAllocate(t, []allocateCase{
 		{
 			name: "a cap leaves the rest to others",
 			r: Round{Free: 5, Now: now, Room: map[string]int{"a": 2}, Classes: []Class{
@@ -83,16 +108,7 @@ func TestAllocate(t *testing.T) {
 			r:    Round{Now: now, Classes: []Class{{Priority: 1, Tenant: "a", Waiting: 1}}},
 			want: []int{0},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var s Stride
-			if got := s.Allocate(tt.r); !slices.Equal(got, tt.want) {
-				t.Errorf("Allocate = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // TestStrideWeights: two backlogged tenants of weights 1 and 3 share 200
