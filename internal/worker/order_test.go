@@ -1,15 +1,19 @@
 package worker_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // With fair scheduling on, jobs go through admission to their class queue
@@ -48,5 +52,30 @@ func TestFairSchedulingRunsJobsUnderTheirIDs(t *testing.T) {
 			t.Fatalf("dead letters %v lack the not-JSON job js-%d", letters, seq)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// With fair scheduling on, a worker as config/nats/users.conf's worker
+// may copy jobs to their class queues and serve them: a job enqueued as
+// producer succeeds.
+func TestFairSchedulingAsLeastPrivilegeWorker(t *testing.T) {
+	const producerPW, workerPW, adminPW = "producer-pw-5e3", "worker-pw-7a1", "admin-pw-2b9"
+	t.Setenv("PRODUCER_PASSWORD", producerPW)
+	t.Setenv("WORKER_PASSWORD", workerPW)
+	t.Setenv("ADMIN_PASSWORD", adminPW)
+	conf, err := server.ProcessConfigFile("../../config/nats/users.conf")
+	if err != nil {
+		t.Fatalf("config/nats/users.conf: %v", err)
+	}
+	b := setup(t, setupOpts{nats: testenv.NATSOptions{Users: conf.Users, User: "admin", Password: adminPW}})
+	hostPort := strings.TrimPrefix(b.nats.URL, "nats://")
+	b.enqueueURL = fmt.Sprintf("nats://producer:%s@%s", producerPW, hostPort)
+	b.start(t, func(c *config.Config) {
+		c.NATSURL, c.Kinds, c.Order = fmt.Sprintf("nats://worker:%s@%s", workerPW, hostPort), []string{"video"}, &order.Static{On: true}
+	})
+	out, code := b.enqueue(t, "", "video", "--id", "fair-perm", "--model", "m", "--prompt", "least privilege, fairly",
+		"--resolution", "768P", "--duration", "5", "--ratio", "16:9", "--wait", "--timeout", "60s")
+	if code != 0 || !strings.Contains(out, "s3://"+b.s3.Bucket+"/sluice/video/fair-perm/result-0.mp4") {
+		t.Fatalf("video --wait as producer, fair scheduling on: exit %d\n%s", code, out)
 	}
 }
