@@ -201,7 +201,12 @@ func (c *Consumer) pullClass(ctx context.Context, q *classQueues, subject string
 	if err != nil {
 		return 0, err
 	}
-	return c.pull(q.kind, cn, n, false, queue)
+	got, err := c.pull(q.kind, cn, n, false, queue)
+	if err != nil {
+		// Bound again next time: the consumer may have been deleted.
+		delete(q.consumers, subject)
+	}
+	return got, err
 }
 
 // classConsumer binds a class queue's durable consumer, creating it with
