@@ -292,6 +292,10 @@ func defaultOf(defaults []envDefault, name string, i int) string {
 		var c Config
 		d.set(&c)
 		v := reflect.ValueOf(c).Field(i).Interface()
+		// As the docs state them: 60s, but 10m.
+		if d, ok := v.(time.Duration); ok && d%time.Minute == 0 && d >= 5*time.Minute && d < time.Hour {
+			return fmt.Sprintf("%dm", d/time.Minute)
+		}
 		if d, ok := v.(time.Duration); ok && d%time.Second == 0 && d < time.Hour {
 			return fmt.Sprintf("%ds", d/time.Second)
 		}
