@@ -352,6 +352,10 @@ type Consumer struct {
 	// the last sweep reported to Observer.WaitingClass.
 	classes     classSet
 	classesSeen map[string]bool
+	// idleChecked is when the sweep last looked for idle class consumers
+	// (idle.go); classesUsed whether any sweep saw jobs in class queues.
+	idleChecked time.Time
+	classesUsed bool
 
 	stopping chan struct{}
 	// pullsDone is closed once no pull request of this worker is pending:

@@ -104,7 +104,11 @@ func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
 			return err
 		}
 	}
-	return c.sweepOrphans(ctx, handlerCtx, stream, info.State)
+	if err := c.sweepOrphans(ctx, handlerCtx, stream, info.State); err != nil {
+		return err
+	}
+	c.dropIdleClasses(ctx, stream, time.Now())
+	return nil
 }
 
 // reportWaiting reports the jobs waiting per kind, in its consumer and its
@@ -130,6 +134,7 @@ func (c *Consumer) reportWaiting(subjects map[string]uint64) {
 		}
 	}
 	c.classesSeen = seen
+	c.classesUsed = c.classesUsed || len(seen) > 0
 	for _, kind := range contract.Kinds {
 		waiting[kind] += int(subjects[contract.JobSubject(kind)])
 		if c.cfg.Observer.Waiting != nil {
