@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/tracing"
@@ -114,6 +115,7 @@ type Config struct {
 	DevSimTaskTime    time.Duration `envconfig:"DEV_SIM_TASK_TIME" default:"3s"`
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
 	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL"`
+	PriorityAging     time.Duration `envconfig:"PRIORITY_AGING"`
 
 	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
 	// when both are set. They are never read from the environment (the
@@ -125,6 +127,11 @@ type Config struct {
 	// Tracing is what the worker reads of the standard OTEL_* variables
 	// (TracingFromEnv); the OTLP exporter reads the others itself.
 	Tracing tracing.Config `ignored:"true"`
+
+	// Order is the tenants' settings that order the starts (fair
+	// scheduling, docs/lifecycle.md "Order of starts"); nil is never
+	// enabled. It is not an environment variable: it is set in code.
+	Order order.Policy `ignored:"true"`
 
 	// FaultClockOffset is added to every wall-clock reading the worker
 	// takes (Clock), to test a fleet whose clocks disagree. Only a worker
@@ -268,6 +275,7 @@ var componentDefaults = []envDefault{
 	{"EVENTS_MAX_AGE", func(c *Config) { c.EventsMaxAge = contract.DefaultEventsMaxAge }},
 	{"STATE_TTL", func(c *Config) { c.StateTTL = contract.DefaultStateTTL }},
 	{"PRESIGN_TTL", func(c *Config) { c.PresignTTL = runner.DefaultPresignTTL }},
+	{"PRIORITY_AGING", func(c *Config) { c.PriorityAging = consumer.DefaultPriorityAging }},
 }
 
 // devDefaults are the defaults that differ in dev mode: the embedded
@@ -416,6 +424,9 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be a positive duration like 5s or 2m")
 		}
+	}
+	if c.PriorityAging < 0 {
+		bad("PRIORITY_AGING", "must be a duration like 10m, or 0 for never")
 	}
 	// 0 (a Config made in code) takes the runner's defaults, those of the
 	// environment.

@@ -194,6 +194,7 @@ func TestUsageListsEveryVariableWithItsDefaults(t *testing.T) {
 		"SLUICE_ACK_WAIT         60s",
 		"SLUICE_SHUTDOWN_TIMEOUT  30s",
 		"SLUICE_SWEEP_INTERVAL   10s",
+		"SLUICE_PRIORITY_AGING   10m",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("usage lacks %q:\n%s", want, b.String())

@@ -7,7 +7,8 @@
 //
 // "Held" means one thing here: a message this worker took (pulled, or
 // handed over by the sweep) and has not settled yet. It takes a slot of
-// MaxInflight and gets heartbeats.
+// MaxInflight and gets heartbeats. A message the admission moves to its
+// class queue (admit.go) is not held.
 package consumer
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/gopool"
+	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/tracing"
 )
@@ -166,8 +168,19 @@ func (d *Delivery) NumDelivered() uint64 {
 	return d.Meta.NumDelivered
 }
 
-// Published is when SLUICE_JOBS stored the message (zero when unknown).
+// Published is when SLUICE_JOBS stored the job's message (zero when
+// unknown): for a message admitted to a class queue, when the stream
+// stored the message its producer published (Sluice-Published).
 func (d *Delivery) Published() time.Time {
+	if d.Msg != nil {
+		if h := d.Msg.Headers().Get(contract.HeaderPublished); h != "" {
+			if _, ok := contract.ParseClassSubject(d.Msg.Subject()); ok {
+				if t, err := time.Parse(time.RFC3339Nano, h); err == nil {
+					return t
+				}
+			}
+		}
+	}
 	if d.Meta == nil {
 		return time.Time{}
 	}
@@ -200,6 +213,9 @@ type Observer struct {
 	// Orphaned counts a job message of kind found at or below its
 	// consumer's ack floor and handed over by the sweep, once per message.
 	Orphaned func(kind string)
+	// WaitingClass receives, at every sweep, the number of job messages in
+	// each class queue of kind (classes.go); 0 once a queue is empty.
+	WaitingClass func(kind, tenant string, priority, n int)
 }
 
 // Gate says how many jobs of a kind may start now (the artifact store's
@@ -227,6 +243,7 @@ const (
 	DefaultAckWait         = 60 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSweepInterval   = 10 * time.Second
+	DefaultPriorityAging   = 10 * time.Minute
 )
 
 // Config configures a Consumer.
@@ -278,6 +295,14 @@ type Config struct {
 	// Propagator reads the producer's context from a message's headers.
 	// Defaults to W3C trace context.
 	Propagator propagation.TextMapPropagator
+	// Policy says whether jobs start in fair order from class queues and
+	// what each tenant's weight, cap and budget allow (admit.go,
+	// classes.go). Defaults to a policy that is never enabled.
+	Policy order.Policy
+	// PriorityAging makes a waiting job one priority level more urgent per
+	// PriorityAging waited. Defaults to 0: never (the worker's
+	// SLUICE_PRIORITY_AGING defaults to DefaultPriorityAging).
+	PriorityAging time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -302,6 +327,9 @@ func (c Config) withDefaults() Config {
 	if c.Propagator == nil {
 		c.Propagator = tracing.Propagator()
 	}
+	if c.Policy == nil {
+		c.Policy = (*order.Static)(nil)
+	}
 	return c
 }
 
@@ -320,6 +348,14 @@ type Consumer struct {
 	handing map[uint64]int64
 	sweeps  atomic.Int64
 	orphans map[uint64]orphan
+	// classes are the kinds' class queues; classesSeen the class subjects
+	// the last sweep reported to Observer.WaitingClass.
+	classes     classSet
+	classesSeen map[string]bool
+	// idleChecked is when the sweep last looked for idle class consumers
+	// (idle.go); classesUsed whether any sweep saw jobs in class queues.
+	idleChecked time.Time
+	classesUsed bool
 
 	stopping chan struct{}
 	// pullsDone is closed once no pull request of this worker is pending:
@@ -362,6 +398,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		slots := make(chan struct{}, c.cfg.MaxInflight)
 		queue := make(chan jetstream.Msg, c.cfg.MaxInflight)
 		fetchers.Go(func() { c.fetchLoop(ctx, kind, slots, queue) })
+		fetchers.Go(func() { c.admitLoop(ctx, kind) })
 		dispatchers.Go(func() { c.dispatch(handlerCtx, kind, slots, queue) })
 	}
 	var sweeper sync.WaitGroup
@@ -422,6 +459,8 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 	if err != nil {
 		return
 	}
+	q := c.classes.of(kind)
+	q.base = cn.CachedInfo().Config
 	attempt := 0
 	lastAnswer := time.Now()
 	for {
@@ -438,17 +477,23 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 		if free == 0 {
 			continue
 		}
-		got, err := c.pull(kind, cn, free, !gated, queue)
+		classes := c.fromClasses(q)
+		var got int
+		if classes {
+			got, err = c.pullClasses(ctx, q, free, queue)
+		} else {
+			got, err = c.pull(kind, cn, free, !gated, queue)
+		}
 		for range free - got {
 			<-slots
 		}
 		if c.cfg.Gate != nil {
 			c.cfg.Gate.Unreserve(kind, free-got)
 		}
-		if gated && got == 0 && err == nil && backoff.Sleep(ctx, gateWait) != nil {
+		if (gated || classes) && got == 0 && err == nil && backoff.Sleep(ctx, gateWait) != nil {
 			return
 		}
-		answer := got > 0
+		answer := got > 0 || (classes && err == nil)
 		if every := c.cfg.Reach.ProbeEvery(); err == nil && !answer && every > 0 && time.Since(lastAnswer) >= every {
 			err = c.probe(cn)
 			answer = err == nil

@@ -95,11 +95,7 @@ func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
 	if err := reach.Quorum(info.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
 		return err
 	}
-	if c.cfg.Observer.Waiting != nil {
-		for _, kind := range contract.Kinds {
-			c.cfg.Observer.Waiting(kind, int(info.State.Subjects[contract.JobSubject(kind)]))
-		}
-	}
+	c.reportWaiting(info.State.Subjects)
 	for subject, n := range info.State.Subjects {
 		if n == 0 || contract.Served(subject) {
 			continue
@@ -108,7 +104,46 @@ func (c *Consumer) sweep(ctx, handlerCtx context.Context) (err error) {
 			return err
 		}
 	}
-	return c.sweepOrphans(ctx, handlerCtx, stream, info.State)
+	if err := c.sweepOrphans(ctx, handlerCtx, stream, info.State); err != nil {
+		return err
+	}
+	c.dropIdleClasses(ctx, stream, time.Now())
+	return nil
+}
+
+// reportWaiting reports the jobs waiting per kind, in its consumer and its
+// class queues, and per class queue, and tells each kind's fetch loop
+// whether its class queues hold jobs.
+func (c *Consumer) reportWaiting(subjects map[string]uint64) {
+	waiting := make(map[string]int, len(contract.Kinds))
+	inClasses := make(map[string]bool, len(contract.Kinds))
+	seen := make(map[string]bool)
+	for subject, n := range subjects {
+		if cl, ok := contract.ParseClassSubject(subject); ok {
+			waiting[cl.Kind] += int(n)
+			inClasses[cl.Kind] = inClasses[cl.Kind] || n > 0
+			seen[subject] = true
+			if c.cfg.Observer.WaitingClass != nil {
+				c.cfg.Observer.WaitingClass(cl.Kind, cl.Tenant, cl.Priority, int(n))
+			}
+		}
+	}
+	for subject := range c.classesSeen {
+		if cl, ok := contract.ParseClassSubject(subject); ok && !seen[subject] && c.cfg.Observer.WaitingClass != nil {
+			c.cfg.Observer.WaitingClass(cl.Kind, cl.Tenant, cl.Priority, 0)
+		}
+	}
+	c.classesSeen = seen
+	c.classesUsed = c.classesUsed || len(seen) > 0
+	for _, kind := range contract.Kinds {
+		waiting[kind] += int(subjects[contract.JobSubject(kind)])
+		if c.cfg.Observer.Waiting != nil {
+			c.cfg.Observer.Waiting(kind, waiting[kind])
+		}
+	}
+	for _, kind := range c.cfg.Kinds {
+		c.classes.of(kind).swept.Store(inClasses[kind])
+	}
 }
 
 // sweepSubject hands every message of subject, from sequence from on, to
@@ -135,46 +170,25 @@ func (c *Consumer) sweepSubject(ctx, handlerCtx context.Context, stream jetstrea
 // over (logged) or as left for the Gate (gated).
 type orphan struct{ found, logged, gated bool }
 
-// sweepOrphans finds the orphans of the kinds served (see above) and hands
-// over those the last sweep found too. st is the stream's state as this
-// sweep read it.
+// sweepOrphans finds the orphans of the kinds served (see above), on the
+// kind's subject and its class queues', and hands over those the last
+// sweep found too. st is the stream's state as this sweep read it.
 func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstream.Stream, st jetstream.StreamState) error {
 	found := make(map[uint64]orphan)
 	for _, kind := range c.cfg.Kinds {
-		subject := contract.JobSubject(kind)
-		if st.Subjects[subject] == 0 {
-			continue
-		}
-		cn, err := stream.Consumer(ctx, contract.ConsumerName(kind))
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
-		}
-		ci := cn.CachedInfo()
-		// Only the consumer's leader, hearing a quorum of its group, knows
-		// the floor: a member of a leaderless group answers from its own
-		// copy, which may be ahead of what the group agreed.
-		if err := reach.Quorum(ci.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
-			return fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err)
-		}
-		floor := ci.AckFloor.Stream
-		for seq := max(st.FirstSeq, 1); seq <= floor && ctx.Err() == nil; {
-			raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				break
+		for subject, n := range st.Subjects {
+			name := contract.ConsumerName(kind)
+			if cl, ok := contract.ParseClassSubject(subject); ok && cl.Kind == kind {
+				name = contract.ClassConsumerName(kind, cl.Priority, cl.Tenant)
+			} else if subject != contract.JobSubject(kind) {
+				continue
 			}
-			if err != nil {
+			if n == 0 {
+				continue
+			}
+			if err := c.sweepFloor(ctx, handlerCtx, stream, st, kind, subject, name, found); err != nil {
 				return err
 			}
-			if raw.Sequence > floor {
-				break
-			}
-			seq = raw.Sequence + 1
-			o := c.orphans[raw.Sequence]
-			if o.found {
-				o = c.handOrphan(handlerCtx, stream, raw, kind, floor, o)
-			}
-			o.found = true
-			found[raw.Sequence] = o
 		}
 	}
 	c.orphans = found
@@ -187,6 +201,48 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 		}
 	}
 	c.mu.Unlock()
+	return nil
+}
+
+// sweepFloor reads the messages of subject at or below the ack floor of
+// its consumer, name, into found, handing over those the last sweep found
+// too. A class queue whose consumer no worker has created yet has no floor.
+func (c *Consumer) sweepFloor(ctx, handlerCtx context.Context, stream jetstream.Stream, st jetstream.StreamState,
+	kind, subject, name string, found map[uint64]orphan) error {
+	cn, err := stream.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) && subject != contract.JobSubject(kind) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	ci := cn.CachedInfo()
+	// Only the consumer's leader, hearing a quorum of its group, knows
+	// the floor: a member of a leaderless group answers from its own
+	// copy, which may be ahead of what the group agreed.
+	if err := reach.Quorum(ci.Cluster, c.cfg.Reach.StaleAfter()); err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	floor := ci.AckFloor.Stream
+	for seq := max(st.FirstSeq, 1); seq <= floor && ctx.Err() == nil; {
+		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if raw.Sequence > floor {
+			break
+		}
+		seq = raw.Sequence + 1
+		o := c.orphans[raw.Sequence]
+		if o.found {
+			o = c.handOrphan(handlerCtx, stream, raw, kind, floor, o)
+		}
+		o.found = true
+		found[raw.Sequence] = o
+	}
 	return nil
 }
 

@@ -30,6 +30,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.JobFinished("video", "succeeded", time.Second)
 	m.JobFailed("video", "upstream_error", "submit")
 	m.Waiting("video", 1)
+	m.WaitingClass("video", "default", 3, 1)
 	m.Orphaned("video")
 	m.JobRetried("video")
 	m.Held("video", 1)

@@ -122,7 +122,46 @@ func (c *Client) inFlight(ctx context.Context, kind string) (f InFlight, ok bool
 		return f, false, c.jsErr(fmt.Errorf("consumer %s: %w", contract.ConsumerName(kind), err))
 	}
 	info := cons.CachedInfo()
-	return InFlight{Waiting: info.NumPending, Held: info.NumAckPending}, true, nil
+	f = InFlight{Waiting: info.NumPending, Held: info.NumAckPending}
+	if err := c.classesInFlight(ctx, kind, &f); err != nil {
+		return f, false, err
+	}
+	return f, true, nil
+}
+
+// classesInFlight adds to f the messages of kind's class queues (fair
+// scheduling, docs/lifecycle.md "Order of starts"), from their consumers:
+// one stream info names the queues with messages, one consumer info each
+// counts them.
+func (c *Client) classesInFlight(ctx context.Context, kind string, f *InFlight) error {
+	s, err := c.js.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		return c.jsErr(fmt.Errorf("stream %s: %w", contract.JobsStream, err))
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contract.ClassesFilter(kind)))
+	if err != nil {
+		return c.jsErr(fmt.Errorf("stream %s: %w", contract.JobsStream, err))
+	}
+	for subject := range info.State.Subjects {
+		cl, ok := contract.ParseClassSubject(subject)
+		if !ok {
+			continue
+		}
+		name := contract.ClassConsumerName(cl.Kind, cl.Priority, cl.Tenant)
+		cons, err := s.Consumer(ctx, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// No worker has served the queue yet: all of it waits.
+			f.Waiting += info.State.Subjects[subject]
+			continue
+		}
+		if err != nil {
+			return c.jsErr(fmt.Errorf("consumer %s: %w", name, err))
+		}
+		ci := cons.CachedInfo()
+		f.Waiting += ci.NumPending
+		f.Held += ci.NumAckPending
+	}
+	return nil
 }
 
 // overviewScanMax is the most events Overview reads; past it, it counts

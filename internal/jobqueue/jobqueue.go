@@ -95,7 +95,7 @@ func JobID(raw *jetstream.RawStreamMsg) string {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(raw.Data, &spec)
-	return jobspec.JobID(spec.ID, raw.Header.Get(contract.HeaderMsgID), raw.Sequence)
+	return jobspec.JobID(spec.ID, contract.MessageID(raw.Subject, raw.Header), raw.Sequence)
 }
 
 // seqOfID returns N for an id js-N.

@@ -35,6 +35,7 @@ type Metrics struct {
 	natsMoves     prometheus.Counter
 	failures      *prometheus.CounterVec
 	waiting       *prometheus.GaugeVec
+	waitingClass  *prometheus.GaugeVec
 	orphaned      *prometheus.CounterVec
 	quota         quotaGauges
 	store         storeGauges
@@ -119,13 +120,14 @@ func New() *Metrics {
 		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_messages_orphaned_total", Help: "Job messages found in SLUICE_JOBS at or below their consumer's ack floor (which no consumer delivers again) and handed over by this worker's sweep, by kind.",
 		}, []string{"kind"}),
-		quota: newQuotaGauges(),
-		store: newStoreGauges(),
-		space: newSpaceGauge(),
-		codes: make(map[string]bool),
+		waitingClass: newClassGauge(),
+		quota:        newQuotaGauges(),
+		store:        newStoreGauges(),
+		space:        newSpaceGauge(),
+		codes:        make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
-		m.artifactBytes, m.duration, m.failures, m.waiting, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
+		m.artifactBytes, m.duration, m.failures, m.waiting, m.waitingClass, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)

@@ -300,13 +300,14 @@ func (r *Runner) end(ctx context.Context, j *job, runErr error) consumer.Outcome
 }
 
 // jobID picks the job's id: the spec's, else a valid Nats-Msg-Id, else
-// js-<stream sequence> (docs/job-spec.md).
+// js-<stream sequence> (docs/job-spec.md). A message admitted to a class
+// queue carries the id its admission resolved so (Sluice-Job-Id).
 func jobID(spec *jobspec.Spec, d *consumer.Delivery) string {
 	specID := ""
 	if spec != nil {
 		specID = spec.ID
 	}
-	return jobspec.JobID(specID, d.Msg.Headers().Get(contract.HeaderMsgID), d.StreamSeq())
+	return jobspec.JobID(specID, contract.MessageID(d.Msg.Subject(), d.Msg.Headers()), d.StreamSeq())
 }
 
 // strayMessage explains why a message on a subject that no consumer

@@ -392,11 +392,13 @@ func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *r
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
-			Held:     m.Held,
-			Settled:  func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
-			Waiting:  m.Waiting,
-			Orphaned: m.Orphaned,
+			Held:         m.Held,
+			Settled:      func(kind string, a consumer.Action) { m.Settled(kind, a.String()) },
+			Waiting:      m.Waiting,
+			Orphaned:     m.Orphaned,
+			WaitingClass: m.WaitingClass,
 		},
+		PriorityAging: cfg.PriorityAging, Policy: cfg.Order,
 	}
 }
 

@@ -1,0 +1,173 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/order"
+)
+
+// Admission (docs/lifecycle.md, "Order of starts"): while the Policy is
+// enabled, every worker drains each kind's consumer, sluice-<kind>, into
+// the class queues, and starts jobs only from those. A message it admits
+// is not held: it is copied to its class and acknowledged within its
+// batch, and no job starts from it.
+
+// admitBatch is the most messages one admission pull takes; admitWait how
+// long it waits for the first; admitIdle how often a worker whose Policy
+// is not enabled asks again.
+const (
+	admitBatch = 512
+	admitWait  = 500 * time.Millisecond
+	admitIdle  = time.Second
+)
+
+// admitLoop admits kind's messages while the Policy is enabled, until ctx
+// ends. A failed batch is retried with Backoff; what it did not
+// acknowledge is delivered again, and its copies are deduplicated.
+func (c *Consumer) admitLoop(ctx context.Context, kind string) {
+	loop := c.cfg.Reach.Loop("admit " + kind)
+	var cn jetstream.Consumer
+	attempt := 0
+	for ctx.Err() == nil {
+		if !c.cfg.Policy.Enabled() {
+			if backoff.Sleep(ctx, admitIdle) != nil {
+				return
+			}
+			continue
+		}
+		if cn == nil {
+			var err error
+			if cn, err = c.bind(ctx, kind, loop); err != nil {
+				return
+			}
+		}
+		if err := c.admit(ctx, cn); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			loop.Fail(err)
+			c.log.Debug().Err(err).Str("kind", kind).Msg("admission failed")
+			if backoff.Sleep(ctx, c.cfg.Backoff.Delay(attempt)) != nil {
+				return
+			}
+			attempt++
+			continue
+		}
+		loop.OK()
+		attempt = 0
+	}
+}
+
+// admit moves one batch of kind's messages to their class queues: each is
+// published asynchronously as it arrives, and acknowledged once its copy
+// is stored.
+func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer) error {
+	batch, err := cn.Fetch(admitBatch, jetstream.FetchMaxWait(admitWait))
+	if err != nil {
+		return err
+	}
+	type admitted struct {
+		msg jetstream.Msg
+		ack jetstream.PubAckFuture
+	}
+	var sent []admitted
+	var failed error
+	for msg := range batch.Messages() {
+		f, err := c.cfg.JS.PublishMsgAsync(admission(msg))
+		if err != nil {
+			failed = err
+			_ = msg.Nak()
+			continue
+		}
+		sent = append(sent, admitted{msg, f})
+	}
+	// Unanswered copies leave their messages to AckWait: delivered again,
+	// their second copies are deduplicated.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, a := range sent {
+		select {
+		case <-a.ack.Ok():
+			if err := a.msg.Ack(); err != nil {
+				failed = err
+			}
+		case err := <-a.ack.Err():
+			failed = err
+			_ = a.msg.Nak()
+		case <-wctx.Done():
+			return wctx.Err()
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	return batch.Error()
+}
+
+// admission is the copy of msg for its class queue: its data and every
+// header, plus the resolved job id, the original publish time, and a
+// Nats-Msg-Id of its own (the job id's is already in the stream's
+// duplicate window; a job id holds no ':').
+func admission(msg jetstream.Msg) *nats.Msg {
+	meta, _ := msg.Metadata()
+	var seq uint64
+	var published time.Time
+	if meta != nil {
+		seq, published = meta.Sequence.Stream, meta.Timestamp
+	}
+	kind, _ := contract.KindOfSubject(msg.Subject())
+	head := classHead(msg.Data())
+	id := jobspec.JobID(head.ID, msg.Headers().Get(contract.HeaderMsgID), seq)
+	m := nats.NewMsg(contract.ClassSubject(kind, head.priority(), head.tenant()))
+	m.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		m.Header[k] = v
+	}
+	m.Header.Set(contract.HeaderJobID, id)
+	m.Header.Set(contract.HeaderMsgID, id+":q")
+	if !published.IsZero() {
+		m.Header.Set(contract.HeaderPublished, published.UTC().Format(time.RFC3339Nano))
+	}
+	return m
+}
+
+// specHead is what admission reads of a spec. A spec it cannot read goes
+// to the default class, where the runner fails it as it would any invalid
+// spec.
+type specHead struct {
+	ID       string          `json:"id"`
+	Tenant   string          `json:"tenant"`
+	Priority json.RawMessage `json:"priority"`
+}
+
+func classHead(data []byte) specHead {
+	var h specHead
+	if json.Unmarshal(data, &h) != nil {
+		return specHead{}
+	}
+	return h
+}
+
+func (h specHead) tenant() string {
+	if jobspec.ValidID(h.Tenant) {
+		return h.Tenant
+	}
+	return order.DefaultTenant
+}
+
+func (h specHead) priority() int {
+	p, err := strconv.Atoi(string(h.Priority))
+	if err != nil || p < 1 || p > 5 {
+		return order.DefaultPriority
+	}
+	return p
+}
