@@ -128,9 +128,9 @@ type Config struct {
 	// (TracingFromEnv); the OTLP exporter reads the others itself.
 	Tracing tracing.Config `ignored:"true"`
 
-	// Order is the tenants' settings that order the starts (fair
-	// scheduling, docs/lifecycle.md "Order of starts"); nil is never
-	// enabled. It is not an environment variable: it is set in code.
+	// Order, when set, replaces the live view of SLUICE_TENANTS as what
+	// orders the starts (docs/lifecycle.md "Order of starts"): tests set
+	// a policy of their own. It is not an environment variable.
 	Order order.Policy `ignored:"true"`
 
 	// FaultClockOffset is added to every wall-clock reading the worker

@@ -240,7 +240,7 @@ const gateWait = 250 * time.Millisecond
 // SLUICE_SWEEP_INTERVAL's defaults from here, so each is stated once.
 const (
 	DefaultMaxInflight     = 256
-	DefaultAckWait         = 60 * time.Second
+	DefaultAckWait         = contract.DefaultAckWait
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSweepInterval   = 10 * time.Second
 	DefaultPriorityAging   = 10 * time.Minute

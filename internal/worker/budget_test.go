@@ -24,8 +24,10 @@ func tenantVideo(id, tenant string) map[string]any {
 }
 
 // TestBudgets: at 1 credit per second of 768P video, a tenant with a
-// budget of 15 credits a month gets 3 five-second jobs submitted and the
-// 4th waits for budget, nothing submitted and no delivery spent; a tenant
+// budget of 17 credits a month gets 3 five-second jobs submitted and the
+// 4th, which the 2 credits left do not cover, waits for budget in the
+// runner (the scheduler still starts it: the budget is not spent), nothing
+// submitted and no delivery spent; a tenant
 // whose budget covers one job and whose on_budget is fail gets its 2nd
 // job failed budget_exhausted at submit. enqueue spend shows what the
 // terminal events' costs sum to.
@@ -34,7 +36,7 @@ func TestBudgets(t *testing.T) {
 	b := setup(t, setupOpts{})
 	for _, args := range [][]string{
 		{"prices", "set", "video.768P.second=1"},
-		{"tenants", "set", "acme", "--budget", "15", "--per", "month"},
+		{"tenants", "set", "acme", "--budget", "17", "--per", "month"},
 		{"tenants", "set", "frugal", "--budget", "5", "--per", "day", "--on-budget", "fail"},
 	} {
 		if out, code := b.enqueue(t, "", args...); code != 0 {
@@ -63,7 +65,7 @@ func TestBudgets(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		rec := b.record(t, "acme-4")
-		if rec != nil && rec.LastError != nil && strings.Contains(rec.LastError.Message, "waiting for budget: tenant acme spent 15 of 15 credits this month") {
+		if rec != nil && rec.LastError != nil && strings.Contains(rec.LastError.Message, "waiting for budget: tenant acme spent 15 of 17 credits this month") {
 			if rec.BudgetWaits < 1 || rec.Submits != 0 || rec.Status.Terminal() {
 				t.Fatalf("acme-4 record: budget waits %d, submits %d, status %s", rec.BudgetWaits, rec.Submits, rec.Status)
 			}

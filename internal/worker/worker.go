@@ -34,6 +34,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/redact"
@@ -398,8 +399,17 @@ func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *r
 			Orphaned:     m.Orphaned,
 			WaitingClass: m.WaitingClass,
 		},
-		PriorityAging: cfg.PriorityAging, Policy: cfg.Order,
+		PriorityAging: cfg.PriorityAging, Policy: orderPolicy(cfg, p),
 	}
+}
+
+// orderPolicy is what orders the starts: the live view of SLUICE_TENANTS,
+// unless a test set a policy of its own.
+func orderPolicy(cfg config.Config, p parts) order.Policy {
+	if cfg.Order != nil || p.tenants == nil {
+		return cfg.Order
+	}
+	return p.tenants.View()
 }
 
 // serveBackground starts what runs beside the consumer until bg ends: the
