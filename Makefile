@@ -7,6 +7,9 @@ GOFLAGS_TEST ?= -race -count=1 -timeout 20m
 # types and the PromQL parser stay out of go.mod); make test runs them
 # after the main module, with bin/helm when make helm built it.
 DEPLOYTEST := internal/deploytest
+# The end-to-end trace check: a Go module of its own too; make test-traces
+# runs it against the bin/jaeger of make jaeger.
+TRACETEST := internal/tracetest
 
 .PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition cluster-faults clean
 
@@ -37,10 +40,11 @@ lint: vet ## go vet, and fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet (the main module, the River peer's, bench/riverpeer, and the deploy checks', internal/deploytest)
+vet: ## go vet (the main module, the River peer's, bench/riverpeer, the deploy checks', internal/deploytest, and the trace check's, internal/tracetest)
 	$(GO) vet $(PKGS)
 	cd bench/riverpeer && $(GO) vet ./...
 	cd $(DEPLOYTEST) && $(GO) vet ./...
+	cd $(TRACETEST) && $(GO) vet ./...
 
 fmt: ## gofmt every Go file in place
 	gofmt -w $$(git ls-files '*.go')
@@ -224,3 +228,30 @@ helm: ## build the pinned Helm into ./bin (what the chart tests render with)
 	    -X $(HELM_MOD)/pkg/chartutil.k8sVersionMajor=1 -X $(HELM_MOD)/pkg/chartutil.k8sVersionMinor=$$minor" \
 	    $(HELM_MOD)/cmd/helm@$(HELM_VERSION); \
 	fi
+
+# Jaeger v2 for the trace check (internal/tracetest): its all-in-one
+# (cmd/jaeger; the module keeps its v1.x tags), at the version pinned as a
+# tool in internal/tracetest/jaeger/go.mod, built into ./bin unless its key
+# changed: the Go version plus every module version it is built from. That
+# module holds nothing else, so Jaeger builds with its own dependencies'
+# versions: with sluice's (newer otelhttp, Prometheus client) it does not
+# compile, and its graph stays out of go.mod. Built from the module it
+# serves no UI, only a placeholder page: its web assets are built with npm,
+# outside the module. About 20 minutes or more on a cold build cache on 2 cores.
+JAEGER_MOD  := github.com/jaegertracing/jaeger
+JAEGER_TOOL := $(TRACETEST)/jaeger
+.PHONY: jaeger test-traces
+jaeger: ## build the pinned Jaeger v2 into ./bin (the trace backend of make test-traces; long on a cold cache)
+	@mkdir -p $(BIN)
+	@bin=$(abspath $(BIN)) && cd $(JAEGER_TOOL) && \
+	key=$$({ $(GO) version; $(GO) list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{end}}' $(JAEGER_MOD)/cmd/jaeger | sort -u; } | sha256sum | cut -d' ' -f1) && \
+	if [ -x $$bin/jaeger ] && [ "$$(cat $$bin/jaeger.key 2>/dev/null)" = "$$key" ]; then \
+	  echo "$(BIN)/jaeger is up to date"; \
+	else \
+	  v=$$($(GO) list -m -f '{{.Version}}' $(JAEGER_MOD)) && echo "building $(BIN)/jaeger $$v (20 minutes or more on a cold cache)" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X $(JAEGER_MOD)/internal/version.latestVersion=$$v" \
+	    -o $$bin/jaeger $(JAEGER_MOD)/cmd/jaeger && echo "$$key" > $$bin/jaeger.key; \
+	fi
+
+test-traces: ## a job's trace end to end in Jaeger (internal/tracetest): skips without bin/jaeger, fails without it in CI
+	cd $(TRACETEST) && $(GO) test $(GOFLAGS_TEST) ./...

@@ -314,6 +314,11 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 		return err
 	}
 	f.WithData = true
+	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force)
+	if err != nil {
+		return err
+	}
+	defer a.stopTracing(ctx, tr) // on a failure to ask; a second Shutdown does nothing
 	since := a.env.Now()
 	client, dls, err := a.deadLetters(ctx, &rf.pf.conn, f, true)
 	if err != nil {
@@ -322,7 +327,7 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 	defer client.Close()
 	rep := &retryReport{Retries: []jobclient.RetryResult{}, Refused: []refusal{}}
 	for _, d := range dls {
-		res, err := client.Replay(ctx, d, jobclient.RetryOptions{Force: rf.force})
+		res, err := client.Replay(tctx, d, opts)
 		switch {
 		case isRefusal(err):
 			a.refuse(rep, &rf.pf, refusal{JobID: d.JobID, Seq: d.Seq, Error: refusalText(err)})
@@ -334,6 +339,7 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 		}
 		a.retried(rep, &rf.pf, res)
 	}
+	a.stopTracing(ctx, tr) // before --wait, which may be long
 	code := ExitOK
 	if len(rep.Refused) > 0 {
 		code = ExitFailed

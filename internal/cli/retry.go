@@ -76,6 +76,11 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 	if err := rf.pf.check(); err != nil {
 		return err
 	}
+	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force)
+	if err != nil {
+		return err
+	}
+	defer a.stopTracing(ctx, tr) // on a failure to ask; a second Shutdown does nothing
 	since := a.env.Now()
 	client, err := a.dial(ctx, &rf.pf.conn)
 	if err != nil {
@@ -85,7 +90,7 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 	rep := &retryReport{Retries: []jobclient.RetryResult{}, Refused: []refusal{}}
 	missing := 0
 	for _, id := range ids {
-		res, err := client.Retry(ctx, id, jobclient.RetryOptions{Force: rf.force})
+		res, err := client.Retry(tctx, id, opts)
 		switch {
 		case errors.Is(err, jobclient.ErrNoSuchJob):
 			missing++
@@ -99,6 +104,7 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 		}
 		a.retried(rep, &rf.pf, res)
 	}
+	a.stopTracing(ctx, tr) // before --wait, which may be long
 	code := ExitOK
 	switch {
 	case missing == len(ids):

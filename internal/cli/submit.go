@@ -215,9 +215,7 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 	}
 	res, perr := client.Publish(tctx, subs, opts)
 	pb.done()
-	if err := tr.Shutdown(ctx); err != nil {
-		fmt.Fprintf(a.env.Stderr, "enqueue: traces not exported: %v\n", err)
-	}
+	a.stopTracing(ctx, tr)
 	if res == nil {
 		return perr
 	}

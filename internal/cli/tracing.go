@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -34,4 +35,20 @@ func (a *app) startTracing(ctx context.Context, o jobclient.PublishOptions) (con
 	}
 	o.Tracer, o.Propagator = tr.Provider, tr.Propagator
 	return ctx, tr, o, nil
+}
+
+// startRerunTracing is startTracing for retry and dlq replay: the
+// retries' publishes are traced as submit's are, each a producer span
+// whose traceparent the retry's message carries.
+func (a *app) startRerunTracing(ctx context.Context, force bool) (context.Context, *tracing.Tracing, jobclient.RetryOptions, error) {
+	ctx, tr, po, err := a.startTracing(ctx, jobclient.PublishOptions{})
+	return ctx, tr, jobclient.RetryOptions{Force: force, Tracer: po.Tracer, Propagator: po.Propagator}, err
+}
+
+// stopTracing exports the spans still queued; a failure to is reported and
+// changes nothing else: the jobs are published.
+func (a *app) stopTracing(ctx context.Context, tr *tracing.Tracing) {
+	if err := tr.Shutdown(ctx); err != nil {
+		fmt.Fprintf(a.env.Stderr, "enqueue: traces not exported: %v\n", err)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -154,5 +155,72 @@ func TestSubmitWithoutTracingSetsNoHeader(t *testing.T) {
 	}
 	if msg.Header.Get(contract.HeaderMsgID) != "plain-1" {
 		t.Errorf("headers = %v", msg.Header)
+	}
+}
+
+// TestRetryTracesThePublish: with an OTLP endpoint set, enqueue retry
+// sends a producer span for the retry's publish, in the trace TRACEPARENT
+// names, and the retry's message carries its traceparent.
+func TestRetryTracesThePublish(t *testing.T) {
+	sink := &otlpSink{}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	endpoint := srv.URL + "/v1/traces"
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := n.JS.KeyValue(ctx, contract.StateBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.NewStore(kv, "w", time.Now).UpdateNew(ctx, "clip-1", func(r *state.Record) error {
+		*r = state.Record{JobID: "clip-1", Kind: "speech", Status: state.StatusFailed, Error: &state.Error{Code: "upstream_failed"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := n.JS.KeyValue(ctx, contract.SpecsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := `{"id":"clip-1","kind":"speech","speech":{"model":"m","input":{"text":"t","voice":"v"}}}`
+	if err := state.NewSpecs(specs).Keep(ctx, "clip-1", []byte(spec)); err != nil {
+		t.Fatal(err)
+	}
+	const parentTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	vars := map[string]string{"SLUICE_NATS_URL": n.URL, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+		"TRACEPARENT": "00-" + parentTrace + "-00f067aa0ba902b7-01"}
+	var stdout, stderr bytes.Buffer
+	env := Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string { return vars[k] },
+		IsTerminal: func(io.Writer) bool { return false }, Now: time.Now, Rand: strings.NewReader("")}
+	if code := Run(ctx, []string{"retry", "clip-1"}, env); code != ExitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
+	}
+
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var send *tracepb.Span
+	for _, s := range sink.spans {
+		if s.Name == "send sluice.jobs.speech" {
+			send = s
+		}
+	}
+	if send == nil || hex.EncodeToString(send.TraceId) != parentTrace {
+		t.Fatalf("no send span in TRACEPARENT's trace among %v", sink.spans)
+	}
+	s, err := n.JS.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetLastMsgForSubject(ctx, contract.JobSubject("speech"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "00-" + parentTrace + "-" + hex.EncodeToString(send.SpanId) + "-01"
+	if got := raw.Header.Get("traceparent"); raw.Header.Get(contract.HeaderMsgID) != "clip-1-r1" || got != want {
+		t.Errorf("retry message %s: traceparent %q, want %q", raw.Header.Get(contract.HeaderMsgID), got, want)
 	}
 }

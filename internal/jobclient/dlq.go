@@ -141,7 +141,7 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 	if !jobspec.ValidID(id) {
 		return nil, fmt.Errorf("%w dead letter %d: it has no job id", ErrNotRetryable, d.Seq)
 	}
-	res, err := c.rerun(ctx, id, d.Data)
+	res, err := c.rerun(ctx, id, d.Data, o)
 	if err != nil {
 		return nil, err
 	}

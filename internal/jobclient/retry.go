@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -61,6 +63,13 @@ type RetryOptions struct {
 	// Force retries a succeeded job, and a job that ended
 	// submit_ambiguous (which may pay twice).
 	Force bool
+	// Tracer and Propagator trace the retry's publish as PublishOptions'
+	// fields of the same names trace a job's: a producer span, a child of
+	// the context's span, whose traceparent the retry's message carries
+	// for the worker to link its trace to. Defaults to none: no span and
+	// no header.
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
 }
 
 // RetryResult is the outcome of one Retry or Replay.
@@ -112,7 +121,7 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	return c.rerun(ctx, id, spec)
+	return c.rerun(ctx, id, spec, o)
 }
 
 // Spec returns job id's spec as received, or an error wrapping ErrSpecGone.
@@ -149,8 +158,8 @@ func (c *Client) Retries(ctx context.Context, id string) ([]Job, error) {
 }
 
 // rerun publishes spec, the spec of job id as received, as id's next
-// retry.
-func (c *Client) rerun(ctx context.Context, id string, spec []byte) (*RetryResult, error) {
+// retry, traced as o says.
+func (c *Client) rerun(ctx context.Context, id string, spec []byte, o RetryOptions) (*RetryResult, error) {
 	n, err := c.nextRetry(ctx, id)
 	if err != nil {
 		return nil, err
@@ -168,7 +177,7 @@ func (c *Client) rerun(ctx context.Context, id string, spec []byte) (*RetryResul
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.Publish(ctx, []Submission{sub}, PublishOptions{})
+	res, err := c.Publish(ctx, []Submission{sub}, PublishOptions{Tracer: o.Tracer, Propagator: o.Propagator})
 	if err == nil && res.Jobs[0].Err != nil {
 		err = res.Jobs[0].Err
 	}
