@@ -1,6 +1,6 @@
 // Package console is sluice's web console: server-rendered pages over
 // jobclient (the jobs with filters and live updates, a job's timeline,
-// spec and artifacts, the dead letters) and the operator's actions
+// spec and artifacts, the dead letters, the tenants with their spend) and the operator's actions
 // (cancel, retry, replay, purge) behind a token. It is presentation only:
 // every answer comes from jobclient, the same query API as the enqueue
 // CLI. Its templates, style sheet and small hand-written script are
@@ -78,7 +78,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
 	}
-	for _, name := range []string{"jobs", "job", "dlq", "error"} {
+	for _, name := range []string{"jobs", "job", "dlq", "tenants", "error"} {
 		t, err := template.New("layout.html").Funcs(c.funcs()).ParseFS(assets, "assets/layout.html", "assets/overview.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -97,6 +97,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("GET "+Prefix+"jobs/{id}", c.marked(c.jobPage))
 	m.HandleFunc("GET "+Prefix+"jobs/{id}/artifacts/{n}", c.download)
 	m.HandleFunc("GET "+Prefix+"dlq", c.marked(c.dlqPage))
+	m.HandleFunc("GET "+Prefix+"tenants", c.tenantsPage)
 	m.HandleFunc("POST "+Prefix+"login", c.login)
 	m.HandleFunc("POST "+Prefix+"logout", c.logout)
 	m.Handle("POST "+Prefix+"jobs/{id}/cancel", c.action(c.cancel))

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
 // page is what every template gets.
@@ -435,6 +436,7 @@ func (c *Console) funcs() template.FuncMap {
 		"count":    func(m map[string]map[string]uint64, kind, status string) uint64 { return m[kind][status] },
 		"esc":      url.QueryEscape,
 		"list":     func(xs ...string) []string { return xs },
+		"credits":  tenants.Credits,
 	}
 }
 

@@ -23,14 +23,20 @@ var fleetGauges = map[string]bool{
 	"sluice_quota_limit":        true,
 	"sluice_quota_waiting_jobs": true,
 	"sluice_quota_rate_limit":   true,
+	// Every worker reads the same ledger and class queues.
+	"sluice_tenant_spend_credits":  true,
+	"sluice_tenant_budget_credits": true,
+	"sluice_jobs_waiting_class":    true,
 }
 
 // dashboardCovers are the metrics the dashboard must show: throughput by
 // kind and outcome, queue depth, waiting for quota, quota in use, upstream
-// requests, errors and p95 latency by endpoint, artifact bytes, JetStream waiting.
+// requests, errors and p95 latency by endpoint, artifact bytes, JetStream
+// waiting, tenants' spend.
 var dashboardCovers = []string{
 	"sluice_jobs_total", "sluice_jobs_waiting", "sluice_quota_waiting_jobs", "sluice_quota_in_use",
 	"sluice_upstream_requests_total", "sluice_upstream_request_duration_seconds_bucket", "sluice_artifact_bytes_total", "sluice_jetstream_waiting",
+	"sluice_tenant_spend_credits",
 }
 
 type grafanaDashboard struct {

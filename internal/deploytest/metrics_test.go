@@ -47,6 +47,9 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.StoreWaiting(true)
 	m.StoreProbeFailed()
 	m.SpansDropped("queue_full", 1)
+	m.WatchTenants(func() []metrics.TenantSpend {
+		return []metrics.TenantSpend{{Tenant: "acme", Spent: 5, Budget: 100, HasBudget: true}}
+	})
 	fail := roundTripper(func(*http.Request) (*http.Response, error) { return nil, errors.New("no answer") })
 	req := httptest.NewRequest(http.MethodGet, "http://upstream.invalid/x", nil)
 	_, _ = m.Transport("media", func(string, string) string { return "GET /x" }, fail).RoundTrip(req)

@@ -1,0 +1,68 @@
+package worker_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// TestTenantsPageInBrowser: a tenant with a budget runs a priced job on a
+// real worker, and the console's Tenants page, in headless Chromium,
+// shows its settings, its spend against the budget and today's bar in
+// its spend chart, drawn as inline SVG under the console's
+// Content-Security-Policy.
+func TestTenantsPageInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "acme", "--weight", "3", "--max-tasks", "video=4", "--budget", "100", "--per", "month"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t)
+	spec := videoSpec("acme-1", "a harbour paid for by acme")
+	spec["tenant"], spec["priority"] = "acme", 2
+	b.publish(t, "video", "acme-1", spec)
+	if ev := b.await(t, "acme-1", 3*time.Minute); ev.Data.Status != string(state.StatusSucceeded) || ev.Data.Cost == nil || *ev.Data.Cost != 5 {
+		t.Fatalf("acme-1 = %s, cost %v; want succeeded at 5 credits", ev.Data.Status, ev.Data.Cost)
+	}
+
+	var row, title string
+	var bars int
+	var drawn bool
+	err := chromedp.Do(ctx,
+		chromedp.Navigate("http://"+b.ep.HTTPAddr+"/console/"),
+		chromedp.Click(chromedp.CSS(`nav a[href="/console/tenants"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tenant-acme svg.spend rect.bar`)),
+		into(chromedp.Text(chromedp.CSS(`tr[data-tenant="acme"]`)), &row),
+		into(chromedp.Evaluate[int](`document.querySelectorAll("#tenant-acme svg.spend rect.bar").length`), &bars),
+		// The bar is laid out with a height: the SVG was rendered, not
+		// only parsed.
+		into(chromedp.Evaluate[bool](`document.querySelector("#tenant-acme svg.spend rect.bar").getBBox().height > 0`), &drawn),
+		into(chromedp.Evaluate[string](`document.querySelector("#tenant-acme svg.spend .day title").textContent`), &title),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row = strings.Join(strings.Fields(row), " ")
+	for _, want := range []string{"acme", "video 4", "100 per month", "5 of 100 credits this month"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("acme's row lacks %q: %q", want, row)
+		}
+	}
+	if bars != 1 || !drawn {
+		t.Errorf("acme's chart: %d bars, drawn %v; want today's bar, drawn", bars, drawn)
+	}
+	if today := time.Now().UTC().Format("2006-01-02"); !strings.HasPrefix(title, today+": 5 credits spent by 1 jobs") {
+		t.Errorf("the bar's title %q, want today's spend", title)
+	}
+	screenshot(t, ctx, t.TempDir(), "tenants")
+}
