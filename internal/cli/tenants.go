@@ -188,6 +188,10 @@ type tenantReport struct {
 	Settings tenants.Settings `json:"settings"`
 	// InFlight counts the tenant's open budget reservations.
 	InFlight int `json:"in_flight"`
+	// Waiting counts the messages in the tenant's class queues: jobs
+	// admitted and not yet started, held, or waiting for a retry
+	// (docs/lifecycle.md, "Order of starts").
+	Waiting uint64 `json:"waiting"`
 	// Spent and Reserved are this period's credits.
 	Spent            float64        `json:"spent"`
 	Reserved         float64        `json:"reserved"`
@@ -205,7 +209,21 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	if err != nil {
 		return err
 	}
+	classes, err := client.WaitingByClass(ctx)
+	if err != nil {
+		return err
+	}
+	waiting := map[string]uint64{}
+	for _, c := range classes {
+		waiting[c.Tenant] += c.Messages
+	}
 	ids := v.Tenants()
+	for t := range waiting {
+		if !slices.Contains(ids, t) {
+			ids = append(ids, t)
+		}
+	}
+	slices.Sort(ids)
 	if only != nil {
 		ids = only
 	}
@@ -214,8 +232,8 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 		s, _ := v.Settings(id)
 		spent, reserved := v.Spend(id)
 		s.WriteID = ""
-		reports = append(reports, tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Spent: spent, Reserved: reserved,
-			Period: v.Period(id), WaitingForBudget: v.WaitingForBudget(id)})
+		reports = append(reports, tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
+			Spent: spent, Reserved: reserved, Period: v.Period(id), WaitingForBudget: v.WaitingForBudget(id)})
 	}
 	if cf.json {
 		return writeJSON(a.env.Stdout, map[string]any{"tenants": reports})
@@ -230,9 +248,9 @@ func printTenants(w io.Writer, rs []tenantReport) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tSPENT\tRESERVED\tPERIOD\tWAITING FOR BUDGET\tSETTINGS")
+	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tWAITING\tSPENT\tRESERVED\tPERIOD\tWAITING FOR BUDGET\tSETTINGS")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%v\t%s\n", r.Tenant, r.InFlight, tenants.Credits(r.Spent),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%s\n", r.Tenant, r.InFlight, r.Waiting, tenants.Credits(r.Spent),
 			tenants.Credits(r.Reserved), r.Period, r.WaitingForBudget, settingsText(r.Settings))
 	}
 	_ = tw.Flush()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,9 +48,8 @@ func (c *Client) WaitingByClass(ctx context.Context) ([]ClassWaiting, error) {
 func classesOfSubjects(counts map[string]uint64) []ClassWaiting {
 	var out []ClassWaiting
 	for subject, n := range counts {
-		if cl, ok := classOfSubject(subject); ok && n > 0 {
-			cl.Messages = n
-			out = append(out, cl)
+		if cl, ok := contract.ParseClassSubject(subject); ok && n > 0 {
+			out = append(out, ClassWaiting{Kind: cl.Kind, Priority: cl.Priority, Tenant: cl.Tenant, Messages: n})
 		}
 	}
 	slices.SortFunc(out, func(a, b ClassWaiting) int {
@@ -59,23 +57,4 @@ func classesOfSubjects(counts map[string]uint64) []ClassWaiting {
 			cmp.Compare(slices.Index(contract.Kinds, a.Kind), slices.Index(contract.Kinds, b.Kind)))
 	})
 	return out
-}
-
-// classOfSubject parses sluice.jobs.<kind>.q.<priority>.<tenant>; ok is
-// false for any other subject (a kind's own subject, an unknown kind, a
-// priority that is not 1 to 5 written plainly, an empty tenant).
-func classOfSubject(subject string) (ClassWaiting, bool) {
-	rest, ok := strings.CutPrefix(subject, contract.JobsSubjectPrefix)
-	if !ok {
-		return ClassWaiting{}, false
-	}
-	parts := strings.Split(rest, ".")
-	if len(parts) != 4 || parts[1] != "q" || parts[3] == "" || !slices.Contains(contract.Kinds, parts[0]) {
-		return ClassWaiting{}, false
-	}
-	p, err := strconv.Atoi(parts[2])
-	if err != nil || p < 1 || p > 5 || parts[2] != strconv.Itoa(p) {
-		return ClassWaiting{}, false
-	}
-	return ClassWaiting{Kind: parts[0], Priority: p, Tenant: parts[3]}, true
 }

@@ -5,36 +5,6 @@ import (
 	"testing"
 )
 
-func TestClassOfSubject(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		subject string
-		want    ClassWaiting
-		ok      bool
-	}{
-		{"sluice.jobs.video.q.1.team-a", ClassWaiting{Kind: "video", Priority: 1, Tenant: "team-a"}, true},
-		{"sluice.jobs.container.q.5.default", ClassWaiting{Kind: "container", Priority: 5, Tenant: "default"}, true},
-		{"sluice.jobs.video", ClassWaiting{}, false},          // the intake
-		{"sluice.jobs.video.q.3", ClassWaiting{}, false},      // no tenant
-		{"sluice.jobs.video.q.3.", ClassWaiting{}, false},     // empty tenant
-		{"sluice.jobs.video.q.0.a", ClassWaiting{}, false},    // priority out of range
-		{"sluice.jobs.video.q.6.a", ClassWaiting{}, false},    // priority out of range
-		{"sluice.jobs.video.q.03.a", ClassWaiting{}, false},   // not written plainly
-		{"sluice.jobs.video.q.high.a", ClassWaiting{}, false}, // not a number
-		{"sluice.jobs.video.x.3.a", ClassWaiting{}, false},    // not a class queue
-		{"sluice.jobs.audio.q.3.a", ClassWaiting{}, false},    // unknown kind
-		{"sluice.jobs.video.q.3.a.b", ClassWaiting{}, false},  // one token too many
-		{"sluice.events.video.q.3.a", ClassWaiting{}, false},  // another stream's subject
-		{"xsluice.jobs.video.q.3.a", ClassWaiting{}, false},   // not the prefix
-		{"sluice.jobs.speech.q.2.Team_B", ClassWaiting{Kind: "speech", Priority: 2, Tenant: "Team_B"}, true},
-	} {
-		got, ok := classOfSubject(tc.subject)
-		if ok != tc.ok || got != tc.want {
-			t.Errorf("classOfSubject(%q) = %+v, %v; want %+v, %v", tc.subject, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestClassesOfSubjects(t *testing.T) {
 	t.Parallel()
 	got := classesOfSubjects(map[string]uint64{
