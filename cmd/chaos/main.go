@@ -102,16 +102,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	for _, rec := range rep.Recoveries {
-		fmt.Println("fault:", rec)
-	}
-	if len(rep.Series) > 0 {
-		fmt.Printf("resources every %s (bound: the first %s's highest value x %g + %v):\n%s", cfg.SampleEvery,
-			rep.GrowthBound.Baseline, rep.GrowthBound.Factor, rep.GrowthBound.Slack, chaos.SeriesTable(rep.Series, rep.Growth))
-	}
-	for _, p := range rep.Problems {
-		fmt.Println("problem:", p)
-	}
+	printReport(rep, cfg.SampleEvery)
 	if !rep.OK() || keep {
 		fmt.Fprintln(os.Stderr, "chaos: files of the run (worker logs under logs/) are in", cfg.Dir)
 	} else {
@@ -123,10 +114,26 @@ func main() {
 	}
 }
 
+// printReport prints each fault's recovery, a soak's series (sampled
+// every sample) and the problems; the figures' line comes last.
+func printReport(rep *chaos.Report, sample time.Duration) {
+	for _, rec := range rep.Recoveries {
+		fmt.Println("fault:", rec)
+	}
+	if len(rep.Series) > 0 {
+		b := rep.GrowthBound
+		fmt.Printf("resources every %s (bound: the first %s's highest value x %g + %v):\n%s", sample,
+			b.Baseline, b.Factor, b.Slack, chaos.SeriesTable(rep.Series, rep.Growth))
+	}
+	for _, p := range rep.Problems {
+		fmt.Println("problem:", p)
+	}
+}
+
 // soakConfig sets a soak's rates where the flags left them: jobs for d
-// at 2 a second, a deadline 5 minutes after the last publish, a kill a minute of the last worker slot only, the NATS
-// restart and the S3 outage every 10 minutes (twice in a short soak), 1%
-// 5xx and 1% 429.
+// at 2 a second, a deadline 5 minutes after the last publish, a kill a
+// minute of the last worker slot only, the NATS restart and the S3 outage
+// every 10 minutes (twice in a short soak), 1% 5xx and 1% 429.
 func soakConfig(cfg *chaos.Config, d time.Duration) {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

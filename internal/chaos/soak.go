@@ -59,6 +59,16 @@ func (r *run) sampleOnce(ctx context.Context, procs []*workerProc) {
 		if n, ok := subs["sluice-worker "+p.name]; ok {
 			res[3] = float64(n)
 		}
+		// A process killed meanwhile (a zombie has no VmRSS and no
+		// files; the server still counts its connection) is no sample.
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if res[0] < 0 {
+			continue
+		}
 		r.sampling.add(p, r.start, Sample{At: at, Resources: res})
 	}
 }
