@@ -26,6 +26,11 @@
 // replica of the jobs stream, the events stream and the state bucket is
 // current again and another job has ended.
 //
+// With SampleEvery set (a soak: cmd/chaos -soak, make soak), every worker
+// process's memory, goroutines, open files and NATS subscriptions are
+// sampled through the run, and each process lifetime must stay within a
+// bound its own first minutes set (JudgeGrowth).
+//
 // When every job has ended (or Deadline passes) the workers are stopped and
 // the run is checked: every job has exactly one terminal event, none is
 // lost (no terminal event, no state record) or stuck (no terminal event);
