@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
 // sampler keeps the resource series of every worker process of a soak
@@ -28,10 +30,16 @@ func newSampler() *sampler {
 	return &sampler{byName: map[string]*Series{}, addrs: map[string]string{}}
 }
 
-// sample samples every live worker at once and then every SampleEvery
-// until ctx ends.
+// sample samples every live worker at once, half a SampleEvery later and
+// then every SampleEvery until ctx ends. The half step keeps the samples
+// off the kills' ticks when KillEvery is a multiple of SampleEvery: a
+// sample taken as a kill lands would miss the restarted process each time.
 func (r *run) sample(ctx context.Context) {
 	procs := r.fleet.(*fleet)
+	r.sampleOnce(ctx, procs.live())
+	if backoff.Sleep(ctx, r.cfg.SampleEvery/2) != nil {
+		return
+	}
 	t := time.NewTicker(r.cfg.SampleEvery)
 	defer t.Stop()
 	for {
