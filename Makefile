@@ -11,7 +11,7 @@ DEPLOYTEST := internal/deploytest
 # runs it against the bin/jaeger of make jaeger.
 TRACETEST := internal/tracetest
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster partition cluster-faults clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster soak soak-quick partition cluster-faults clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -84,6 +84,22 @@ chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluste
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/chaos
 	$(BIN)/chaos -containers -jobs $(CHAOS_CLUSTER_JOBS) -rate 4 -fleet-media-tasks $(CHAOS_CLUSTER_MEDIA_TASKS) $(CHAOS_CLUSTER_FLAGS)
+
+# The soak: the chaos run at a low rate for SOAK_DURATION, every worker
+# process's memory, goroutines, open files and NATS subscriptions sampled
+# every SOAK_SAMPLE; it fails on growth past each process's first tenth
+# (at most 10 min) x 1.5 plus a small slack, and prints the series.
+SOAK_DURATION    ?= 1h
+SOAK_SAMPLE      ?= 1m
+SOAK_MEDIA_TASKS ?= 8
+SOAK_FLAGS       ?=
+soak: ## an hour (SOAK_DURATION) of mixed jobs under low-rate faults; fails when a worker's RSS, goroutines, open files or NATS subscriptions grow (SOAK_SAMPLE=1m)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
+	$(BIN)/chaos -soak $(SOAK_DURATION) -sample $(SOAK_SAMPLE) -fleet-media-tasks $(SOAK_MEDIA_TASKS) -worker $(BIN)/worker $(SOAK_FLAGS)
+
+soak-quick: ## CI's soak: 5 minutes, a 1-minute baseline, samples every 15 s (about 7 min)
+	@$(MAKE) --no-print-directory soak SOAK_DURATION=5m SOAK_SAMPLE=15s
 
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \

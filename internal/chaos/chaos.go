@@ -26,6 +26,11 @@
 // replica of the jobs stream, the events stream and the state bucket is
 // current again and another job has ended.
 //
+// With SampleEvery set (a soak: cmd/chaos -soak, make soak), every worker
+// process's memory, goroutines, open files and NATS subscriptions are
+// sampled through the run, and each process lifetime must stay within a
+// bound its own first minutes set (JudgeGrowth).
+//
 // When every job has ended (or Deadline passes) the workers are stopped and
 // the run is checked: every job has exactly one terminal event, none is
 // lost (no terminal event, no state record) or stuck (no terminal event);
@@ -132,6 +137,22 @@ type Config struct {
 	// the NATS restart, in order of At, each with its recovery measured.
 	// Names must differ.
 	Faults []Fault
+	// FaultEvery, when set, repeats the NATS restart and the S3 outage
+	// through the publishing time: a restart at a third and an outage at
+	// two thirds of every FaultEvery (NATSRestartAt and S3OutageAt are
+	// then not used). Defaults to 0: each once.
+	FaultEvery time.Duration
+	// Spared is how many worker slots, the first ones, are never killed:
+	// their processes live through the whole run (a soak watches them
+	// grow). Defaults to 0; must be below Workers while KillEvery >= 0.
+	Spared int
+	// SampleEvery, when set, samples every worker process's resident
+	// memory, goroutines, open files and NATS subscriptions this often,
+	// and the report judges their growth by Growth (a soak). Processes
+	// only, on the run's own NATS server. Defaults to 0: no samples.
+	SampleEvery time.Duration
+	// Growth bounds the sampled series (see GrowthBound's defaults).
+	Growth GrowthBound
 }
 
 // Fault is a fault the caller injects during a run.
@@ -187,6 +208,12 @@ func (c Config) validate() error {
 	if c.Jobs < 0 || c.Workers < 1 || c.PublishRate <= 0 {
 		errs = append(errs, errors.New("chaos: Jobs, Workers and PublishRate must be positive"))
 	}
+	if c.SampleEvery > 0 && (c.Containers != nil || c.NATSURL != "") {
+		errs = append(errs, errors.New("chaos: SampleEvery needs worker processes and the run's own NATS server (no Containers, no NATSURL)"))
+	}
+	if c.Spared < 0 || (c.Spared >= c.Workers && c.KillEvery >= 0) {
+		errs = append(errs, errors.New("chaos: Spared must be at least 0 and below Workers"))
+	}
 	if c.AckWait < time.Second {
 		errs = append(errs, errors.New("chaos: AckWait must be at least 1s (the worker's minimum)"))
 	}
@@ -238,7 +265,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	r := &run{cfg: cfg, in: in, js: js, jobs: jobs, events: newEventLog(), start: time.Now(), faults: map[string]int{}}
+	r := &run{cfg: cfg, in: in, js: js, jobs: jobs, events: newEventLog(), start: time.Now(), faults: map[string]int{},
+		sampling: newSampler()}
 	if in.cl != nil {
 		cf, err := newContainerFleet(in.cl, runEnv(in, cfg), logDir, cfg.Workers)
 		if err != nil {
@@ -291,6 +319,8 @@ type run struct {
 	fleet  workerFleet
 	events *eventLog
 	start  time.Time
+	// sampling holds the resource series of a soak (Config.SampleEvery).
+	sampling *sampler
 
 	resubmits map[string]int // job id -> submit-window resubmissions logged
 	published atomic.Int64
@@ -314,6 +344,9 @@ func (r *run) drive(ctx context.Context) {
 
 	bg.Go(func() { r.publish(bgCtx) })
 	bg.Go(func() { r.kill(bgCtx) })
+	if r.cfg.SampleEvery > 0 {
+		bg.Go(func() { r.sample(bgCtx) })
+	}
 	faultsDone := make(chan struct{})
 	bg.Go(func() { defer close(faultsDone); r.injectFaults(bgCtx) })
 
@@ -402,7 +435,8 @@ func (r *run) publish(ctx context.Context) {
 	}
 }
 
-// kill restarts a worker chosen at random every KillEvery.
+// kill restarts a worker chosen at random every KillEvery, never one of
+// the Spared slots.
 func (r *run) kill(ctx context.Context) {
 	if r.cfg.KillEvery < 0 {
 		return
@@ -416,7 +450,7 @@ func (r *run) kill(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := r.fleet.restart(rng.IntN(r.cfg.Workers)); err != nil {
+		if err := r.fleet.restart(r.cfg.Spared + rng.IntN(r.cfg.Workers-r.cfg.Spared)); err != nil {
 			r.faultError(err)
 		}
 	}
@@ -434,11 +468,23 @@ type fault struct {
 func (r *run) plan() []fault {
 	if r.in.cl == nil {
 		var faults []fault
-		if r.in.externalNATS == "" {
-			faults = append(faults, fault{FaultNATSRestart, r.cfg.NATSRestartAt, func(ctx context.Context) error { return r.in.restartNATS(ctx, r.cfg.NATSDownFor) }})
+		restartAt, outageAt := []time.Duration{r.cfg.NATSRestartAt}, []time.Duration{r.cfg.S3OutageAt}
+		if every := r.cfg.FaultEvery; every > 0 {
+			restartAt, outageAt = nil, nil
+			for base := time.Duration(0); base < r.cfg.publishTime(); base += every {
+				restartAt = append(restartAt, base+every/3)
+				outageAt = append(outageAt, base+every*2/3)
+			}
 		}
-		if r.cfg.S3OutageAt >= 0 {
-			faults = append(faults, fault{FaultS3Outage, r.cfg.S3OutageAt, func(ctx context.Context) error { return r.in.outageS3(ctx, r.cfg.S3OutageFor) }})
+		for _, at := range restartAt {
+			if r.in.externalNATS == "" {
+				faults = append(faults, fault{FaultNATSRestart, at, func(ctx context.Context) error { return r.in.restartNATS(ctx, r.cfg.NATSDownFor) }})
+			}
+		}
+		for _, at := range outageAt {
+			if at >= 0 {
+				faults = append(faults, fault{FaultS3Outage, at, func(ctx context.Context) error { return r.in.outageS3(ctx, r.cfg.S3OutageFor) }})
+			}
 		}
 		for _, f := range r.cfg.Faults {
 			faults = append(faults, fault{f.Name, f.At, f.Run})

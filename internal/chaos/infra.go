@@ -342,3 +342,15 @@ func (in *infra) close() {
 		in.cl.close()
 	}
 }
+
+// subscriptions is the NATS server's count of subscriptions per client
+// connection name; an error while the server is down.
+func (in *infra) subscriptions() (map[string]int, error) {
+	in.mu.Lock()
+	srv := in.nats
+	in.mu.Unlock()
+	if srv == nil {
+		return nil, errors.New("the NATS server is down")
+	}
+	return srv.Subscriptions()
+}

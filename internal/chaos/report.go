@@ -57,6 +57,12 @@ type Report struct {
 	// end (any alive is a problem: it is billed); TwiceAlive counts the
 	// jobs that ever had two instances alive at once (a problem).
 	InstancesCreated, InstancesDeleted, InstancesAlive, TwiceAlive int
+	// Series are a soak's resource samples of every worker process
+	// lifetime (Config.SampleEvery), Growth their verdicts against
+	// GrowthBound; every series past its bound is also a problem.
+	Series      []Series
+	Growth      []Growth
+	GrowthBound GrowthBound
 	// Elapsed is the time from the first publish to the last terminal
 	// event (or the deadline).
 	Elapsed time.Duration
@@ -100,6 +106,18 @@ func (r *Report) String() string {
 			offs = append(offs, o.String())
 		}
 		quota += " clock_offsets=" + strings.Join(offs, ",")
+	}
+	if len(r.Series) > 0 {
+		judged, exceeded := 0, 0
+		for _, g := range r.Growth {
+			if g.LaterMax >= 0 {
+				judged++
+			}
+			if g.Exceeded() {
+				exceeded++
+			}
+		}
+		quota += fmt.Sprintf(" processes_sampled=%d growth_exceeded=%d/%d", len(r.Series), exceeded, judged)
 	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
 		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s "+

@@ -47,9 +47,13 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	rep.Faults = maps.Clone(r.faults)
 	rep.Recoveries = slices.Clone(r.recoveries)
 	r.mu.Unlock()
+	planned := map[string]int{}
 	for _, f := range r.plan() {
-		if n := rep.Faults[f.kind]; n != 1 {
-			rep.problem("harness: fault %s injected %d times, want 1", f.kind, n)
+		planned[f.kind]++
+	}
+	for kind, want := range planned {
+		if n := rep.Faults[kind]; n != want {
+			rep.problem("harness: fault %s injected %d times, want %d", kind, n, want)
 		}
 	}
 	for _, rec := range rep.Recoveries {
@@ -83,17 +87,33 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	for _, subj := range r.events.bad {
 		rep.problem("event on %s is not a CloudEvent whose id is its Nats-Msg-Id", subj)
 	}
-	planned := make(map[string]bool, len(r.jobs))
+	published := make(map[string]bool, len(r.jobs))
 	for _, j := range r.jobs {
-		planned[j.ID] = true
+		published[j.ID] = true
 	}
 	for id := range r.events.terminal {
-		if !planned[id] {
+		if !published[id] {
 			rep.problem("terminal event for a job never published: %q", id)
 		}
 	}
 	r.checkSecrets(ctx, rep, logs, stateRaw.Bytes())
+	r.checkGrowth(rep)
 	return rep, nil
+}
+
+// checkGrowth judges a soak's resource series (Config.SampleEvery).
+func (r *run) checkGrowth(rep *Report) {
+	if r.cfg.SampleEvery <= 0 {
+		return
+	}
+	rep.Series = r.sampling.all()
+	rep.Growth = JudgeGrowth(rep.Series, r.cfg.Growth)
+	rep.GrowthBound = r.cfg.Growth.withDefaults()
+	for _, g := range rep.Growth {
+		if g.Exceeded() {
+			rep.problem("resource growth: %s", g)
+		}
+	}
 }
 
 // checkJob checks one job's events, outcome, artifacts and submissions,

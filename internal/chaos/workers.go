@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,11 @@ type workerProc struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{} // closed once the process has exited and been reaped
+	// name is its SLUICE_WORKER_NAME, started when it was started, and
+	// logFrom the size of its log file before it: its own lines follow.
+	name    string
+	started time.Time
+	logFrom int64
 }
 
 // workerFleet is the run's workers: processes (fleet) or containers
@@ -114,12 +120,18 @@ func (f *fleet) start(i int) error {
 	if err != nil {
 		return err
 	}
+	logFrom, err := log.Seek(0, io.SeekEnd)
+	if err != nil {
+		log.Close()
+		return err
+	}
 	f.mu.Lock()
 	gen := f.started
 	f.started++
 	f.mu.Unlock()
+	name := fmt.Sprintf("chaos-w%d-%d", i, gen)
 	cmd := exec.Command(f.bin)
-	cmd.Env = append(append([]string(nil), f.env...), fmt.Sprintf("SLUICE_WORKER_NAME=chaos-w%d-%d", i, gen))
+	cmd.Env = append(append([]string(nil), f.env...), "SLUICE_WORKER_NAME="+name)
 	if len(f.offsets) > 0 {
 		cmd.Env = append(cmd.Env, "SLUICE_FAULT_CLOCK_OFFSET="+f.offsets[i%len(f.offsets)].String())
 	}
@@ -128,7 +140,7 @@ func (f *fleet) start(i int) error {
 		log.Close()
 		return fmt.Errorf("start worker %d: %w", i, err)
 	}
-	p := &workerProc{cmd: cmd, log: log, done: make(chan struct{})}
+	p := &workerProc{cmd: cmd, log: log, done: make(chan struct{}), name: name, started: time.Now(), logFrom: logFrom}
 	go func() {
 		_ = cmd.Wait()
 		log.Close()
@@ -188,4 +200,17 @@ func (f *fleet) stop(grace time.Duration) {
 			<-p.done
 		}
 	}
+}
+
+// live is the worker processes running now, in slot order.
+func (f *fleet) live() []*workerProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*workerProc
+	for _, p := range f.procs {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

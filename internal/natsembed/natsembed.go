@@ -225,3 +225,23 @@ func (s *Server) ReplicaReport(stream string) []string {
 func (s *Server) IsConsumerLeader(stream, consumer string) bool {
 	return s.srv.JetStreamIsConsumerLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream, consumer)
 }
+
+// Subscriptions is the number of subscriptions of each client connection,
+// summed by connection name: what the monitoring endpoint's
+// /connz?subs=1 reports, read in-process.
+func (s *Server) Subscriptions() (map[string]int, error) {
+	out := map[string]int{}
+	for offset := 0; ; {
+		cz, err := s.srv.Connz(&server.ConnzOptions{Offset: offset, Limit: 1024})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cz.Conns {
+			out[c.Name] += int(c.NumSubs)
+		}
+		offset += len(cz.Conns)
+		if len(cz.Conns) == 0 || offset >= cz.Total {
+			return out, nil
+		}
+	}
+}
