@@ -36,7 +36,7 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "T1"); empty runs
+	// Only limits the run to these figures ("P1".."P5", "Q1", "T1", "U1"); empty runs
 	// all.
 	Only []string
 	// ProfileDir, when set, runs the worker as "bench worker" with pprof
@@ -85,12 +85,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"P5", r.latency},
 		{"Q1", r.fleet},
 		{"T1", r.tenants},
+		{"U1", r.utilization},
 	}
 	for _, sc := range scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) {
 			continue
 		}
-		if o.Quick && len(o.Only) == 0 && (sc.id == "Q1" || sc.id == "T1") {
+		if o.Quick && len(o.Only) == 0 && (sc.id == "Q1" || sc.id == "T1" || sc.id == "U1") {
 			// Over a minute even small (phases of several workers at a few requests a
 			// second): not part of the smoke check unless asked for.
 			continue
