@@ -108,3 +108,18 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "%s\n      %s\n", line, usage)
 	})
 }
+
+// subcommand splits a command's subcommand off args. With none it prints
+// the usage to stderr and returns the usage error; with "help" or "-h" it
+// prints it to stdout; sub is "" in both cases, and err is what to return.
+func (a *app) subcommand(fs *flag.FlagSet, h help, args []string) (sub string, rest []string, err error) {
+	if len(args) == 0 {
+		h.printer(fs)(a.env.Stderr)
+		return "", nil, exitCode(ExitUsage)
+	}
+	if sub = args[0]; strings.TrimLeft(sub, "-") == "help" || sub == "-h" {
+		h.printer(fs)(a.env.Stdout)
+		return "", nil, nil
+	}
+	return sub, args[1:], nil
+}

@@ -32,14 +32,9 @@ unreachable or another runtime error.`,
 		examples: `  enqueue prices set video.768P.second=0.5 video.2K.second=2 speech.char=0.0002
   enqueue prices show --json`,
 	}
-	if len(args) == 0 {
-		h.printer(fs)(a.env.Stderr)
-		return exitCode(ExitUsage)
-	}
-	sub, args := args[0], args[1:]
-	if strings.TrimLeft(sub, "-") == "help" || sub == "-h" {
-		h.printer(fs)(a.env.Stdout)
-		return nil
+	sub, args, err := a.subcommand(fs, h, args)
+	if sub == "" {
+		return err
 	}
 	rest, err := a.parse(fs, h.printer(fs), args)
 	if err != nil {

@@ -79,14 +79,9 @@ func runTenants(ctx context.Context, a *app, args []string) error {
   enqueue tenants set team-b --budget 500 --per month --on-budget fail
   enqueue tenants show team-b --json`,
 	}
-	if len(args) == 0 {
-		h.printer(fs)(a.env.Stderr)
-		return exitCode(ExitUsage)
-	}
-	sub, args := args[0], args[1:]
-	if strings.TrimLeft(sub, "-") == "help" || sub == "-h" {
-		h.printer(fs)(a.env.Stdout)
-		return nil
+	sub, args, err := a.subcommand(fs, h, args)
+	if sub == "" {
+		return err
 	}
 	seen := map[string]bool{}
 	rest, err := a.parse(fs, h.printer(fs), args)
