@@ -87,19 +87,25 @@ chaos-cluster: images ## the chaos run on containers: TLS three-node NATS cluste
 
 # The soak: the chaos run at a low rate for SOAK_DURATION, every worker
 # process's memory, goroutines, open files and NATS subscriptions sampled
-# every SOAK_SAMPLE; it fails on growth past each process's first tenth
-# (at most 10 min) x 1.5 plus a small slack, and prints the series.
+# every SOAK_SAMPLE; it fails on growth past the highest of each process's
+# first stretch of life (a fifth of the run, at most 10 min) x 1.5 plus a
+# small slack, and prints the series.
 SOAK_DURATION    ?= 1h
 SOAK_SAMPLE      ?= 1m
 SOAK_MEDIA_TASKS ?= 8
+SOAK_RSS_SLACK   ?= 16
 SOAK_FLAGS       ?=
 soak: ## an hour (SOAK_DURATION) of mixed jobs under low-rate faults; fails when a worker's RSS, goroutines, open files or NATS subscriptions grow (SOAK_SAMPLE=1m)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/chaos
-	$(BIN)/chaos -soak $(SOAK_DURATION) -sample $(SOAK_SAMPLE) -fleet-media-tasks $(SOAK_MEDIA_TASKS) -worker $(BIN)/worker $(SOAK_FLAGS)
+	$(BIN)/chaos -soak $(SOAK_DURATION) -sample $(SOAK_SAMPLE) -fleet-media-tasks $(SOAK_MEDIA_TASKS) -worker $(BIN)/worker -rss-slack $(SOAK_RSS_SLACK) $(SOAK_FLAGS)
 
-soak-quick: ## CI's soak: 5 minutes, a 1-minute baseline, samples every 15 s (about 7 min)
-	@$(MAKE) --no-print-directory soak SOAK_DURATION=5m SOAK_SAMPLE=15s
+# A minute's baseline ends before a worker's heap reaches its working
+# size (the hour's soak: 48 MiB at first, 86 MiB steady), so the quick
+# soak allows 64 MiB of RSS slack; goroutines, files and subscriptions
+# keep their bounds.
+soak-quick: ## CI's soak: 5 minutes, a 1-minute baseline, samples every 15 s, 64 MiB RSS slack (about 7 min)
+	@$(MAKE) --no-print-directory soak SOAK_DURATION=5m SOAK_SAMPLE=15s SOAK_RSS_SLACK=64
 
 partition: ## the partition suite's long variant: 20 s isolations, the default 10 s move bound; prints the figures (about 3 min)
 	@out=$$(mktemp); status=0; \

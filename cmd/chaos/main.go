@@ -52,6 +52,7 @@ func main() {
 	soak := flag.Duration("soak", 0, "a soak of this publishing time at a low rate of jobs and faults, sampling every worker's resources (make soak)")
 	flag.DurationVar(&cfg.SampleEvery, "sample", time.Minute, "with -soak: time between two samples of the workers' resources")
 	flag.DurationVar(&cfg.Growth.Baseline, "baseline", 0, "with -soak: the first stretch of each worker process's life that sets its bound (default: a fifth of -soak, at most 10m)")
+	rssSlack := flag.Float64("rss-slack", 16, "with -soak: MiB of resident memory allowed above the baseline's highest x1.5 (a short baseline ends before the Go heap reaches its working size)")
 	containers := flag.Bool("containers", false, "run on containers: a TLS three-node NATS cluster, S3 and the workers in Docker (make chaos-cluster)")
 	var ct chaos.Containers
 	flag.StringVar(&ct.Name, "name", "sluice-chaos", "with -containers: prefix of every container and network of the run")
@@ -68,6 +69,7 @@ func main() {
 			fail(fmt.Errorf("-soak runs on processes only: it reads each worker's /proc"))
 		}
 		soakConfig(&cfg, *soak)
+		cfg.Growth.Slack = chaos.Resources{*rssSlack, 32, 16, 8}
 	} else {
 		cfg.SampleEvery = 0
 	}
