@@ -28,7 +28,25 @@ const (
 	DLQStream        = "SLUICE_DLQ"
 	DLQSubjectPrefix = "sluice.dlq."
 	CancelSubject    = "sluice.control.cancel"
+	// AliveSubjectPrefix: a worker holding fleet quota leases answers
+	// requests on AliveSubject(its name) while its NATS connection is up,
+	// so that the others learn of its death from the server's "no
+	// responders" (docs/lifecycle.md#a-workers-death).
+	AliveSubjectPrefix = "sluice.control.alive."
 )
+
+// AliveSubject is the subject worker answers on while it is connected:
+// its name with every character a subject token cannot hold (or that
+// would make it hard to type) replaced by "_".
+func AliveSubject(worker string) string {
+	token := []byte(worker)
+	for i, c := range token {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			token[i] = '_'
+		}
+	}
+	return AliveSubjectPrefix + string(token)
+}
 
 // Message headers of the contract.
 const (

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,15 @@ type leases struct {
 	// view is the board as last read or written, live at viewAt.
 	view   board
 	viewAt time.Time
+	// replies are the ack subjects of the deliveries of the jobs this
+	// worker holds or wants a lease for; its leases carry them once it is
+	// announced (its alive subject answers, see watch).
+	replies   map[string]string
+	announced bool
+	// gone are the dead holders whose leases the next write hands back;
+	// handedOver hears what that write handed over.
+	gone       map[string]bool
+	handedOver func(resource string, handed map[string]lease)
 }
 
 // request is one job waiting for a lease.
@@ -77,6 +87,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
+		replies: map[string]string{}, gone: map[string]bool{},
 	}
 }
 
@@ -87,10 +98,12 @@ func (l *leases) poke() {
 	}
 }
 
-// acquire waits until job holds a lease, or ctx ends.
-func (l *leases) acquire(ctx context.Context, job string) error {
+// acquire waits until job, delivered with reply, holds a lease, or ctx
+// ends.
+func (l *leases) acquire(ctx context.Context, job, reply string) error {
 	req := &request{job: job, granted: make(chan struct{})}
 	l.mu.Lock()
+	l.setReply(job, reply)
 	if l.keep[job] {
 		l.refs[job]++
 		l.mu.Unlock()
@@ -118,9 +131,17 @@ func (l *leases) acquire(ctx context.Context, job string) error {
 	return ctx.Err()
 }
 
+// setReply keeps the ack subject of job's latest delivery on this worker.
+func (l *leases) setReply(job, reply string) {
+	if reply = ackSubject(reply); reply != "" {
+		l.replies[job] = reply
+	}
+}
+
 // takeOver makes job's lease this worker's, whatever the limit.
-func (l *leases) takeOver(job string) {
+func (l *leases) takeOver(job, reply string) {
 	l.mu.Lock()
+	l.setReply(job, reply)
 	l.unreserveLocked()
 	l.refs[job]++
 	delete(l.drop, job)
@@ -144,6 +165,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.refs, job)
 	delete(l.keep, job)
 	delete(l.take, job)
+	delete(l.replies, job)
 	if handBack {
 		l.handBack[job] = l.clock.Now().Add(max(redeliverIn, 0))
 	} else {
@@ -259,6 +281,10 @@ func (l *leases) intent() intent {
 	for _, r := range l.want {
 		in.want = append(in.want, r.job)
 	}
+	if l.announced {
+		in.reply = maps.Clone(l.replies)
+	}
+	in.gone = keys(l.gone)
 	return in
 }
 
@@ -320,7 +346,7 @@ func (l *leases) syncOnce(ctx context.Context) error {
 		// a replica that has not applied the last write yet, and a lease
 		// it does not show would stay on the board for good. It is written
 		// all the same: the compare-and-set fails on a stale revision.
-		if !out.changed && len(in.drop)+len(in.handBack)+len(in.take) == 0 {
+		if !out.changed && len(in.drop)+len(in.handBack)+len(in.take)+len(in.gone) == 0 {
 			return cur, kvcas.Unchanged
 		}
 		return out.next, nil
@@ -365,6 +391,9 @@ func (l *leases) apply(in intent, out outcome) {
 	for id := range in.handBack {
 		delete(l.handBack, id)
 	}
+	for _, h := range in.gone {
+		delete(l.gone, h)
+	}
 	for _, id := range out.lost {
 		delete(l.keep, id)
 	}
@@ -396,6 +425,9 @@ func (l *leases) apply(in intent, out outcome) {
 	}
 	if len(out.lost) > 0 {
 		l.log.Info().Strs("jobs", out.lost).Msg("leases taken over by the workers the jobs were delivered to")
+	}
+	if len(out.handedOver) > 0 && l.handedOver != nil {
+		l.handedOver(l.resource, out.handedOver)
 	}
 	// Observed before the jobs go on, so the metrics never lag a submit.
 	if l.observe != nil {

@@ -38,6 +38,12 @@ type lease struct {
 	// lapse unseen before its holder had its chance once the bucket is
 	// back.
 	Lapsed int64 `json:"lapsed,omitempty"`
+	// Reply is the ack subject of the job's delivery to Holder, written
+	// by a holder that answers on its alive subject (see watch): when it
+	// dies, the worker that finds out hands its leases back and Naks this
+	// subject, so that the job comes back at once instead of an AckWait
+	// after the holder's last heartbeat.
+	Reply string `json:"reply,omitempty"`
 }
 
 // waiter is a worker with jobs waiting for a lease.
@@ -172,6 +178,12 @@ type intent struct {
 	// starved: the worker would start more jobs than it may; it counts
 	// as waiting (with no job held) for the fair share.
 	starved bool
+	// reply is the ack subject of each held or wanted job's delivery, for
+	// a worker that answers on its alive subject; empty otherwise.
+	reply map[string]string
+	// gone are other holders known dead (watch): their leases are handed
+	// back and their waiting entry dropped.
+	gone []string
 }
 
 // outcome is a planned board and what it means for the worker.
@@ -188,6 +200,9 @@ type outcome struct {
 	// had lapsed, or another delivery gave them back) and were put back
 	// whatever the limit: their task may still run upstream.
 	putBack []string
+	// handedOver are the leases of gone holders this plan handed back,
+	// as they were (the dead holder and its delivery's ack subject).
+	handedOver map[string]lease
 }
 
 // plan applies in to cur. It is a pure function, and idempotent: planned
@@ -212,6 +227,7 @@ func plan(cur board, in intent) outcome {
 		}
 	}
 	var out outcome
+	planGone(next, in, &out)
 	planHeld(next, in, &out)
 	planWanted(next, in, &out)
 	if len(next.Leases) == 0 {
@@ -225,6 +241,31 @@ func plan(cur board, in intent) outcome {
 	return out
 }
 
+// planGone hands back the leases of the holders known dead, as their
+// worker would have on stopping: each counts until the job's next
+// delivery, due at once (the watch Naks it), takes it over, or a lease
+// life and a grace pass. Their waiting entries go, so that the fair share
+// is split between the living.
+func planGone(next board, in intent, out *outcome) {
+	if len(in.gone) == 0 {
+		return
+	}
+	exp := in.now.Add(in.ttl).UnixMilli()
+	for id, l := range next.Leases {
+		if l.Holder == "" || !slices.Contains(in.gone, l.Holder) {
+			continue
+		}
+		next.Leases[id] = lease{Exp: max(l.Exp, exp)}
+		if out.handedOver == nil {
+			out.handedOver = map[string]lease{}
+		}
+		out.handedOver[id] = l
+	}
+	for _, h := range in.gone {
+		delete(next.Waiting, h)
+	}
+}
+
 // planHeld applies to next the worker's changes to the leases it holds:
 // releases, hand-backs, takeovers and renewals.
 func planHeld(next board, in intent, out *outcome) {
@@ -232,7 +273,9 @@ func planHeld(next board, in intent, out *outcome) {
 	// A lease of the worker past half its life is renewed; one fresher is
 	// left as it is, so a worker writes about twice per ttl when nothing
 	// else changes.
-	fresh := func(l lease) bool { return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 }
+	fresh := func(id string, l lease) bool {
+		return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 && l.Reply == in.reply[id]
+	}
 
 	for _, id := range in.drop {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
@@ -245,11 +288,11 @@ func planHeld(next board, in intent, out *outcome) {
 		}
 	}
 	for _, id := range in.take {
-		if l, ok := next.Leases[id]; !ok || !fresh(l) {
+		if l, ok := next.Leases[id]; !ok || !fresh(id, l) {
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(in.keep)) {
@@ -257,11 +300,11 @@ func planHeld(next board, in intent, out *outcome) {
 		switch {
 		case ok && l.Holder != in.holder && l.Holder != "":
 			out.lost = append(out.lost, id)
-		case !ok || !fresh(l):
+		case !ok || !fresh(id, l):
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
 		}
 	}
 }
@@ -283,7 +326,7 @@ func planWanted(next board, in intent, out *outcome) {
 		l, ok := next.Leases[id]
 		switch {
 		case ok && (l.Holder == in.holder || l.Holder == ""):
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
 			out.granted = append(out.granted, id)
 		case ok:
 			held++
@@ -296,7 +339,7 @@ func planWanted(next board, in intent, out *outcome) {
 		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
 			out.granted = append(out.granted, id)
 		}
 		rest = rest[n:]

@@ -240,3 +240,64 @@ func TestPlanFairShareAndRecognition(t *testing.T) {
 		}
 	})
 }
+
+func TestPlanGone(t *testing.T) {
+	t.Parallel()
+	// w2 died holding a and b, waiting for more; w1 holds c.
+	dead := board{Limit: 4, Grace: 120000,
+		Waiting: map[string]waiter{"w2": {Jobs: 3, Exp: later.UnixMilli()}, "w1": {Jobs: 1, Exp: later.UnixMilli()}},
+		Leases: map[string]lease{
+			"a": {Holder: "w2", Exp: t0.Add(40 * time.Second).UnixMilli(), Reply: "$JS.ACK.a"},
+			"b": {Holder: "w2", Exp: t0.Add(20 * time.Second).UnixMilli(), Reply: "$JS.ACK.b"},
+			"c": {Holder: "w1", Exp: later.UnixMilli(), Reply: "$JS.ACK.c"},
+		}}
+	t.Run("hands a dead holder's leases back and drops its waiting entry", func(t *testing.T) {
+		i := in("w1", 4)
+		i.keep["c"] = true
+		i.reply = map[string]string{"c": "$JS.ACK.c"}
+		i.gone = []string{"w2"}
+		out := plan(dead, i)
+		if !out.changed || len(out.handedOver) != 2 || out.handedOver["a"].Reply != "$JS.ACK.a" || out.handedOver["b"].Holder != "w2" {
+			t.Fatalf("changed %v, handed over %+v", out.changed, out.handedOver)
+		}
+		for _, id := range []string{"a", "b"} {
+			// Counted, no worker's, a lease life past now: the job's
+			// next delivery is due at once.
+			if l := out.next.Leases[id]; l.Holder != "" || l.Exp != later.UnixMilli() || l.Reply != "" {
+				t.Errorf("lease %s after the hand-over: %+v", id, l)
+			}
+		}
+		if _, ok := out.next.Waiting["w2"]; ok || out.next.handedBack() != 2 || out.next.held("w1") != 1 {
+			t.Errorf("board after the hand-over: %+v", out.next)
+		}
+		// The living share the limit: w1 alone may take it all.
+		if got := fairShare(out.next, "w1", 4); got != 4 {
+			t.Errorf("fair share after the hand-over = %d, want 4", got)
+		}
+		// Planned again on its own write, it hands nothing over twice.
+		if again := plan(out.next, i); len(again.handedOver) != 0 || again.changed {
+			t.Errorf("planned again: changed %v, handed over %+v", again.changed, again.handedOver)
+		}
+		// The next delivery of a takes its lease over.
+		take := in("w1", 4)
+		take.take, take.reply = []string{"a"}, map[string]string{"a": "$JS.ACK.a2"}
+		if l := plan(out.next, take).next.Leases["a"]; l.Holder != "w1" || l.Reply != "$JS.ACK.a2" {
+			t.Errorf("lease a taken over: %+v", l)
+		}
+	})
+	t.Run("a lease renewed with a new reply is written again", func(t *testing.T) {
+		i := in("w1", 4)
+		i.keep["c"] = true
+		i.reply = map[string]string{"c": "$JS.ACK.c2"}
+		if out := plan(dead, i); !out.changed || out.next.Leases["c"].Reply != "$JS.ACK.c2" {
+			t.Errorf("changed %v, lease c %+v", out.changed, out.next.Leases["c"])
+		}
+	})
+	t.Run("a worker not announced writes no reply", func(t *testing.T) {
+		i := in("w3", 4)
+		i.want = []string{"d"}
+		if l := plan(board{}, i).next.Leases["d"]; l.Holder != "w3" || l.Reply != "" {
+			t.Errorf("lease d: %+v", l)
+		}
+	})
+}

@@ -25,7 +25,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -127,6 +129,8 @@ type Config struct {
 type Fleet struct {
 	tasks map[string]*leases
 	rates map[string]*Rate
+	// watch learns of other holders' deaths (nil without Conn).
+	watch *watch
 }
 
 // New returns a Fleet; call Run to keep its leases.
@@ -157,6 +161,12 @@ func New(cfg Config) (*Fleet, error) {
 			f.tasks[res] = newLeases(res, n, cfg)
 		}
 	}
+	if cfg.Conn != nil && len(f.tasks) > 0 {
+		f.watch = newWatch(cfg, slices.Collect(maps.Values(f.tasks)))
+		for _, l := range f.tasks {
+			l.handedOver = f.watch.handedOver
+		}
+	}
 	for res, r := range map[string]float64{Media: cfg.Limits.MediaRate, Compute: cfg.Limits.ComputeRate} {
 		if r < 0 {
 			return nil, fmt.Errorf("quota: %s rate %g is negative", res, r)
@@ -177,6 +187,10 @@ func (f *Fleet) Run(ctx context.Context) {
 	done := make(chan struct{})
 	for _, l := range f.tasks {
 		go func() { l.run(ctx); done <- struct{}{} }()
+	}
+	if f.watch != nil {
+		go func() { f.watch.run(ctx); done <- struct{}{} }()
+		defer func() { <-done }()
 	}
 	for range f.tasks {
 		<-done
@@ -200,13 +214,14 @@ type Lease struct {
 // Acquire waits until job, of kind, may start a task upstream, and returns
 // its lease. While it waits the job is not failed: the caller holds its
 // message (the consumer's heartbeats keep it). It returns ctx's error when
-// ctx ends first.
-func (f *Fleet) Acquire(ctx context.Context, kind, job string) (*Lease, error) {
+// ctx ends first. reply is the ack subject of the job's delivery, which
+// another worker Naks should this one die holding the lease.
+func (f *Fleet) Acquire(ctx context.Context, kind, job, reply string) (*Lease, error) {
 	l := f.leases(kind)
 	if l == nil {
 		return nil, nil
 	}
-	if err := l.acquire(ctx, job); err != nil {
+	if err := l.acquire(ctx, job, reply); err != nil {
 		return nil, err
 	}
 	return &Lease{l: l, job: job}, nil
@@ -224,13 +239,14 @@ func (f *Fleet) Waiting(kind string) bool {
 }
 
 // Take returns job's lease, taken over whatever the limit: job's task is
-// already upstream (a redelivered job resuming its task).
-func (f *Fleet) Take(kind, job string) *Lease {
+// already upstream (a redelivered job resuming its task). reply is as for
+// Acquire.
+func (f *Fleet) Take(kind, job, reply string) *Lease {
 	l := f.leases(kind)
 	if l == nil {
 		return nil
 	}
-	l.takeOver(job)
+	l.takeOver(job, reply)
 	return &Lease{l: l, job: job}
 }
 

@@ -82,7 +82,7 @@ func runJobs(ctx context.Context, t *testing.T, fleets []*quota.Fleet, n int) *j
 	for i := range n {
 		f := fleets[i%len(fleets)]
 		r.wg.Go(func() {
-			l, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i))
+			l, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i), "")
 			if err != nil {
 				t.Error(err)
 				return
@@ -157,7 +157,7 @@ func TestDeadWorkersLeasesAreTakenOverOrLapse(t *testing.T) {
 	b, f1, stop1, f2 := twoWorkers(t, quota.Limits{MediaTasks: 2})
 	ctx := testenv.Context(t, 30*time.Second)
 	for _, job := range []string{"a", "b"} {
-		if _, err := f1.Acquire(ctx, "video", job); err != nil {
+		if _, err := f1.Acquire(ctx, "video", job, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestDeadWorkersLeasesAreTakenOverOrLapse(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		_, err := f2.Acquire(ctx, "speech", "c")
+		_, err := f2.Acquire(ctx, "speech", "c", "")
 		got <- err
 	}()
 	eventually(t, "w2 waits on the board", func() bool { return read(t, b, quota.Media).Waiting == 1 })
@@ -183,7 +183,7 @@ func TestDeadWorkersLeasesAreTakenOverOrLapse(t *testing.T) {
 		f2.Unreserve("video", n)
 		return n == 1
 	})
-	f2.Take("video", "a")
+	f2.Take("video", "a", "")
 	eventually(t, "w2 holds a", func() bool { return f2.Statuses()[0].Held == 1 })
 	select {
 	case err := <-got:
@@ -205,13 +205,13 @@ func TestHandedBackLeaseIsTakenOverByTheNextDelivery(t *testing.T) {
 	_, f1, _, f2 := twoWorkers(t, quota.Limits{ComputeJobs: 1})
 	ctx := testenv.Context(t, 30*time.Second)
 
-	l, err := f1.Acquire(ctx, "compute", "x")
+	l, err := f1.Acquire(ctx, "compute", "x", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.HandBack(0) // w1 stops; the job's task is still upstream
 	eventually(t, "w2 may pull the handed-back job", func() bool { return f2.Reserve("compute", 1) == 1 })
-	f2.Take("compute", "x")
+	f2.Take("compute", "x", "")
 	eventually(t, "w2 holds x", func() bool {
 		st := f2.Statuses()
 		return len(st) == 1 && st[0].Held == 1 && st[0].InUse == 1
@@ -224,7 +224,7 @@ func TestHandedBackLeaseIsTakenOverByTheNextDelivery(t *testing.T) {
 	})
 	// A takeover while full: w1 gets x back on a redelivery, whatever the
 	// limit, and w2 learns it lost it.
-	f1.Take("compute", "x")
+	f1.Take("compute", "x", "")
 	eventually(t, "w1 holds x again, w2 none", func() bool {
 		s1, s2 := f1.Statuses(), f2.Statuses()
 		return s1[0].Held == 1 && s1[0].InUse == 1 && s2[0].Held == 0
@@ -272,11 +272,11 @@ func TestTwoDeliveriesOfAJobShareItsLease(t *testing.T) {
 	b, f1, _, f2 := twoWorkers(t, quota.Limits{MediaTasks: 2})
 	ctx := testenv.Context(t, 30*time.Second)
 
-	first, err := f1.Acquire(ctx, "video", "j")
+	first, err := f1.Acquire(ctx, "video", "j", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := f1.Acquire(ctx, "video", "j")
+	second, err := f1.Acquire(ctx, "video", "j", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestTwoDeliveriesOfAJobShareItsLease(t *testing.T) {
 	// On w2, a delivery of j waits while w1 holds it.
 	got := make(chan *quota.Lease, 1)
 	go func() {
-		l, err := f2.Acquire(ctx, "video", "j")
+		l, err := f2.Acquire(ctx, "video", "j", "")
 		if err != nil {
 			t.Error(err)
 		}
@@ -303,7 +303,7 @@ func TestTwoDeliveriesOfAJobShareItsLease(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	// A new job still fits beside j.
-	if _, err := f2.Acquire(ctx, "speech", "k"); err != nil {
+	if _, err := f2.Acquire(ctx, "speech", "k", ""); err != nil {
 		t.Fatal(err)
 	}
 	first.Release()
@@ -328,7 +328,7 @@ func TestABoardReadBehindTheLeaderHoldsNobodyUp(t *testing.T) {
 	f, _ := b.fleet(t, "w1", quota.Limits{MediaTasks: 2, MediaRate: 50})
 	ctx := testenv.Context(t, 20*time.Second)
 	for i := range 5 {
-		lease, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i))
+		lease, err := f.Acquire(ctx, "video", fmt.Sprintf("job-%d", i), "")
 		if err != nil {
 			t.Fatalf("job-%d: no lease: %v", i, err)
 		}

@@ -55,7 +55,7 @@ func TestClockSkewKeepsTheFleetInItsQuota(t *testing.T) {
 	f2, _ := b.fleetOn(t, "ahead", limits, b.skewed(90*time.Second))
 	ctx := testenv.Context(t, 60*time.Second)
 
-	l, err := f1.Acquire(ctx, "video", "a")
+	l, err := f1.Acquire(ctx, "video", "a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestClockSkewKeepsTheFleetInItsQuota(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		_, err := f2.Acquire(ctx, "video", "b")
+		_, err := f2.Acquire(ctx, "video", "b", "")
 		got <- err
 	}()
 	eventually(t, "b waits while a's lease counts", func() bool {
@@ -84,7 +84,7 @@ func TestClockSkewKeepsTheFleetInItsQuota(t *testing.T) {
 		t.Fatalf("within a's grace: %+v, want a counting and b waiting", st)
 	}
 	// a's next delivery reaches w2 and takes its lease over: b still waits.
-	la := f2.Take("video", "a")
+	la := f2.Take("video", "a", "")
 	eventually(t, "w2 holds a", func() bool { return b.boardLeases(t, quota.Media)["a"].Holder == "ahead" })
 	select {
 	case err := <-got:

@@ -155,7 +155,7 @@ func (r *Runner) driveContainer(ctx context.Context, j *job, sess *apiclient.Clu
 	} else if r.cfg.Quota != nil && j.lease == nil {
 		// Resumed: the instance is alive upstream.
 		j.claimed = true
-		j.lease = r.cfg.Quota.Take(j.kind, j.id)
+		j.lease = r.cfg.Quota.Take(j.kind, j.id, j.d.Msg.Reply())
 	}
 	j.log = j.log.With().Str("cluster_id", j.rec.Upstream.ClusterID).Str("instance_id", j.rec.Upstream.InstanceID).Logger()
 	exit, err := r.waitScript(ctx, j, sess, workDir)

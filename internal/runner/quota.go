@@ -33,7 +33,7 @@ func (r *Runner) acquireQuota(ctx context.Context, j *job) error {
 		}
 		stop()
 	}()
-	lease, err := r.cfg.Quota.Acquire(wctx, j.kind, j.id)
+	lease, err := r.cfg.Quota.Acquire(wctx, j.kind, j.id, j.d.Msg.Reply())
 	switch {
 	case err == nil:
 		j.lease = lease
@@ -55,7 +55,7 @@ func (r *Runner) takeQuota(j *job) {
 	}
 	if s := j.rec.Status; s == state.StatusSubmitted || s == state.StatusRunning {
 		j.claimed = true
-		j.lease = r.cfg.Quota.Take(j.kind, j.id)
+		j.lease = r.cfg.Quota.Take(j.kind, j.id, j.d.Msg.Reply())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -49,12 +50,26 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
 	})
 	checkProducerRunsJobs(t, b, producerURL)
+	checkWorkerAnswersAlive(t, b)
 	checkProducerCancels(t, b)
 	checkProducerRefused(t, b, producerURL)
 	// With no worker to answer, the producer may not record a cancel
 	// itself: it says so, at once, and nothing is recorded.
 	stopWorker()
 	checkCancelWithoutWorker(t, b, producerURL)
+}
+
+// checkWorkerAnswersAlive: the worker, which holds a fleet quota, may
+// answer on its alive subject and ask on the others' (quota's watch).
+func checkWorkerAnswersAlive(t *testing.T, b *bundle) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.logs.String(), quota.LogAnnounced) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the least-privilege worker never answered on its alive subject:\n%s", grepLines(b.logs.String(), "alive"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // usersConf reads config/nats/users.conf, whose users must be producer,

@@ -171,6 +171,62 @@ func TestFleetQuotaSurvivesAKilledWorker(t *testing.T) {
 	}
 }
 
+// TestFleetQuotaHandsOverADeadWorkersJobs kills a worker (SIGKILL) while
+// its tasks run upstream, with an AckWait of ten minutes: the other worker
+// learns of the death from the NATS server, hands its leases back and
+// Naks its deliveries, so the jobs resume there at once (not ten minutes
+// later), without a second submit, and the jobs queued behind them run in
+// the places they free.
+func TestFleetQuotaHandsOverADeadWorkersJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: 300 * time.Millisecond})
+	b.spawnEnv = []string{"SLUICE_FLEET_MEDIA_TASKS=2", "SLUICE_KINDS=video,speech", "SLUICE_ACK_WAIT=10m"}
+	doomed := b.spawn(t, "doomed")
+	const prompt = " [sim:duration=8s]"
+	long := []string{"dead-1", "dead-2"}
+	for _, id := range long {
+		b.publish(t, "video", id, videoSpec(id, id+prompt))
+	}
+	for _, id := range long {
+		b.awaitRecord(t, id, 30*time.Second, func(r *state.Record) bool { return r.Upstream.TaskID != "" })
+	}
+	b.start(t, fleetWorker("heir", 2), func(c *config.Config) { c.AckWait = 10 * time.Minute })
+	// The heir judges a worker by its silence only once it has heard it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.logs.String(), quota.LogHeard) {
+		if time.Now().After(deadline) {
+			t.Fatal("the heir never heard the doomed worker on its alive subject")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var short []string
+	for i := range 3 {
+		id := fmt.Sprintf("behind-%d", i)
+		short = append(short, id)
+		b.publish(t, "video", id, videoSpec(id, id))
+	}
+	doomed.kill(t)
+	for _, id := range append(long, short...) {
+		if ev := b.await(t, id, 2*time.Minute); ev.Data.Status != "succeeded" {
+			t.Errorf("%s ended %s: %+v", id, ev.Data.Status, ev.Data.Error)
+		}
+	}
+	if !strings.Contains(b.logs.String(), quota.LogHandedOver) {
+		t.Error("the heir did not log the hand-over")
+	}
+	if peak := b.media.Counters().PeakRunning(); peak > 2 {
+		t.Fatalf("the simulator ran %d tasks at once; the fleet's quota is 2", peak)
+	}
+	for _, id := range long {
+		if n := b.media.SubmitCount(id + prompt); n != 1 {
+			t.Errorf("%s submitted %d times", id, n)
+		}
+		if rec := b.record(t, id); rec.Attempts != 2 {
+			t.Errorf("%s: %d deliveries, want 2", id, rec.Attempts)
+		}
+	}
+}
+
 // TestFleetComputeQuota runs compute jobs through two workers sharing a
 // quota of one compute job at a time and a fleet rate: the platform never
 // runs two at once, and every job ends.

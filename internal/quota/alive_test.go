@@ -1,0 +1,119 @@
+package quota_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-dev/sluice/internal/quota"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// TestDeadHoldersJobsAreHandedOver runs three workers' sides of a quota of
+// 3, each on its own connection: "doomed" holds a lease for a job it was
+// delivered (AckWait ten minutes), "old" holds one without answering on an
+// alive subject (a worker of an older version), "heir" watches. When
+// doomed's connection closes, heir hands its lease back and Naks its
+// delivery, which JetStream delivers again at once; old's lease stays.
+func TestDeadHoldersJobsAreHandedOver(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if _, err := n.JS.CreateOrUpdateKeyValue(ctx, quota.BucketConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "JOBS", Subjects: []string{"jobs.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := n.JS.CreateOrUpdateConsumer(ctx, "JOBS", jetstream.ConsumerConfig{Durable: "work", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.JS.Publish(ctx, "jobs.video", []byte("job a")); err != nil {
+		t.Fatal(err)
+	}
+	limits := quota.Limits{MediaTasks: 3}
+	heirLog := &testenv.SyncBuffer{}
+	start := func(holder string, withConn bool, log *zerolog.Logger) (*quota.Fleet, *nats.Conn) {
+		nc, err := nats.Connect(n.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		kv, err := js.KeyValue(ctx, quota.Bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := quota.Config{KV: kv, Holder: holder, Limits: limits, TTL: 10 * time.Minute, Logger: log}
+		if withConn {
+			cfg.Conn = nc
+		}
+		f, err := quota.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go f.Run(rctx)
+		return f, nc
+	}
+	doomed, doomedConn := start("doomed", true, nil)
+	old, _ := start("old", false, nil)
+	logger := zerolog.New(heirLog)
+	start("heir", true, &logger)
+
+	// doomed is delivered job a and takes its lease with the delivery's
+	// ack subject; old takes one for job b.
+	doomedJS, _ := jetstream.New(doomedConn)
+	doomedCons, err := doomedJS.Consumer(ctx, "JOBS", "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := doomedCons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := <-batch.Messages()
+	if msg == nil {
+		t.Fatal("no job delivered")
+	}
+	if _, err := doomed.Acquire(ctx, "video", "a", msg.Reply()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Acquire(ctx, "video", "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the heir hears doomed", func() bool { return strings.Contains(heirLog.String(), quota.LogHeard) })
+
+	doomedConn.Close()
+	eventually(t, "doomed's lease handed back", func() bool {
+		return strings.Contains(heirLog.String(), quota.LogHandedOver)
+	})
+	// Job a comes back at once, ten minutes before its AckWait.
+	again, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := <-again.Messages()
+	if m == nil {
+		t.Fatal("job a was not delivered again after its worker died")
+	}
+	if md, _ := m.Metadata(); md.NumDelivered != 2 || string(m.Data()) != "job a" {
+		t.Fatalf("delivered again: %q, delivery %d", m.Data(), md.NumDelivered)
+	}
+	// a counts, handed back, until its next delivery takes it over; old's
+	// lease (b) is untouched; doomed no longer waits or holds.
+	sts, err := quota.Read(ctx, n.JS, time.Now())
+	if err != nil || len(sts) != 1 || sts[0].InUse != 2 {
+		t.Fatalf("after the hand-over: %+v, %v; want a (handed back) and b in use", sts, err)
+	}
+	if strings.Contains(heirLog.String(), `"worker":"old"`) {
+		t.Errorf("the heir judged a worker that never answered on its alive subject:\n%s", heirLog.String())
+	}
+}
