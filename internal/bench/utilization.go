@@ -38,6 +38,7 @@ func (r *run) utilization(ctx context.Context) (*Figure, error) {
 		fmt.Sprintf("SLUICE_FLEET_MEDIA_TASKS=%d, SLUICE_POLL_INTERVAL=%s on every worker (default 5s)", utilQuota, utilPoll),
 		"SLUICE_ACK_WAIT at its default (60s); a killed worker's death is known from the NATS server within seconds (docs/lifecycle.md#a-workers-death)",
 		"the kill: SIGKILL of one worker at a random moment of the task time after half the jobs ended; it is not replaced",
+		"task times: T plus or minus half a poll interval, uniformly (the simulator's [sim:duration] per job)",
 	}
 	cases := []utilCase{
 		{20 * time.Second, pick(r, 200, 60), false},
@@ -62,7 +63,7 @@ func (r *run) utilization(ctx context.Context) (*Figure, error) {
 		measured = append(measured, fmt.Sprintf("%s: %.2f of the ideal", label, ratio))
 	}
 	fig.Measured, fig.Met = strings.Join(measured, "; "), met
-	fig.Notes = []string{"A task is alive upstream from its submit (its submitted event) for the simulator's task time; " +
+	fig.Notes = []string{"A task is alive upstream from its submit (its submitted event) for its task time; " +
 		"the figure is the overlap of those spans with the first-to-last submit window, divided by the quota and the window."}
 	return fig, nil
 }
@@ -96,8 +97,18 @@ func (r *run) utilPhase(ctx context.Context, name string, c utilCase) (float64, 
 		return 0, err
 	}
 	defer tr.close()
-	if _, err := st.publishJobs(ctx, jobIDs(name, c.n), ""); err != nil {
-		return 0, err
+	// Each task runs T plus or minus half a poll interval, so that its end
+	// falls at a random phase of the poll schedule: the assumption behind
+	// the ideal's P/2. Tasks of exactly 3 s, a multiple of the 1 s poll,
+	// end just as their third poll is sent, which measures that
+	// coincidence rather than the fleet.
+	durations := make(map[string]time.Duration, c.n)
+	for _, id := range jobIDs(name, c.n) {
+		d := c.taskTime - utilPoll/2 + rand.N(utilPoll)
+		durations[id] = d
+		if _, err := st.publishJobs(ctx, []string{id}, fmt.Sprintf("[sim:duration=%dms]", d.Milliseconds())); err != nil {
+			return 0, err
+		}
 	}
 	within := time.Duration(c.n/utilQuota+2)*(c.taskTime+utilPoll)*2 + 2*time.Minute
 	if c.kill {
@@ -122,30 +133,35 @@ func (r *run) utilPhase(ctx context.Context, name string, c utilCase) (float64, 
 		return 0, err
 	}
 	tr.mu.Lock()
-	var submits []time.Time
-	for _, at := range tr.seen["submitted"] {
-		submits = append(submits, at)
+	var spans []taskSpan
+	for id, at := range tr.seen["submitted"] {
+		spans = append(spans, taskSpan{at, durations[id]})
 	}
 	tr.mu.Unlock()
-	return utilizationOf(submits, c.taskTime, utilQuota), nil
+	return utilizationOf(spans, utilQuota), nil
 }
 
-// utilizationOf is the time-average of the tasks alive, each for task
-// from its submit, over the window from the first submit to the last,
-// divided by quota.
-func utilizationOf(submits []time.Time, task time.Duration, quota int) float64 {
-	if len(submits) < 2 {
+// taskSpan is one task alive upstream: from its submit for its task time.
+type taskSpan struct {
+	submit time.Time
+	task   time.Duration
+}
+
+// utilizationOf is the time-average of the tasks alive over the window
+// from the first submit to the last, divided by quota.
+func utilizationOf(spans []taskSpan, quota int) float64 {
+	if len(spans) < 2 {
 		return 0
 	}
-	slices.SortFunc(submits, func(a, b time.Time) int { return a.Compare(b) })
-	first, last := submits[0], submits[len(submits)-1]
+	slices.SortFunc(spans, func(a, b taskSpan) int { return a.submit.Compare(b.submit) })
+	first, last := spans[0].submit, spans[len(spans)-1].submit
 	window := last.Sub(first)
 	if window <= 0 {
 		return 0
 	}
 	var alive time.Duration
-	for _, s := range submits {
-		alive += min(task, last.Sub(s))
+	for _, s := range spans {
+		alive += min(s.task, last.Sub(s.submit))
 	}
 	return alive.Seconds() / (window.Seconds() * float64(quota))
 }

@@ -9,16 +9,16 @@ import (
 func TestUtilizationOf(t *testing.T) {
 	t.Parallel()
 	t0 := time.Unix(1000, 0)
-	at := func(s ...float64) []time.Time {
-		var out []time.Time
+	at := func(s ...float64) []taskSpan {
+		var out []taskSpan
 		for _, x := range s {
-			out = append(out, t0.Add(time.Duration(x*float64(time.Second))))
+			out = append(out, taskSpan{t0.Add(time.Duration(x * float64(time.Second))), 10 * time.Second})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name    string
-		submits []time.Time
+		submits []taskSpan
 		quota   int
 		want    float64
 	}{
@@ -28,7 +28,7 @@ func TestUtilizationOf(t *testing.T) {
 		{"a gap", at(0, 15, 30), 1, 20.0 / 30},
 		{"one submit", at(0), 1, 0},
 	} {
-		if got := utilizationOf(tc.submits, 10*time.Second, tc.quota); math.Abs(got-tc.want) > 1e-9 {
+		if got := utilizationOf(tc.submits, tc.quota); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: utilizationOf = %.4f, want %.4f", tc.name, got, tc.want)
 		}
 	}

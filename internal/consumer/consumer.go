@@ -231,6 +231,10 @@ type Gate interface {
 	Unreserve(kind string, n int)
 }
 
+// GateChanged returns a channel closed when kind's Gate may allow more
+// than it did (the fleet's quota board changed); nil for never.
+type GateChanged func(kind string) <-chan struct{}
+
 // gateWait is how long a kind whose Gate allows no job waits before it
 // asks again.
 const gateWait = 250 * time.Millisecond
@@ -288,6 +292,9 @@ type Config struct {
 	// Gate, when set, bounds each pull and the sweep's handovers to the
 	// jobs that may start. Optional.
 	Gate Gate
+	// GateChanged, when set, wakes a kind that Gate held back as soon as
+	// Gate may allow more. Optional.
+	GateChanged GateChanged
 	// Tracer starts each job's process span, linked to the producer's
 	// context its message carries (tracing.go). Defaults to the no-op
 	// provider.
@@ -566,12 +573,26 @@ func (c *Consumer) takeSlots(ctx context.Context, kind string, slots chan struct
 	if c.cfg.Gate == nil {
 		return free, false, true
 	}
+	var changed <-chan struct{}
+	if c.cfg.GateChanged != nil {
+		changed = c.cfg.GateChanged(kind)
+	}
 	allowed := c.cfg.Gate.Reserve(kind, free)
 	for range free - allowed {
 		<-slots
 	}
 	if allowed == 0 {
-		return 0, false, backoff.Sleep(ctx, gateWait) == nil
+		// A place freed on the board is used at once, not a gateWait
+		// later: with short tasks that wait is quota left idle.
+		t := time.NewTimer(gateWait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, false, false
+		case <-t.C:
+		case <-changed:
+		}
+		return 0, false, true
 	}
 	return allowed, allowed < free, true
 }

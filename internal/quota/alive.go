@@ -101,7 +101,7 @@ func (w *watch) run(ctx context.Context) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	for !w.announce(ctx, subject) {
+	for warned := false; !w.announce(ctx, subject, &warned); {
 		select {
 		case <-ctx.Done():
 			return
@@ -125,13 +125,14 @@ func (w *watch) run(ctx context.Context) {
 // it by its silence. A worker whose NATS user may not subscribe to or
 // publish on sluice.control.alive.* (an older permissions file) never
 // announces, and is never judged.
-func (w *watch) announce(ctx context.Context, subject string) bool {
+func (w *watch) announce(ctx context.Context, subject string, warned *bool) bool {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := w.nc.RequestWithContext(rctx, subject, nil); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !*warned {
+			*warned = true
 			w.log.Warn().Err(err).Str("subject", subject).
-				Msg("this worker's alive subject does not answer (its NATS user needs to subscribe to and publish on sluice.control.alive.*); should it die, its jobs come back an AckWait later; checking again in 30s")
+				Msg("this worker's alive subject does not answer (its NATS user needs to subscribe to and publish on sluice.control.alive.*); should it die, its jobs come back an AckWait later; checking again every 30s")
 		}
 		return false
 	}

@@ -72,6 +72,9 @@ type leases struct {
 	// handedOver hears what that write handed over.
 	gone       map[string]bool
 	handedOver func(resource string, handed map[string]lease)
+	// changed is closed, and replaced, whenever the view changes: a
+	// consumer the quota held back asks again at once (Fleet.Changed).
+	changed chan struct{}
 }
 
 // request is one job waiting for a lease.
@@ -87,7 +90,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
-		replies: map[string]string{}, gone: map[string]bool{},
+		replies: map[string]string{}, gone: map[string]bool{}, changed: make(chan struct{}),
 	}
 }
 
@@ -411,6 +414,10 @@ func (l *leases) apply(in intent, out outcome) {
 		grants = append(grants, r)
 		return true
 	})
+	if !same(l.view, out.next) {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 	l.view, l.viewAt = out.next, in.now
 	st := l.statusLocked(in.now)
 	l.mu.Unlock()

@@ -280,6 +280,20 @@ func (f *Fleet) Reserve(kind string, n int) int {
 	return l.reserve(n)
 }
 
+// Changed returns a channel closed when this worker next sees kind's
+// board change (a place freed, a lease granted or taken over): a consumer
+// the quota holds back asks Reserve again then rather than after a fixed
+// wait. nil (never closed) without a limit.
+func (f *Fleet) Changed(kind string) <-chan struct{} {
+	l := f.leases(kind)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
 // Unreserve drops the n reservations of kind that the consumer's last
 // pull did not use (n may be 0): fewer jobs came than it was allowed, so
 // the stream has run dry for now.

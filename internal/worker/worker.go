@@ -389,7 +389,7 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 func consumerConfig(cfg config.Config, p parts, js jetstream.JetStream, watch *reach.Watch, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) consumer.Config {
 	return consumer.Config{
 		Tracer: tr.Provider, Propagator: tr.Propagator,
-		Pool: p.pool, Gate: p.space,
+		Pool: p.pool, Gate: p.space, GateChanged: p.fleet.Changed,
 		JS: js, Kinds: cfg.Kinds, MaxInflight: cfg.MaxInflight, AckWait: cfg.AckWait,
 		ShutdownTimeout: cfg.ShutdownTimeout, SweepInterval: cfg.SweepInterval, Logger: &log, Reach: watch,
 		Observer: consumer.Observer{
