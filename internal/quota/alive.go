@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-dev/sluice/internal/contract"
@@ -26,6 +27,12 @@ import (
 // row, while the asker's own connection has been up that long) is dead:
 // its leases are handed back (planGone) and its deliveries Nak'd, so its
 // jobs come back at once to resume their tasks on the living.
+//
+// A worker restarted under the same name answers for the name at once, so
+// each process answers with an id of its own life (a fresh nuid), which
+// its leases carry too: a holder that answers with another life than the
+// one heard before has died and been replaced, and the leases of the old
+// life are handed over the same way.
 //
 // A worker cut off from NATS looks the same once the server drops its
 // connection; its jobs then come back early, as they would an AckWait
@@ -49,6 +56,10 @@ const LogHeard = "a worker holding leases answers on its alive subject"
 // answers: from then on its leases carry their replies.
 const LogAnnounced = "this worker answers on its alive subject"
 
+// LogGone is logged, with the way of the death, when a life holding leases
+// is found dead.
+const LogGone = "a worker holding leases is gone (its NATS connection closed, or a new process answers for its name): handing its leases back and its jobs over"
+
 // LogHandedOver is logged when a dead worker's leases were handed back.
 const LogHandedOver = "a dead worker's leases handed back and its jobs delivered again"
 
@@ -61,15 +72,44 @@ type watch struct {
 	log    zerolog.Logger
 	now    func() time.Time
 
+	// inst names this process's life (see life).
+	inst string
+
 	mu sync.Mutex
-	// heard is when each holder last answered; silent the holders that
-	// did not since.
-	heard  map[string]time.Time
+	// heard is each holder's life that last answered, and when; silent
+	// the holders that did not since.
+	heard  map[string]heardLife
 	silent map[string]*silence
+	// lastHeard is when each life handed over last answered (for the Nak's
+	// bound, see handedOver).
+	lastHeard map[life]time.Time
 	// up is since when this worker's own connection has been up, as
 	// the watch saw it; reconnects is its count of reconnects then.
 	up         time.Time
 	reconnects uint64
+}
+
+// life is one process's life under a holder's name.
+type life struct{ holder, inst string }
+
+// death is a life found dead, and how: "silent" (no responders) or
+// "replaced" (another life answers for the name).
+type death struct {
+	life
+	how string
+}
+
+// aliveAnswer is a holder's answer on its alive subject: the life that
+// answered, or the error.
+type aliveAnswer struct {
+	holder, inst string
+	err          error
+}
+
+// heardLife is a holder's life as last heard.
+type heardLife struct {
+	inst string
+	at   time.Time
 }
 
 // silence is a holder's run of "no responders".
@@ -87,7 +127,8 @@ func newWatch(cfg Config, ls []*leases) *watch {
 		// Lives are judged on the wall clock's elapsed time, as the
 		// ticker runs, not on the boards' clock.
 		now:   time.Now,
-		heard: map[string]time.Time{}, silent: map[string]*silence{},
+		inst:  nuid.Next(),
+		heard: map[string]heardLife{}, silent: map[string]*silence{}, lastHeard: map[life]time.Time{},
 	}
 }
 
@@ -95,7 +136,7 @@ func newWatch(cfg Config, ls []*leases) *watch {
 // ctx ends.
 func (w *watch) run(ctx context.Context) {
 	subject := contract.AliveSubject(w.self)
-	sub, err := w.nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(nil) })
+	sub, err := w.nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(w.inst)) })
 	if err != nil {
 		w.log.Warn().Err(err).Str("subject", subject).Msg("cannot answer on this worker's alive subject; should it die, its jobs come back an AckWait later")
 		return
@@ -139,7 +180,7 @@ func (w *watch) announce(ctx context.Context, subject string, warned *bool) bool
 	w.log.Debug().Str("subject", subject).Msg(LogAnnounced)
 	for _, l := range w.leases {
 		l.mu.Lock()
-		l.announced = true
+		l.announced, l.inst = true, w.inst
 		l.mu.Unlock()
 		l.poke()
 	}
@@ -166,45 +207,24 @@ func (w *watch) tick(ctx context.Context) {
 			}
 		}
 	}
-	type answer struct {
-		holder string
-		err    error
-	}
-	answers := make(chan answer, len(holders))
+	answers := make(chan aliveAnswer, len(holders))
 	for h := range holders {
 		go func() {
 			rctx, cancel := context.WithTimeout(ctx, aliveEvery)
 			defer cancel()
-			_, err := w.nc.RequestWithContext(rctx, contract.AliveSubject(h), nil)
-			answers <- answer{h, err}
+			m, err := w.nc.RequestWithContext(rctx, contract.AliveSubject(h), nil)
+			a := aliveAnswer{holder: h, err: err}
+			if err == nil {
+				a.inst = string(m.Data)
+			}
+			answers <- a
 		}()
 	}
-	var gone []string
 	w.mu.Lock()
+	var gone []death
 	for range holders {
-		a := <-answers
-		s := w.silent[a.holder]
-		switch {
-		case a.err == nil:
-			if s != nil && s.gone {
-				w.log.Warn().Str("worker", a.holder).
-					Msg("a worker whose jobs were handed over answers again: it was cut off, not dead; its jobs' records decide which delivery goes on")
-			}
-			delete(w.silent, a.holder)
-			if _, ok := w.heard[a.holder]; !ok {
-				w.log.Debug().Str("worker", a.holder).Msg(LogHeard)
-			}
-			w.heard[a.holder] = now
-		case errors.Is(a.err, nats.ErrNoResponders):
-			if s == nil {
-				s = &silence{since: now}
-				w.silent[a.holder] = s
-			}
-			s.pings++
-			if !s.gone && s.pings >= deadPings && now.Sub(s.since) >= deadAfter && now.Sub(w.up) >= deadAfter {
-				s.gone = true
-				gone = append(gone, a.holder)
-			}
+		if g, ok := w.hear(<-answers, now); ok {
+			gone = append(gone, g)
 		}
 	}
 	// Forget holders no longer on any board.
@@ -218,14 +238,55 @@ func (w *watch) tick(ctx context.Context) {
 			delete(w.heard, h)
 		}
 	}
-	w.mu.Unlock()
-	for _, h := range gone {
-		w.log.Info().Str("worker", h).Dur("silent_for", deadAfter).
-			Msg("a worker holding leases is gone (its NATS connection closed): handing its leases back and its jobs over")
-		for _, l := range w.leases {
-			l.markGone(h)
+	for g, at := range w.lastHeard {
+		if now.Sub(at) > w.ackTTL {
+			delete(w.lastHeard, g)
 		}
 	}
+	w.mu.Unlock()
+	for _, g := range gone {
+		w.log.Info().Str("worker", g.holder).Str("death", g.how).Msg(LogGone)
+		for _, l := range w.leases {
+			l.markGone(g.life)
+		}
+	}
+}
+
+// hear records one answer (w.mu held) and returns the life it shows dead:
+// the one heard before, when another answers for the name now or none has
+// answered for deadAfter.
+func (w *watch) hear(a aliveAnswer, now time.Time) (death, bool) {
+	s, prev := w.silent[a.holder], w.heard[a.holder]
+	switch {
+	case a.err == nil:
+		if s != nil && s.gone {
+			w.log.Warn().Str("worker", a.holder).
+				Msg("a worker whose jobs were handed over answers again: it was cut off, not dead; its jobs' records decide which delivery goes on")
+		}
+		delete(w.silent, a.holder)
+		if prev.at.IsZero() {
+			w.log.Debug().Str("worker", a.holder).Msg(LogHeard)
+		}
+		w.heard[a.holder] = heardLife{a.inst, now}
+		if prev.inst != "" && a.inst != "" && prev.inst != a.inst && (s == nil || !s.gone) {
+			g := life{a.holder, prev.inst}
+			w.lastHeard[g] = prev.at
+			return death{g, "replaced"}, true
+		}
+	case errors.Is(a.err, nats.ErrNoResponders):
+		if s == nil {
+			s = &silence{since: now}
+			w.silent[a.holder] = s
+		}
+		s.pings++
+		if !s.gone && !prev.at.IsZero() && s.pings >= deadPings && now.Sub(s.since) >= deadAfter && now.Sub(w.up) >= deadAfter {
+			s.gone = true
+			g := life{a.holder, prev.inst}
+			w.lastHeard[g] = prev.at
+			return death{g, "silent"}, true
+		}
+	}
+	return death{}, false
 }
 
 // handedOver Naks the deliveries of the jobs whose leases a write of l
@@ -240,7 +301,7 @@ func (w *watch) handedOver(resource string, handed map[string]lease) {
 	w.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(handed)) {
 		old := handed[id]
-		heard, ok := w.heard[old.Holder]
+		heard, ok := w.lastHeard[life{old.Holder, old.Inst}]
 		if old.Reply == "" || !ok || now.Sub(heard) >= w.ackTTL/2 {
 			continue
 		}
@@ -269,10 +330,10 @@ func (l *leases) announcedHolders() []string {
 	return out
 }
 
-// markGone has l's next write hand holder's leases back.
-func (l *leases) markGone(holder string) {
+// markGone has l's next write hand the leases of a dead life back.
+func (l *leases) markGone(g life) {
 	l.mu.Lock()
-	l.gone[holder] = true
+	l.gone[g] = true
 	l.mu.Unlock()
 	l.poke()
 }

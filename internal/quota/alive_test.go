@@ -18,51 +18,63 @@ import (
 // 3, each on its own connection: "doomed" holds a lease for a job it was
 // delivered (AckWait ten minutes), "old" holds one without answering on an
 // alive subject (a worker of an older version), "heir" watches. When
-// doomed's connection closes, heir hands its lease back and Naks its
+// doomed's connection closes (and, in "replaced", a new process starts
+// under its name at once), heir hands its lease back and Naks its
 // delivery, which JetStream delivers again at once; old's lease stays.
 func TestDeadHoldersJobsAreHandedOver(t *testing.T) {
 	t.Parallel()
-	ctx := testenv.Context(t, 60*time.Second)
-	n, cons := aliveStack(ctx, t)
-	heirLog := &testenv.SyncBuffer{}
-	doomed, doomedConn := startFleet(ctx, t, n, "doomed", true, nil)
-	old, _ := startFleet(ctx, t, n, "old", false, nil)
-	logger := zerolog.New(heirLog)
-	startFleet(ctx, t, n, "heir", true, &logger)
+	for _, how := range []string{"silent", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t, 60*time.Second)
+			n, cons := aliveStack(ctx, t)
+			heirLog := &testenv.SyncBuffer{}
+			doomed, doomedConn := startFleet(ctx, t, n, "doomed", true, nil)
+			old, _ := startFleet(ctx, t, n, "old", false, nil)
+			logger := zerolog.New(heirLog)
+			startFleet(ctx, t, n, "heir", true, &logger)
 
-	// doomed is delivered job a and takes its lease with the delivery's
-	// ack subject; old takes one for job b.
-	doomedJS, _ := jetstream.New(doomedConn)
-	doomedCons, err := doomedJS.Consumer(ctx, "JOBS", "work")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := fetchOne(t, doomedCons)
-	if _, err := doomed.Acquire(ctx, "video", "a", msg.Reply()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.Acquire(ctx, "video", "b", ""); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the heir hears doomed", func() bool { return strings.Contains(heirLog.String(), quota.LogHeard) })
+			// doomed is delivered job a and takes its lease with the
+			// delivery's ack subject; old takes one for job b.
+			doomedJS, _ := jetstream.New(doomedConn)
+			doomedCons, err := doomedJS.Consumer(ctx, "JOBS", "work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := fetchOne(t, doomedCons)
+			if _, err := doomed.Acquire(ctx, "video", "a", msg.Reply()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := old.Acquire(ctx, "video", "b", ""); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the heir hears doomed", func() bool { return strings.Contains(heirLog.String(), quota.LogHeard) })
 
-	doomedConn.Close()
-	eventually(t, "doomed's lease handed back", func() bool {
-		return strings.Contains(heirLog.String(), quota.LogHandedOver)
-	})
-	// Job a comes back at once, ten minutes before its AckWait.
-	m := fetchOne(t, cons)
-	if md, _ := m.Metadata(); md.NumDelivered != 2 || string(m.Data()) != "job a" {
-		t.Fatalf("delivered again: %q, delivery %d", m.Data(), md.NumDelivered)
-	}
-	// a counts, handed back, until its next delivery takes it over; old's
-	// lease (b) is untouched.
-	sts, err := quota.Read(ctx, n.JS, time.Now())
-	if err != nil || len(sts) != 1 || sts[0].InUse != 2 {
-		t.Fatalf("after the hand-over: %+v, %v; want a (handed back) and b in use", sts, err)
-	}
-	if strings.Contains(heirLog.String(), `"worker":"old"`) {
-		t.Errorf("the heir judged a worker that never answered on its alive subject:\n%s", heirLog.String())
+			doomedConn.Close()
+			if how == "replaced" {
+				startFleet(ctx, t, n, "doomed", true, nil)
+			}
+			eventually(t, "doomed's lease handed back", func() bool {
+				return strings.Contains(heirLog.String(), quota.LogHandedOver)
+			})
+			if !strings.Contains(heirLog.String(), `"death":"`+how+`"`) {
+				t.Errorf("the heir did not find doomed %s:\n%s", how, heirLog.String())
+			}
+			// Job a comes back at once, ten minutes before its AckWait.
+			m := fetchOne(t, cons)
+			if md, _ := m.Metadata(); md.NumDelivered != 2 || string(m.Data()) != "job a" {
+				t.Fatalf("delivered again: %q, delivery %d", m.Data(), md.NumDelivered)
+			}
+			// a counts, handed back, until its next delivery takes it
+			// over; old's lease (b) is untouched.
+			sts, err := quota.Read(ctx, n.JS, time.Now())
+			if err != nil || len(sts) != 1 || sts[0].InUse != 2 {
+				t.Fatalf("after the hand-over: %+v, %v; want a (handed back) and b in use", sts, err)
+			}
+			if strings.Contains(heirLog.String(), `"worker":"old"`) {
+				t.Errorf("the heir judged a worker that never answered on its alive subject:\n%s", heirLog.String())
+			}
+		})
 	}
 }
 

@@ -68,9 +68,12 @@ type leases struct {
 	// announced (its alive subject answers, see watch).
 	replies   map[string]string
 	announced bool
+	// inst is this process's life (watch), which its leases carry once
+	// announced.
+	inst string
 	// gone are the dead holders whose leases the next write hands back;
 	// handedOver hears what that write handed over.
-	gone       map[string]bool
+	gone       map[life]bool
 	handedOver func(resource string, handed map[string]lease)
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
@@ -90,7 +93,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
-		replies: map[string]string{}, gone: map[string]bool{}, changed: make(chan struct{}),
+		replies: map[string]string{}, gone: map[life]bool{}, changed: make(chan struct{}),
 	}
 }
 
@@ -285,9 +288,11 @@ func (l *leases) intent() intent {
 		in.want = append(in.want, r.job)
 	}
 	if l.announced {
-		in.reply = maps.Clone(l.replies)
+		in.reply, in.inst = maps.Clone(l.replies), l.inst
 	}
-	in.gone = keys(l.gone)
+	for g := range l.gone {
+		in.gone = append(in.gone, g)
+	}
 	return in
 }
 
@@ -394,8 +399,8 @@ func (l *leases) apply(in intent, out outcome) {
 	for id := range in.handBack {
 		delete(l.handBack, id)
 	}
-	for _, h := range in.gone {
-		delete(l.gone, h)
+	for _, g := range in.gone {
+		delete(l.gone, g)
 	}
 	for _, id := range out.lost {
 		delete(l.keep, id)

@@ -44,6 +44,9 @@ type lease struct {
 	// subject, so that the job comes back at once instead of an AckWait
 	// after the holder's last heartbeat.
 	Reply string `json:"reply,omitempty"`
+	// Inst names the holder's process life that wrote the lease (see
+	// watch): a restarted worker keeps its name, not its life.
+	Inst string `json:"inst,omitempty"`
 }
 
 // waiter is a worker with jobs waiting for a lease.
@@ -181,9 +184,11 @@ type intent struct {
 	// reply is the ack subject of each held or wanted job's delivery, for
 	// a worker that answers on its alive subject; empty otherwise.
 	reply map[string]string
-	// gone are other holders known dead (watch): their leases are handed
-	// back and their waiting entry dropped.
-	gone []string
+	// inst is the worker's process life, written with reply.
+	inst string
+	// gone are other holders' lives known dead (watch): their leases are
+	// handed back, and the waiting entry of a holder gone silent dropped.
+	gone []life
 }
 
 // outcome is a planned board and what it means for the worker.
@@ -252,7 +257,7 @@ func planGone(next board, in intent, out *outcome) {
 	}
 	exp := in.now.Add(in.ttl).UnixMilli()
 	for id, l := range next.Leases {
-		if l.Holder == "" || !slices.Contains(in.gone, l.Holder) {
+		if l.Holder == "" || !slices.Contains(in.gone, life{l.Holder, l.Inst}) {
 			continue
 		}
 		next.Leases[id] = lease{Exp: max(l.Exp, exp)}
@@ -261,8 +266,10 @@ func planGone(next board, in intent, out *outcome) {
 		}
 		out.handedOver[id] = l
 	}
-	for _, h := range in.gone {
-		delete(next.Waiting, h)
+	for _, g := range in.gone {
+		// A new life under the name that waits writes its entry again
+		// within pollEvery.
+		delete(next.Waiting, g.holder)
 	}
 }
 
@@ -274,7 +281,7 @@ func planHeld(next board, in intent, out *outcome) {
 	// left as it is, so a worker writes about twice per ttl when nothing
 	// else changes.
 	fresh := func(id string, l lease) bool {
-		return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 && l.Reply == in.reply[id]
+		return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 && l.Reply == in.reply[id] && l.Inst == in.inst
 	}
 
 	for _, id := range in.drop {
@@ -292,7 +299,7 @@ func planHeld(next board, in intent, out *outcome) {
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(in.keep)) {
@@ -304,7 +311,7 @@ func planHeld(next board, in intent, out *outcome) {
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
 		}
 	}
 }
@@ -326,7 +333,7 @@ func planWanted(next board, in intent, out *outcome) {
 		l, ok := next.Leases[id]
 		switch {
 		case ok && (l.Holder == in.holder || l.Holder == ""):
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
 			out.granted = append(out.granted, id)
 		case ok:
 			held++
@@ -339,7 +346,7 @@ func planWanted(next board, in intent, out *outcome) {
 		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id]}
+			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
 			out.granted = append(out.granted, id)
 		}
 		rest = rest[n:]

@@ -244,18 +244,20 @@ func TestPlanFairShareAndRecognition(t *testing.T) {
 func TestPlanGone(t *testing.T) {
 	t.Parallel()
 	// w2 died holding a and b, waiting for more; w1 holds c.
-	dead := board{Limit: 4, Grace: 120000,
+	dead := board{Limit: 5, Grace: 120000,
 		Waiting: map[string]waiter{"w2": {Jobs: 3, Exp: later.UnixMilli()}, "w1": {Jobs: 1, Exp: later.UnixMilli()}},
 		Leases: map[string]lease{
-			"a": {Holder: "w2", Exp: t0.Add(40 * time.Second).UnixMilli(), Reply: "$JS.ACK.a"},
-			"b": {Holder: "w2", Exp: t0.Add(20 * time.Second).UnixMilli(), Reply: "$JS.ACK.b"},
+			"a": {Holder: "w2", Exp: t0.Add(40 * time.Second).UnixMilli(), Reply: "$JS.ACK.a", Inst: "life-1"},
+			"b": {Holder: "w2", Exp: t0.Add(20 * time.Second).UnixMilli(), Reply: "$JS.ACK.b", Inst: "life-1"},
+			// w2's new life, started since, holds e.
+			"e": {Holder: "w2", Exp: later.UnixMilli(), Reply: "$JS.ACK.e", Inst: "life-2"},
 			"c": {Holder: "w1", Exp: later.UnixMilli(), Reply: "$JS.ACK.c"},
 		}}
 	t.Run("hands a dead holder's leases back and drops its waiting entry", func(t *testing.T) {
 		i := in("w1", 4)
 		i.keep["c"] = true
 		i.reply = map[string]string{"c": "$JS.ACK.c"}
-		i.gone = []string{"w2"}
+		i.gone = []life{{"w2", "life-1"}}
 		out := plan(dead, i)
 		if !out.changed || len(out.handedOver) != 2 || out.handedOver["a"].Reply != "$JS.ACK.a" || out.handedOver["b"].Holder != "w2" {
 			t.Fatalf("changed %v, handed over %+v", out.changed, out.handedOver)
@@ -267,10 +269,10 @@ func TestPlanGone(t *testing.T) {
 				t.Errorf("lease %s after the hand-over: %+v", id, l)
 			}
 		}
-		if _, ok := out.next.Waiting["w2"]; ok || out.next.handedBack() != 2 || out.next.held("w1") != 1 {
+		if _, ok := out.next.Waiting["w2"]; ok || out.next.handedBack() != 2 || out.next.held("w1") != 1 || out.next.Leases["e"].Holder != "w2" {
 			t.Errorf("board after the hand-over: %+v", out.next)
 		}
-		// The living share the limit: w1 alone may take it all.
+		// w2's dead life no longer waits: w1 alone may take the limit.
 		if got := fairShare(out.next, "w1", 4); got != 4 {
 			t.Errorf("fair share after the hand-over = %d, want 4", got)
 		}

@@ -172,11 +172,12 @@ func TestFleetQuotaSurvivesAKilledWorker(t *testing.T) {
 }
 
 // TestFleetQuotaHandsOverADeadWorkersJobs kills a worker (SIGKILL) while
-// its tasks run upstream, with an AckWait of ten minutes: the other worker
-// learns of the death from the NATS server, hands its leases back and
-// Naks its deliveries, so the jobs resume there at once (not ten minutes
-// later), without a second submit, and the jobs queued behind them run in
-// the places they free.
+// its tasks run upstream, with an AckWait of ten minutes, and starts it
+// again under the same name, as a restart policy would: the other worker
+// learns of the death (the NATS server's "no responders", or a new life
+// answering for the name), hands its leases back and Naks its deliveries,
+// so the jobs resume at once (not ten minutes later), without a second
+// submit, and the jobs queued behind them run in the places they free.
 func TestFleetQuotaHandsOverADeadWorkersJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{taskTime: 300 * time.Millisecond})
@@ -206,6 +207,7 @@ func TestFleetQuotaHandsOverADeadWorkersJobs(t *testing.T) {
 		b.publish(t, "video", id, videoSpec(id, id))
 	}
 	doomed.kill(t)
+	b.spawn(t, "doomed")
 	for _, id := range append(long, short...) {
 		if ev := b.await(t, id, 2*time.Minute); ev.Data.Status != "succeeded" {
 			t.Errorf("%s ended %s: %+v", id, ev.Data.Status, ev.Data.Error)
