@@ -15,9 +15,13 @@
 // the job to take it over but starts no new task in its place; one nobody
 // takes over then lapses. Two deliveries of one job share its lease. While
 // another worker waits, no worker takes more than its fair share (the
-// limit split between the workers holding or waiting). The runner asks for a lease before each paid submit and gives
-// it back once the task is terminal; the consumer asks how many jobs it
-// may pull (Reserve) before pulling.
+// limit split between the workers holding or waiting). The runner asks
+// for a lease before each paid submit and gives it back once the task is
+// terminal; the consumer asks how many jobs it may pull (Reserve) before
+// pulling, and asks again when the board changes (Changed). A worker that
+// dies is found out within seconds by the others (alive.go), which hand
+// its leases back and its jobs over at once instead of waiting for them
+// to expire.
 package quota
 
 import (
