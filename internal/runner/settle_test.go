@@ -1,0 +1,169 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// submitEarlier plays a first delivery of compute job spec that claimed
+// its submit and sent it under the platform job name name ("" for the
+// name sluice gives it), then stopped before recording the answer: the
+// record is at "submitting" and the platform holds the job. It returns
+// the platform's job id and the session.
+func (b *bundle) submitEarlier(t *testing.T, spec []byte, name string) (string, *apiclient.ClusterSession) {
+	t.Helper()
+	ctx := testenv.Context(t, 30*time.Second)
+	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
+	if done {
+		t.Fatal("the first delivery did not go on")
+	}
+	defer first.unregister()
+	sess, err := b.r.openSession(ctx, first, "", "", "open cluster session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	schedID, err := sess.SchedulerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := first.spec.Compute
+	req := c.Request(jobspec.ComputeTarget{JobID: first.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	if name != "" {
+		req.MapAppJobInfo[apiclient.KeyJobName] = name
+	}
+	jobID, err := sess.SubmitJob(ctx, c.Template.Type, c.Template.Name, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobID, sess
+}
+
+// upstreamPhase is the phase the platform shows for its job id.
+func upstreamPhase(t *testing.T, sess *apiclient.ClusterSession, id string) apiclient.JobPhase {
+	t.Helper()
+	d, err := sess.Job(testenv.Context(t, 10*time.Second), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apiclient.JobPhaseOf(d)
+}
+
+// TestComputeEndedAtSubmittingCancelsItsJob ends a compute job left at
+// "submitting", whose first submit created a platform job, by a cancel
+// and by SLUICE_MAX_DELIVER: the job created upstream is found and
+// cancelled before the job ends, not left queued and billed.
+func TestComputeEndedAtSubmittingCancelsItsJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		name      string
+		cancel    bool
+		delivered uint64
+		want      state.Status
+	}{
+		{"cancel", true, 2, state.StatusCancelled},
+		{"too many deliveries", false, DefaultMaxDeliver + 1, state.StatusFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "compute-end-submitting-" + map[bool]string{true: "cancel", false: "toomany"}[tc.cancel]
+			spec := b.computeSpec(t, id)
+			upstream, sess := b.submitEarlier(t, spec, "")
+			if tc.cancel {
+				b.cancel(t, id)
+			}
+			out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, tc.delivered))
+			rec := b.record(t, id)
+			if out.Action == consumer.Retry || rec.Status != tc.want {
+				t.Fatalf("settled %v, record %+v, want %s", out.Action, rec, tc.want)
+			}
+			if p := upstreamPhase(t, sess, upstream); p != apiclient.JobCancelled {
+				t.Fatalf("the job's platform job %s is %s after the job ended %s, want cancelled", upstream, p, rec.Status)
+			}
+		})
+	}
+}
+
+// TestComputeSubmitLandingLateIsCancelled records a submit whose answer
+// lands after another delivery ended the job: the platform job it created
+// belongs to no live job and is cancelled at once.
+func TestComputeSubmitLandingLateIsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "compute-late-submit"
+	spec := b.computeSpec(t, id)
+	upstream, sess := b.submitEarlier(t, spec, "")
+	j, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 2))
+	if done {
+		t.Fatal("the second delivery did not go on")
+	}
+	defer j.unregister()
+	// Another delivery ends the job meanwhile.
+	b.write(t, id, func(rec *state.Record) { rec.Status = state.StatusCancelled })
+	if err := b.r.adoptSubmitted(ctx, j, sess, upstream); err == nil {
+		t.Fatal("recorded a submit into a finished job")
+	}
+	if p := upstreamPhase(t, sess, upstream); p != apiclient.JobCancelled {
+		t.Fatalf("the late submit's platform job %s is %s, want cancelled", upstream, p)
+	}
+}
+
+// TestComputeNeverAdoptsAnotherJobsRun leaves compute job B at
+// "submitting" (its submit answered before the platform acted) while job
+// A, with the same compute.job.name, runs upstream under that name: B
+// must not take A's platform job for its own, nor touch it.
+func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	named := func(id string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(b.computeSpec(t, id), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["compute"].(map[string]any)["job"].(map[string]any)["name"] = "nightly"
+		spec, _ := json.Marshal(m)
+		return spec
+	}
+	// A's run, submitted under the name the spec chose.
+	runA, sess := b.submitEarlier(t, named("compute-name-a"), "nightly")
+	// B claimed its submit, which created nothing.
+	idB := "compute-name-b"
+	specB := named(idB)
+	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", specB, 1))
+	if done {
+		t.Fatal("B's first delivery did not go on")
+	}
+	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	first.unregister()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	outs := make(chan consumer.Outcome, 1)
+	go func() { outs <- b.r.Handle(runCtx, b.deliverKind(t, "compute", specB, 2)) }()
+	b.waitStatus(t, idB, state.StatusSubmitted)
+	stop()
+	<-outs
+	if rec := b.record(t, idB); rec.Upstream.JobID == runA {
+		t.Fatalf("job B adopted job A's platform job %s", runA)
+	}
+	if p := upstreamPhase(t, sess, runA); p == apiclient.JobCancelled {
+		t.Fatalf("job A's platform job %s was cancelled by job B", runA)
+	}
+}
