@@ -230,11 +230,11 @@ func (r *Runner) settleVerdict(ctx context.Context, j *job, v verdict, a arrival
 	case verdictBadSpec:
 		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr)))
 	case verdictTooMany:
-		return r.finish(ctx, j, r.cleanupContainer(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
+		return r.finish(ctx, j, r.settleEnd(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
 			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", a.deliveries(rec), a.maxDeliver)))
 	case verdictCancelled:
 		j.log.Info().Msg("job cancelled before it was submitted")
-		return r.finish(ctx, j, r.cleanupContainer(ctx, j, errCancelled))
+		return r.finish(ctx, j, r.settleEnd(ctx, j, errCancelled))
 	}
 	return consumer.Outcome{}
 }

@@ -110,19 +110,21 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
 
+	// The platform job carries the job's identity, by which a lost
+	// answer's job is found (settleUnrecorded).
+	req.MapAppJobInfo[apiclient.KeyJobName] = platformJobName(j)
+
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
 	defer cancel()
-	name, _ := req.MapAppJobInfo[apiclient.KeyJobName].(string)
 	// A record at "submitting" is a submit whose answer nobody recorded:
 	// the platform may hold that job, and a second one would be paid twice.
-	earlier := j.rec.Status == state.StatusSubmitting
-	since := j.rec.UpdatedAt
-	if earlier {
-		id, found, err := r.findSubmitted(sctx, j, sess, schedID, name, since)
+	if j.rec.Status == state.StatusSubmitting {
+		id, err := r.settleUnrecorded(sctx, j, sess, adoptOne)
 		switch {
 		case err != nil:
 			return transient(fmt.Errorf("look for the job an earlier submit created: %w", err))
-		case found:
+		case id != "":
+			j.log.Warn().Str("upstream_job_id", id).Msg("found the job an earlier submit created; adopting it")
 			return r.adoptSubmitted(sctx, j, sess, id)
 		}
 	}
@@ -131,13 +133,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}); err != nil {
 		return transient(err)
 	}
-	if !earlier {
-		since = j.rec.UpdatedAt
-	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
-		id, found, ferr := r.findSubmitted(sctx, j, sess, schedID, name, since)
-		if found {
+		id, ferr := r.settleUnrecorded(sctx, j, sess, adoptOne)
+		if id != "" {
 			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
 			jobID, err = id, nil
 		} else if ferr != nil {
@@ -225,8 +224,13 @@ func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.Cl
 		rec.Upstream.JobID = jobID
 		rec.SubmittedAt = &now
 	}))
-	if errors.Is(err, errSuperseded) {
-		j.log.Warn().Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded)
+	if errors.Is(err, errSuperseded) || errors.Is(err, errAlreadyFinished) {
+		// Another delivery recorded its own job, or ended the job: this
+		// delivery's platform job is not the job's and must not run on.
+		j.log.Warn().Err(err).Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded + "; cancelling this delivery's job")
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), deleteTimeout)
+		defer cancel()
+		_, _ = r.settleUnrecorded(dctx, j, sess, settlement{created: jobID, why: err.Error()})
 		return err
 	}
 	if err != nil {
@@ -236,64 +240,6 @@ func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.Cl
 	j.log.Info().Str("upstream_job_id", jobID).Msg("compute job submitted")
 	r.publishProgress(sctx, j, state.StatusSubmitted)
 	return nil
-}
-
-// submitSkew is how far before sluice's submit a job the platform lists
-// may say it was submitted and still be the one sluice sent: clocks and
-// the zone the platform writes its times in may differ.
-const submitSkew = 12 * time.Hour
-
-// findSubmitted looks for the job an earlier submit of j created: a job
-// named name (GAP_JOB_NAME, the sluice job id unless the spec names it)
-// submitted since (less submitSkew), in the realtime job list and then the
-// history. found is true only when exactly one job matches; two or more
-// cannot be told apart, and a platform without those lists (compute-api.md's
-// letter) cannot tell at all: both answer not found, without error.
-func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.ClusterSession, schedID, name string, since time.Time) (id string, found bool, err error) {
-	if name == "" {
-		return "", false, nil
-	}
-	after := since.Add(-submitSkew)
-	matches := map[string]bool{}
-	jobs, err := sess.Jobs(ctx, schedID)
-	switch {
-	case errors.Is(err, apiclient.ErrNotSupported):
-		return "", false, nil
-	case err != nil:
-		return "", false, err
-	}
-	for _, s := range jobs {
-		if s.JobName == name && submittedAfter(s.SubmitTime, after) {
-			matches[s.JobID] = true
-		}
-	}
-	recs, err := sess.HistoryJobs(ctx, apiclient.HistoryQuery{SchedulerID: schedID, Since: after},
-		func(h *apiclient.HistoryRecord) bool {
-			return h.JobName == name && submittedAfter(h.JobQueueTime, after)
-		})
-	if err != nil && !errors.Is(err, apiclient.ErrNotSupported) {
-		return "", false, err
-	}
-	for _, h := range recs {
-		matches[h.JobID] = true
-	}
-	if len(matches) != 1 {
-		if len(matches) > 1 {
-			j.log.Warn().Int("candidates", len(matches)).Str("job_name", name).Msg("several platform jobs match the lost submit; cannot tell which is this job's")
-		}
-		return "", false, nil
-	}
-	for id := range matches {
-		return id, true, nil
-	}
-	return "", false, nil
-}
-
-// submittedAfter reports whether a platform time (in its zone; an
-// unreadable or empty one counts as a match) is not before t.
-func submittedAfter(platformTime string, t time.Time) bool {
-	at, err := time.ParseInLocation(apiclient.PlatformTimeLayout, strings.TrimSpace(platformTime), apiclient.PlatformZone)
-	return err != nil || !at.Before(t)
 }
 
 // notFoundPolls is how many not-found answers in a row a job the platform

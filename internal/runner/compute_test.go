@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluice-dev/sluice/internal/consumer"
-	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -87,30 +86,7 @@ func TestComputeSubmitAnsweredToNoOne(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	id := "compute-lost-answer"
 	spec := b.computeSpec(t, id)
-	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
-	if done {
-		t.Fatal("the first delivery did not go on")
-	}
-	sess, err := b.r.openSession(ctx, first, "", "", "open cluster session")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
-		t.Fatal(err)
-	}
-	schedID, err := sess.SchedulerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := first.spec.Compute
-	req := c.Request(jobspec.ComputeTarget{JobID: id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
-	if _, err := sess.SubmitJob(ctx, c.Template.Type, c.Template.Name, req); err != nil {
-		t.Fatal(err)
-	}
-	first.unregister()
+	b.submitEarlier(t, spec, "")
 
 	out := b.r.Handle(ctx, b.deliverKind(t, "compute", spec, 2))
 	rec := b.record(t, id)

@@ -95,47 +95,6 @@ func (r *Runner) instanceKnown(j *job) bool {
 	return j.rec.Upstream.InstanceID != "" || j.rec.Status == state.StatusSubmitting
 }
 
-// cleanupContainer deletes the instance of a container job that ends
-// before it runs (cancelled, too many deliveries): err is how it ends,
-// returned unchanged once no instance is left, or a failure saying the
-// instance could not be deleted. Other kinds pass through.
-func (r *Runner) cleanupContainer(ctx context.Context, j *job, err error) error {
-	if j.kind != string(jobspec.KindContainer) || !r.instanceKnown(j) {
-		return err
-	}
-	sess, serr := r.containerSession(ctx, j)
-	if serr == nil {
-		serr = r.deleteInstance(ctx, j, sess)
-	}
-	if serr == nil {
-		return err
-	}
-	r.cfg.Metrics.ContainerNotDeleted(true)
-	j.log.Error().Err(serr).Str("instance_id", j.rec.Upstream.InstanceID).Str("instance_name", InstanceName(j.id)).
-		Msg("job ends with its container instance NOT deleted: delete it by hand (docs/operating.md)")
-	what := "the job ended"
-	var f *failure
-	if errors.As(err, &f) {
-		what = f.msg
-	} else if errors.Is(err, errCancelled) {
-		what = "the job was cancelled"
-	}
-	return fail(CodeInstanceNotDeleted, stageOf(j.rec.Status), false,
-		"%s, but its container instance %q (name %s) could not be deleted and is still billed: %v",
-		what, j.rec.Upstream.InstanceID, InstanceName(j.id), serr)
-}
-
-func (r *Runner) containerSession(ctx context.Context, j *job) (*apiclient.ClusterSession, error) {
-	if r.cfg.Compute == nil {
-		return nil, errors.New("the compute platform is not configured")
-	}
-	cluster := j.rec.Upstream.ClusterID
-	if cluster == "" && j.spec != nil && j.spec.Container != nil {
-		cluster = j.spec.Container.Cluster
-	}
-	return r.cfg.Compute.Cluster(ctx, cluster)
-}
-
 // driveContainer runs j up to its end: the instance created (or found),
 // the script ended, its output collected.
 func (r *Runner) driveContainer(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
@@ -221,7 +180,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	if again {
 		// A create was sent before and its answer not recorded (a lost
 		// answer, a worker killed in between): adopt its instance.
-		found, err := r.findInstance(sctx, j, sess)
+		found, err := r.settleUnrecorded(sctx, j, sess, adoptOne)
 		if err != nil {
 			// Left at "submitting": an instance may exist.
 			return transient(fmt.Errorf("look for the instance of an earlier create: %w", err))
@@ -237,7 +196,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
 		_, _ = r.retry(sctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
 			func(ctx context.Context, _ int) (bool, error) {
-				found, ferr := r.findInstance(ctx, j, sess)
+				found, ferr := r.settleUnrecorded(ctx, j, sess, adoptOne)
 				if ferr == nil && found != "" {
 					id, err = found, nil
 					return true, nil
@@ -278,13 +237,13 @@ func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclie
 		rec.Upstream.InstanceID = id
 		rec.SubmittedAt = &now
 	}))
-	if errors.Is(err, errSuperseded) {
-		// Another delivery recorded its own instance: this one is not
-		// the job's and must not live on.
-		j.log.Warn().Str("instance_id", id).Msg(LogSubmitSuperseded + "; deleting this delivery's instance")
+	if errors.Is(err, errSuperseded) || errors.Is(err, errAlreadyFinished) {
+		// Another delivery recorded its own instance, or ended the job:
+		// this delivery's instance is not the job's and must not live on.
+		j.log.Warn().Err(err).Str("instance_id", id).Msg(LogSubmitSuperseded + "; deleting this delivery's instance")
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 		defer cancel()
-		if derr := sess.DeleteInstances(dctx, id); derr != nil {
+		if _, derr := r.settleUnrecorded(dctx, j, sess, settlement{created: id, why: err.Error()}); derr != nil {
 			r.cfg.Metrics.ContainerNotDeleted(true)
 			j.log.Error().Err(derr).Str("instance_id", id).Msg("superseded container instance NOT deleted: delete it by hand (docs/operating.md)")
 		}
@@ -298,35 +257,6 @@ func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclie
 	j.log.Info().Str("instance_id", id).Msg("container instance created")
 	r.publishProgress(ctx, j, state.StatusSubmitted)
 	return nil
-}
-
-// findInstance returns the id of the instance named after j that is not
-// ended, else of any named after j ("" when none). Other instances of the
-// same name (several creates) are deleted: the job keeps one.
-func (r *Runner) findInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession) (string, error) {
-	list, err := sess.FindInstances(ctx, InstanceName(j.id))
-	if err != nil || len(list) == 0 {
-		return "", err
-	}
-	keep := list[0]
-	for _, in := range list[1:] {
-		if !apiclient.InstancePhaseOf(&in).Ended() && apiclient.InstancePhaseOf(&keep).Ended() {
-			keep = in
-		}
-	}
-	var extra []string
-	for _, in := range list {
-		if in.ID != keep.ID {
-			extra = append(extra, in.ID)
-		}
-	}
-	if len(extra) > 0 {
-		j.log.Warn().Strs("instance_ids", extra).Msg("deleting extra instances of the job")
-		if err := sess.DeleteInstances(ctx, extra...); err != nil {
-			return "", err
-		}
-	}
-	return keep.ID, nil
 }
 
 // checkRoom asks the node resource quota of the job's group. A group
@@ -511,21 +441,8 @@ func (r *Runner) deleteOnce(ctx context.Context, j *job, sess *apiclient.Cluster
 		if !r.instanceKnown(j) {
 			return true, nil
 		}
-		list, err := sess.FindInstances(ctx, InstanceName(j.id))
-		if err != nil {
-			return false, err
-		}
-		var ids []string
-		for _, in := range list {
-			ids = append(ids, in.ID)
-		}
-		if len(ids) > 0 {
-			if err := sess.DeleteInstances(ctx, ids...); err != nil {
-				return false, err
-			}
-			j.log.Info().Strs("instance_ids", ids).Msg("container instances found by name deleted")
-		}
-		return true, nil
+		_, err := r.settleUnrecorded(ctx, j, sess, settlement{why: "the job ends"})
+		return err == nil, err
 	}
 	if err = sess.DeleteInstances(ctx, id); err == nil {
 		j.log.Info().Msg("container instance deleted")

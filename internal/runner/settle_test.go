@@ -42,6 +42,7 @@ func (b *bundle) submitEarlier(t *testing.T, spec []byte, name string) (string, 
 	}
 	c := first.spec.Compute
 	req := c.Request(jobspec.ComputeTarget{JobID: first.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	req.MapAppJobInfo[apiclient.KeyJobName] = platformJobName(first)
 	if name != "" {
 		req.MapAppJobInfo[apiclient.KeyJobName] = name
 	}
