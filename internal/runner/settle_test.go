@@ -168,3 +168,51 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 		t.Fatalf("job A's platform job %s was cancelled by job B", runA)
 	}
 }
+
+// TestContainerCreateLandingLateIsDeleted records a create whose answer
+// lands after another delivery ended the job: its instance belongs to no
+// live job and is deleted at once, not left billing until its timeout.
+func TestContainerCreateLandingLateIsDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "container-late-create"
+	spec, _ := json.Marshal(map[string]any{
+		"id": id, "kind": "container",
+		"container": map[string]any{
+			"instance": map[string]any{
+				"image": "registry.test:5000/gpu/admin/base/torch:2.1", "version": "torch:2.1",
+				"accelerator": "gpu", "resource_group": "TeslaM40", "cpus": 4, "gpus": 1, "ram_mb": 16384,
+				"timeout": "00:10:00",
+			},
+			"script": "echo late\n",
+		},
+	})
+	j, _, done := b.r.begin(ctx, b.deliverKind(t, "container", spec, 1))
+	if done {
+		t.Fatal("the delivery did not go on")
+	}
+	defer j.unregister()
+	sess, err := b.r.openSession(ctx, j, "", "", "open region session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	workDir := b.r.workDir(j, sess)
+	instance, err := sess.CreateInstance(ctx, j.spec.Container.Request(jobspec.ContainerTarget{
+		Name: InstanceName(id), WorkDir: workDir, StartScript: ContainerStartScript(id, workDir, j.spec.Container.Script),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another delivery ends the job before the create's answer lands.
+	b.write(t, id, func(rec *state.Record) { rec.Status = state.StatusCancelled })
+	if err := b.r.recordInstance(ctx, ctx, j, sess, instance); err == nil {
+		t.Fatal("recorded an instance into a finished job")
+	}
+	if alive := b.compute.ContainerAlive(); len(alive) != 0 {
+		t.Fatalf("instances alive after the job ended: %v", alive)
+	}
+}
