@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
@@ -184,4 +185,39 @@ func TestComputeCancelAtEachStep(t *testing.T) {
 			t.Fatalf("settled %v, record %+v, want the job's success", out.Action, rec)
 		}
 	})
+}
+
+// TestComputeResumedQueuedJobGetsTheHistorySearch resumes a compute job
+// whose record shows the platform had it queued, while neither the job
+// detail nor the history has it (a history that lags): it is a job seen
+// before, which gets the 5-minute search, not the three polls of a job the
+// platform never showed.
+func TestComputeResumedQueuedJobGetsTheHistorySearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-resume-queued"
+	spec := b.computeSpec(t, id)
+	b.write(t, id, func(rec *state.Record) {
+		now := time.Now().UTC()
+		rec.Kind, rec.Status, rec.Attempts, rec.SubmittedAt = "compute", state.StatusSubmitted, 1, &now
+		rec.Upstream.JobID, rec.Upstream.Status = "424242", "statQ"
+	})
+	ctx, stop := context.WithCancel(testenv.Context(t, 30*time.Second))
+	defer stop()
+	outs := make(chan consumer.Outcome, 1)
+	go func() { outs <- b.r.Handle(ctx, b.deliverKind(t, "compute", spec, 2)) }()
+	jobs := b.compute.Counters().Requests(apisim.EndpointComputeJob)
+	for b.compute.Counters().Requests(apisim.EndpointComputeJob) < jobs+2*notFoundPolls {
+		select {
+		case out := <-outs:
+			rec := b.record(t, id)
+			t.Fatalf("the job ended after %d polls: settled %v, record %s %+v", b.compute.Counters().Requests(apisim.EndpointComputeJob)-jobs, out.Action, rec.Status, rec.Error)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	stop()
+	<-outs
+	if rec := b.record(t, id); rec.Status.Terminal() {
+		t.Fatalf("record %+v, want the job still searched for", rec)
+	}
 }
