@@ -272,11 +272,7 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 	}
 	w := &jobWatch{jobID: j.rec.Upstream.JobID, deadline: since.Add(r.cfg.ComputeTimeout),
 		hq: apiclient.HistoryQuery{SchedulerID: "", Since: since.Add(-submitSkew)}}
-	if j.rec.Status == state.StatusRunning || j.rec.Status == state.StatusCollecting {
-		// Collecting: it finished before a restart, and is found again in
-		// the realtime detail or the history.
-		w.last = apiclient.JobRunning
-	}
+	w.last = lastSeen(j.rec)
 	cancelSent, cancelWake := false, j.cancel
 	wait := time.Duration(0)
 	for {
@@ -309,6 +305,21 @@ func (r *Runner) waitJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 			return nil, "", r.timedOut(ctx, j, sess, "")
 		}
 	}
+}
+
+// lastSeen is the phase the platform last showed j's job as far as its
+// record says: a resumed job the platform once showed (even queued) gets
+// the history search when it goes missing (historySearch), not the few
+// polls of a job never shown. Collecting: it finished before a restart,
+// and is found again in the realtime detail or the history.
+func lastSeen(rec *state.Record) apiclient.JobPhase {
+	if rec.Status == state.StatusRunning || rec.Status == state.StatusCollecting {
+		return apiclient.JobRunning
+	}
+	if p := apiclient.JobPhaseOf(&apiclient.JobDetail{JobStatus: rec.Upstream.Status}); p != apiclient.JobUnknown {
+		return p
+	}
+	return ""
 }
 
 // jobWatch is what waitJob keeps between polls of a compute job.
