@@ -1,8 +1,12 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"io"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,26 @@ import (
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
+// claimed begins a first delivery of a job of kind and claims its submit,
+// as a delivery does right before it sends it: the record is at
+// "submitting". The caller unregisters the job.
+func (b *bundle) claimed(t *testing.T, kind string, spec []byte) (*job, *apiclient.ClusterSession) {
+	t.Helper()
+	ctx := testenv.Context(t, 30*time.Second)
+	j, _, done := b.r.begin(ctx, b.deliverKind(t, kind, spec, 1))
+	if done {
+		t.Fatal("the first delivery did not go on")
+	}
+	sess, err := b.r.openSession(ctx, j, "", "", "open cluster session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+		t.Fatal(err)
+	}
+	return j, sess
+}
+
 // submitEarlier plays a first delivery of compute job spec that claimed
 // its submit and sent it under the platform job name name ("" for the
 // name sluice gives it), then stopped before recording the answer: the
@@ -21,19 +45,9 @@ import (
 func (b *bundle) submitEarlier(t *testing.T, spec []byte, name string) (string, *apiclient.ClusterSession) {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
-	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
-	if done {
-		t.Fatal("the first delivery did not go on")
-	}
+	first, sess := b.claimed(t, "compute", spec)
 	defer first.unregister()
-	sess, err := b.r.openSession(ctx, first, "", "", "open cluster session")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
 		t.Fatal(err)
 	}
 	schedID, err := sess.SchedulerID(ctx)
@@ -145,13 +159,7 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 	// B claimed its submit, which created nothing.
 	idB := "compute-name-b"
 	specB := named(idB)
-	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", specB, 1))
-	if done {
-		t.Fatal("B's first delivery did not go on")
-	}
-	if err := b.r.claimSubmit(ctx, first, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
-		t.Fatal(err)
-	}
+	first, _ := b.claimed(t, "compute", specB)
 	first.unregister()
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -177,29 +185,9 @@ func TestContainerCreateLandingLateIsDeleted(t *testing.T) {
 	b := setup(t)
 	ctx := testenv.Context(t, 30*time.Second)
 	id := "container-late-create"
-	spec, _ := json.Marshal(map[string]any{
-		"id": id, "kind": "container",
-		"container": map[string]any{
-			"instance": map[string]any{
-				"image": "registry.test:5000/gpu/admin/base/torch:2.1", "version": "torch:2.1",
-				"accelerator": "gpu", "resource_group": "TeslaM40", "cpus": 4, "gpus": 1, "ram_mb": 16384,
-				"timeout": "00:10:00",
-			},
-			"script": "echo late\n",
-		},
-	})
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, "container", spec, 1))
-	if done {
-		t.Fatal("the delivery did not go on")
-	}
+	spec := containerSpec(id, "echo late\n")
+	j, sess := b.claimed(t, "container", spec)
 	defer j.unregister()
-	sess, err := b.r.openSession(ctx, j, "", "", "open region session")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
-		t.Fatal(err)
-	}
 	workDir := b.r.workDir(j, sess)
 	instance, err := sess.CreateInstance(ctx, j.spec.Container.Request(jobspec.ContainerTarget{
 		Name: InstanceName(id), WorkDir: workDir, StartScript: ContainerStartScript(id, workDir, j.spec.Container.Script),
@@ -214,5 +202,48 @@ func TestContainerCreateLandingLateIsDeleted(t *testing.T) {
 	}
 	if alive := b.compute.ContainerAlive(); len(alive) != 0 {
 		t.Fatalf("instances alive after the job ended: %v", alive)
+	}
+}
+
+// containerSpec is a container job's spec running script.
+func containerSpec(id, script string) []byte {
+	spec, _ := json.Marshal(map[string]any{
+		"id": id, "kind": "container",
+		"container": map[string]any{
+			"instance": map[string]any{
+				"image": "registry.test:5000/gpu/admin/base/torch:2.1", "version": "torch:2.1",
+				"accelerator": "gpu", "resource_group": "TeslaM40", "cpus": 4, "gpus": 1, "ram_mb": 16384,
+				"timeout": "00:10:00",
+			},
+			"script": script,
+		},
+	})
+	return spec
+}
+
+// TestContainerStaleExitFileIsNotRead creates a container job's instance
+// where an earlier attempt left its exit status file: the job's outcome
+// is the new script's exit status, not the file the earlier one wrote.
+func TestContainerStaleExitFileIsNotRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "container-stale-exit"
+	spec := containerSpec(id, "exit 3\n")
+	sess, err := b.r.cfg.Compute.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := filesOf(path.Join(sess.HomePath(), "sluice", id), id)
+	err = sess.Upload(ctx, path.Dir(files.exit), path.Base(files.exit), true, func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("0\n")), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.r.Handle(ctx, b.deliverKind(t, "container", spec, 1))
+	rec := b.record(t, id)
+	if rec.Status != state.StatusFailed || rec.Upstream.ExitCode == nil || *rec.Upstream.ExitCode != "3" {
+		t.Fatalf("record %s, exit code %q, error %+v: want the new script's exit status 3", rec.Status, *cmp.Or(rec.Upstream.ExitCode, new(string)), rec.Error)
 	}
 }
