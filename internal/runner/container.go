@@ -156,10 +156,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	wrapper := ContainerStartScript(j.id, workDir, spec.Script)
 	// The wrapper goes to the work directory too: it makes the directory
 	// the instance mounts, and shows what ran.
-	err := sess.Upload(ctx, workDir, j.id+".start.sh", true, func() (io.ReadCloser, error) {
-		return io.NopCloser(strings.NewReader(wrapper)), nil
-	})
-	if err != nil {
+	if err := uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper); err != nil {
 		return computeError(state.StageSubmit, "container.work_dir: upload the start script", err)
 	}
 	if err := r.checkRoom(ctx, j, sess); err != nil {
@@ -190,6 +187,9 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			return r.recordInstance(ctx, sctx, j, sess, found)
 		}
 	}
+	if err := r.clearExit(sctx, sess, workDir, j.id); err != nil {
+		return err
+	}
 	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
@@ -214,6 +214,26 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		return r.backOutCreate(sctx, j, err)
 	}
 	return r.recordInstance(ctx, sctx, j, sess, id)
+}
+
+// clearExit empties the exit status file an earlier instance of the job
+// may have left in workDir, before a new instance is created: read as
+// the new script's status, it would end the job at once. An empty file
+// reads as "not written yet" (readExit); the wrapper's rename replaces
+// it. The efile API has a remove, which sluice does not call yet: the
+// covering upload it already uses does the same here.
+func (r *Runner) clearExit(ctx context.Context, sess *apiclient.ClusterSession, workDir, jobID string) error {
+	if err := uploadText(ctx, sess, filesOf(workDir, jobID).exit, ""); err != nil {
+		return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
+	}
+	return nil
+}
+
+// uploadText writes text to the file at p on the platform, covering it.
+func uploadText(ctx context.Context, sess *apiclient.ClusterSession, p, text string) error {
+	return sess.Upload(ctx, path.Dir(p), path.Base(p), true, func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(text)), nil
+	})
 }
 
 // backOutCreate ends a create that created nothing: a refusal fails the
