@@ -221,3 +221,29 @@ func TestComputeResumedQueuedJobGetsTheHistorySearch(t *testing.T) {
 		t.Fatalf("record %+v, want the job still searched for", rec)
 	}
 }
+
+// TestComputeRedeliveryKeepsUploadedInputs delivers a compute job again
+// after its first delivery uploaded its inputs and stopped inside the
+// submit window, having sent nothing: the platform holds each input whole (same size), so none is
+// uploaded again.
+func TestComputeRedeliveryKeepsUploadedInputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "compute-inputs-kept"
+	spec := b.computeSpec(t, id)
+	first, sess := b.claimed(t, "compute", spec)
+	if err := b.r.uploadInputs(ctx, first, sess, "compute", first.spec.Compute.Inputs); err != nil {
+		t.Fatal(err)
+	}
+	first.unregister()
+	uploads := b.compute.Counters().Requests(apisim.EndpointComputeUpload)
+
+	out := b.r.Handle(ctx, b.deliverKind(t, "compute", spec, 2))
+	if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded {
+		t.Fatalf("settled %v, record %s %+v, want success", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeUpload) - uploads; n != 0 {
+		t.Fatalf("the redelivery uploaded %d inputs again, want none", n)
+	}
+}
