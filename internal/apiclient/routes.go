@@ -16,6 +16,7 @@ var routes = []struct{ method, path string }{
 	{"GET", "/ac/openapi/v2/center"},
 	{"POST", "/efile/openapi/v2/file/upload"},
 	{"GET", "/efile/openapi/v2/file/download"},
+	{"GET", "/efile/openapi/v2/file/list"},
 	{"GET", "/hpc/openapi/v2/cluster"},
 	{"GET", "/hpc/openapi/v2/queuenames/users/{user_name}"},
 	{"POST", "/hpc/openapi/v2/apptemplates/{template_type}/{template_name}/job"},

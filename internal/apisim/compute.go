@@ -33,6 +33,8 @@ const (
 	EndpointComputeBurst = "compute.burst"
 	// EndpointComputeMerge joins the chunks (platform mode only).
 	EndpointComputeMerge = "compute.merge"
+	// EndpointComputeList lists a directory (platform mode only).
+	EndpointComputeList = "compute.list"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -294,6 +296,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
 		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
 		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
+		c.handle(mux, "GET /efile/openapi/v2/file/list", EndpointComputeList, c.listFiles)
 		c.registerContainers(mux)
 	}
 	c.handle(mux, "GET /ac/openapi/v2/center", EndpointComputeCenter, c.center)

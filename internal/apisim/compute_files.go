@@ -255,3 +255,33 @@ func (c *Compute) download(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f)
 }
+
+// listFiles answers the regular files of a directory under
+// data.fileList, each with its name, path and size
+// (platform-evidence.md section 3; the entries' fields are this
+// simulator's reading). A missing directory answers an empty list.
+func (c *Compute) listFiles(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.authorize(w, r); !ok {
+		return
+	}
+	p := r.URL.Query().Get("path")
+	hp, err := c.hostPath(p)
+	if err != nil {
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path must be an absolute path")
+		return
+	}
+	entries, err := os.ReadDir(hp)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot read the directory")
+		return
+	}
+	files := []map[string]any{}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		files = append(files, map[string]any{"name": e.Name(), "path": path.Join(p, e.Name()), "size": info.Size(), "type": "file"})
+	}
+	writeOK(w, map[string]any{"fileList": files, "total": len(files)})
+}

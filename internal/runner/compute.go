@@ -182,9 +182,10 @@ func (r *Runner) checkQueue(ctx context.Context, j *job, sess *apiclient.Cluster
 
 // uploadInputs uploads a compute or container job's inputs (section is
 // the spec's section, for the field names in errors). A later delivery
-// overwrites what an earlier one of the same job uploaded, whatever cover
-// says.
+// keeps what an earlier one of the same job uploaded whole (heldInput),
+// and overwrites anything else there, whatever cover says.
 func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.ClusterSession, section string, inputs []jobspec.ComputeInput) error {
+	listed := map[string][]apiclient.RemoteFile{}
 	for i, in := range inputs {
 		if j.stopping() {
 			return errStopping
@@ -192,8 +193,13 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 		if j.cancelled() {
 			return errCancelled
 		}
+		name, open := path.Base(sourcePath(in.From)), r.inputOpener(ctx, in.From)
+		if j.rec.Attempts > 1 && heldInput(ctx, sess, listed, in.To, name, open) {
+			j.log.Debug().Str("to", in.To).Str("file", name).Msg("input already on the platform with its size; not uploaded again")
+			continue
+		}
 		cover := in.Cover || j.rec.Attempts > 1
-		err := sess.Upload(ctx, in.To, path.Base(sourcePath(in.From)), cover, r.inputOpener(ctx, in.From))
+		err := sess.Upload(ctx, in.To, name, cover, open)
 		if err == nil {
 			continue
 		}
@@ -213,6 +219,32 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 		return computeError(state.StageSubmit, field+": upload", err)
 	}
 	return nil
+}
+
+// heldInput reports whether directory dir on the platform holds a file
+// name of the size the input's source announces: an earlier delivery's
+// upload, which the platform places whole (an upload or a merge writes
+// the file at once). That is all the platform can tell (its list gives
+// names and sizes, no checksum). listed keeps each directory's list; a
+// list that fails, a size the list or the source does not give, or any
+// other doubt answers false: the input is uploaded.
+func heldInput(ctx context.Context, sess *apiclient.ClusterSession, listed map[string][]apiclient.RemoteFile, dir, name string, open func() (io.ReadCloser, error)) bool {
+	files, ok := listed[dir]
+	if !ok {
+		files, _ = sess.Files(ctx, dir)
+		listed[dir] = files
+	}
+	i := slices.IndexFunc(files, func(f apiclient.RemoteFile) bool { return f.Name == name && f.Size >= 0 })
+	if i < 0 {
+		return false
+	}
+	src, err := open()
+	if err != nil {
+		return false
+	}
+	defer func() { _ = src.Close() }()
+	sized, ok := src.(interface{ Size() int64 })
+	return ok && sized.Size() == files[i].Size
 }
 
 // adoptSubmitted records jobID as j's upstream job ("submitted").
