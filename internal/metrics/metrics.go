@@ -20,7 +20,10 @@ type Metrics struct {
 	jobs    *prometheus.CounterVec
 	retries *prometheus.CounterVec
 	// notDeleted counts failed deletions of container instances.
-	notDeleted    *prometheus.CounterVec
+	notDeleted *prometheus.CounterVec
+	// leftovers counts what unrecorded creates or submits made upstream
+	// and sluice deleted or cancelled.
+	leftovers     *prometheus.CounterVec
 	inflight      *prometheus.GaugeVec
 	settled       *prometheus.CounterVec
 	upstream      *prometheus.CounterVec
@@ -72,6 +75,10 @@ func New() *Metrics {
 			Name: "sluice_container_delete_failures_total",
 			Help: "Deletions of a container instance that failed (the instance is still billed); final=true when the job ended without deleting it.",
 		}, []string{"final"}),
+		leftovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_upstream_leftovers_total",
+			Help: "Container instances and compute jobs an unrecorded create or submit made (a lost or late answer) that sluice deleted or cancelled (result=deleted) or could not (result=failed).",
+		}, []string{"kind", "result"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_jobs_inflight", Help: "Jobs held by this worker, by kind.",
 		}, []string{"kind"}),
@@ -126,7 +133,7 @@ func New() *Metrics {
 		space:        newSpaceGauge(),
 		codes:        make(map[string]bool),
 	}
-	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
+	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.waitingClass, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
@@ -289,6 +296,18 @@ func (m *Metrics) SpansDropped(reason string, n int) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Leftovers counts n upstream resources of kind that an unrecorded create
+// or submit made, deleted (or cancelled) when deleted, else not.
+func (m *Metrics) Leftovers(kind string, n int, deleted bool) {
+	if m != nil {
+		result := "failed"
+		if deleted {
+			result = "deleted"
+		}
+		m.leftovers.WithLabelValues(kind, result).Add(float64(n))
+	}
+}
 
 // ContainerNotDeleted counts a failed deletion of a container instance;
 // final when its job ended without the instance deleted (docs/operating.md,

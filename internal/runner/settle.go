@@ -84,7 +84,9 @@ func (r *Runner) settleUnrecorded(ctx context.Context, j *job, sess *apiclient.C
 		return kept, nil
 	}
 	j.log.Warn().Strs("upstream_ids", ids).Str("adopted", kept).Str("why", s.why).Msg(LogLeftoverDeleted)
-	if err := r.deleteLeftovers(ctx, j, sess, ids); err != nil {
+	err := r.deleteLeftovers(ctx, j, sess, ids)
+	r.cfg.Metrics.Leftovers(j.kind, len(ids), err == nil)
+	if err != nil {
 		j.log.Error().Err(err).Strs("upstream_ids", ids).Msg("what an unrecorded create or submit made upstream was NOT deleted and may still bill")
 		return "", err
 	}
