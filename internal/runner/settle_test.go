@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"path"
 	"strings"
@@ -67,10 +68,18 @@ func (b *bundle) submitEarlier(t *testing.T, spec []byte, name string) (string, 
 	return jobID, sess
 }
 
-// upstreamPhase is the phase the platform shows for its job id.
+// upstreamPhase is the phase the platform shows for its job id, in the
+// realtime detail or, once the job left it, in the history.
 func upstreamPhase(t *testing.T, sess *apiclient.ClusterSession, id string) apiclient.JobPhase {
 	t.Helper()
-	d, err := sess.Job(testenv.Context(t, 10*time.Second), id)
+	ctx := testenv.Context(t, 10*time.Second)
+	d, err := sess.Job(ctx, id)
+	if errors.Is(err, apiclient.ErrJobNotFound) {
+		var h *apiclient.HistoryRecord
+		if h, err = sess.HistoryJob(ctx, id, apiclient.HistoryQuery{Since: time.Now().Add(-time.Hour)}); err == nil {
+			d = h.Detail()
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,5 +254,29 @@ func TestContainerStaleExitFileIsNotRead(t *testing.T) {
 	rec := b.record(t, id)
 	if rec.Status != state.StatusFailed || rec.Upstream.ExitCode == nil || *rec.Upstream.ExitCode != "3" {
 		t.Fatalf("record %s, exit code %q, error %+v: want the new script's exit status 3", rec.Status, *cmp.Or(rec.Upstream.ExitCode, new(string)), rec.Error)
+	}
+}
+
+// TestComputeTwoOwnSubmitsAdoptTheFirst leaves a compute job at
+// "submitting" with two platform jobs of its own (two deliveries each
+// sent the submit): the next delivery adopts the earlier one, cancels the
+// other, and sends no third.
+func TestComputeTwoOwnSubmitsAdoptTheFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-two-own"
+	spec := b.computeSpec(t, id)
+	firstRun, sess := b.submitEarlier(t, spec, "")
+	secondRun, _ := b.submitEarlier(t, spec, "")
+	out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 3))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || rec.Upstream.JobID != firstRun {
+		t.Fatalf("settled %v, record %s with platform job %s (%+v), want success of %s", out.Action, rec.Status, rec.Upstream.JobID, rec.Error, firstRun)
+	}
+	if p := upstreamPhase(t, sess, secondRun); p != apiclient.JobCancelled {
+		t.Fatalf("the second platform job %s is %s, want cancelled", secondRun, p)
+	}
+	if n := b.compute.SubmitCount(id); n != 2 {
+		t.Fatalf("%d submits upstream, want the 2 made before", n)
 	}
 }
