@@ -173,7 +173,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err := r.admit(ctx, j); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return nil, transient(err)

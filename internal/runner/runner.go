@@ -65,6 +65,9 @@ type Config struct {
 	MaxArtifactBytes int64
 	// TaskTimeout bounds a media task from submit to terminal. Defaults to 6h.
 	TaskTimeout time.Duration
+	// SubmitTimeout bounds one paid media submit call, and then, with a
+	// budget of its own, the write of what it returned. Defaults to 2m.
+	SubmitTimeout time.Duration
 	// QuotaRetry is how long after a media submit answered with an
 	// exhausted quota (HTTP 433) the job is submitted again, the spacing
 	// doubling up to an hour (QuotaRetry when longer). Defaults to 5m.
@@ -179,6 +182,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, DefaultMaxDeliver)
 	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, DefaultMaxArtifactBytes)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
+	cfg.SubmitTimeout = cmp.Or(cfg.SubmitTimeout, submitTimeout)
 	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, DefaultQuotaRetry)
 	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, DefaultQuotaWait)
 	cfg.StoreRefusalLimit = cmp.Or(cfg.StoreRefusalLimit, DefaultStoreRefusalLimit)
