@@ -17,8 +17,9 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// submitTimeout bounds one submit call and the checkpoint after it. Both
-// run on a context detached from shutdown: a stop must not cut the window
+// submitTimeout bounds one submit call, and the checkpoint after it has
+// a budget of the same length of its own (Config.SubmitTimeout). Both run
+// on a context detached from shutdown: a stop must not cut the window
 // between a paid submit and the record of its task id.
 const submitTimeout = 2 * time.Minute
 
@@ -182,9 +183,14 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err != nil {
 		return nil, err
 	}
+	// What the paid submit returned gets a budget of its own: a submit
+	// answered late must not leave its write seconds, and a redelivery
+	// submitting (paying) again.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
+	defer wcancel()
 	now := r.cfg.Now().UTC()
 	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }
-	err = r.writeRetried(sctx, j, submitWindow(task.Output.TaskID, taskID), state.StatusSubmitted, set(func(rec *state.Record) {
+	err = r.writeRetried(wctx, j, submitWindow(task.Output.TaskID, taskID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.TaskID = task.Output.TaskID
 		rec.Upstream.RequestID = task.RequestID
 		rec.Upstream.Status = string(task.Output.TaskStatus)
