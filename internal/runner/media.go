@@ -396,9 +396,13 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 	return nil
 }
 
-// cancelTask cancels j's task upstream. A task that finished first keeps
-// its own outcome.
-func (r *Runner) cancelTask(ctx context.Context, j *job) (*apiclient.Task, error) {
+// cancelTask asks upstream to cancel j's task; done reports that the
+// wait is over: the task is cancelled (errCancelled), or ended first and
+// keeps its own outcome (the task). A cancel answered with the task still
+// pending or running did not cancel it: the job ends cancelled only once
+// upstream says so (docs/lifecycle.md#cancelling), so it polls on and asks again
+// at its next poll (see waiter.handle).
+func (r *Runner) cancelTask(ctx context.Context, j *job) (task *apiclient.Task, err error, done bool) {
 	taskID := j.rec.Upstream.TaskID
 	j.log.Info().Msg("cancelling upstream task")
 	t, err := r.cfg.Media.CancelTask(ctx, taskID)
@@ -406,15 +410,20 @@ func (r *Runner) cancelTask(ctx context.Context, j *job) (*apiclient.Task, error
 		t, err = r.cfg.Media.GetTask(ctx, taskID)
 	}
 	if err != nil {
-		return nil, transient(fmt.Errorf("cancel task: %w", err))
+		return nil, transient(fmt.Errorf("cancel task: %w", err)), true
 	}
 	if err := r.observeTask(ctx, j, t); err != nil {
-		return nil, err
+		return nil, err, true
 	}
-	if t.Output.TaskStatus == apiclient.TaskCancelled || !t.Output.TaskStatus.Terminal() {
-		return nil, errCancelled
+	switch st := t.Output.TaskStatus; {
+	case st == apiclient.TaskCancelled:
+		return nil, errCancelled, true
+	case !st.Terminal():
+		j.log.Warn().Str("upstream_status", string(st)).
+			Msg("upstream answered the cancel with the task not cancelled; polling on and asking again")
+		return nil, nil, false
 	}
-	return t, nil
+	return t, nil, true
 }
 
 // taskFailure is the failure of an upstream task that ended failed.
