@@ -87,10 +87,13 @@ func (m *Media) streamSpeech(w http.ResponseWriter, r *http.Request, text string
 	case d.sseStall:
 		// Silent until the client leaves (or a minute, so that a client
 		// without a stall check cannot hold the server for ever).
+		// "streams:stalled" counts the stalled streams still open.
+		m.counters.Add("streams:stalled", 1)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(time.Minute):
 		}
+		m.counters.Add("streams:stalled", -1)
 	default:
 		send(map[string]any{
 			"request_id": requestID,
