@@ -61,6 +61,9 @@ type MediaConfig struct {
 	// for a speech stream, until the response headers arrive. Defaults to
 	// 60s.
 	AttemptTimeout time.Duration
+	// StreamStallTimeout gives up a speech stream that sends nothing for
+	// this long (ErrStreamStalled). Defaults to 60s.
+	StreamStallTimeout time.Duration
 }
 
 func (c MediaConfig) withDefaults() MediaConfig {
@@ -69,6 +72,7 @@ func (c MediaConfig) withDefaults() MediaConfig {
 	}
 	c.HTTPClient = withoutRedirects(c.HTTPClient)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
+	c.StreamStallTimeout = cmp.Or(c.StreamStallTimeout, 60*time.Second)
 	if c.Sleep == nil {
 		c.Sleep = backoff.Sleep
 	}

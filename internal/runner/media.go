@@ -574,6 +574,10 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	}
 	// Reading the stream may take minutes: let other jobs start meanwhile.
 	j.d.Started()
+	// The stream is read under sctx, detached from a stop so that it may
+	// finish inside the stop's grace; the stop's end (ctx) closes it, and
+	// the stream's own stall check gives it up sooner when it goes silent.
+	defer context.AfterFunc(ctx, func() { _ = stream.Close() })()
 	// Read the first frame before choosing the object's name and type.
 	br := bufio.NewReaderSize(stream, 64<<10)
 	if _, err := br.Peek(1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
