@@ -308,8 +308,8 @@ func (r *Runner) backOutSubmit(ctx context.Context, j *job, err error) error {
 // created, so the job backs out of its submit and is redelivered after
 // QuotaRetry, the spacing doubling up to an hour, and fails
 // upstream_quota_exhausted with upstream's message once QuotaWait has
-// passed since its first 433. The back-out records the wait in the job's
-// last error, which keeps when it began, and counts it in QuotaWaits, so
+// passed since its first 433 (the record's QuotaSince). The back-out
+// records the wait in the job's last error and counts it in QuotaWaits, so
 // that these redeliveries do not count against MaxDeliver. The job holds
 // no fleet quota lease meanwhile: it is back at "received" (settleQuota).
 func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
@@ -320,7 +320,13 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 	rt := &retry{err: fmt.Errorf("upstream quota exhausted (HTTP %d): %s", apiclient.StatusQuotaExhausted, msg),
 		step: state.StatusSubmitting, code: CodeQuotaExhausted}
 	note := r.stepError(j, rt)
-	waited := r.cfg.Now().Sub(note.Since)
+	// The bound counts from the job's first 433 (QuotaSince), which a 429
+	// or 5xx in between does not move as it moves the last error's Since.
+	since := note.Since
+	if qs := j.rec.QuotaSince; !qs.IsZero() && qs.Before(since) {
+		since = qs
+	}
+	waited := r.cfg.Now().Sub(since)
 	if waited >= r.cfg.QuotaWait {
 		return fail(CodeQuotaExhausted, state.StageSubmit, true,
 			"upstream's quota stayed exhausted for %s (SLUICE_MEDIA_QUOTA_WAIT=%s): %s", waited.Round(time.Second), r.cfg.QuotaWait, msg)
@@ -331,10 +337,13 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 		rec.Submits--
 		rec.QuotaWaits++
 		rec.LastError = note
+		if rec.QuotaSince.IsZero() {
+			rec.QuotaSince = since
+		}
 	})); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
-	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", note.Since).
+	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", since).
 		Msg("upstream's quota is exhausted; nothing was created, submitting again later")
 	return rt
 }

@@ -76,6 +76,10 @@ type Record struct {
 	// answered the submit with an exhausted quota (nothing was created);
 	// they do not count against SLUICE_MAX_DELIVER.
 	QuotaWaits int `json:"quota_waits,omitempty"`
+	// QuotaSince is when upstream first answered the job's submit with an
+	// exhausted quota: the wait SLUICE_MEDIA_QUOTA_WAIT bounds counts from
+	// it, whatever other errors come between.
+	QuotaSince time.Time `json:"quota_since,omitzero"`
 	// BudgetWaits counts the deliveries that ended because the job's
 	// tenant had spent its budget (nothing was submitted); they do not
 	// count against SLUICE_MAX_DELIVER either.
