@@ -87,7 +87,7 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 			return false, taskFailure(task)
 		}
 		return false, r.collectMedia(ctx, j, task.Output.Results)
-	case !submittedOrLater(rec.Status):
+	case !submittedOrLater(rec.Status) && rec.Upstream.TaskID == "":
 		if j.cancelled() {
 			return false, errCancelled
 		}
@@ -95,7 +95,8 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 			return false, err
 		}
 	default:
-		// Resumed: the task is upstream already.
+		// Resumed: the task is upstream already (its id reached the record,
+		// even if its step did not).
 		r.takeQuota(j)
 	}
 
@@ -433,6 +434,18 @@ func (r *Runner) cancelTask(ctx context.Context, j *job) (task *apiclient.Task, 
 		return nil, nil, false
 	}
 	return t, nil, true
+}
+
+// NoteSubmitMayHaveHappened is the note (state.Record.Note, the event's
+// note) of a media job cancelled inside its submit window with no task id
+// recorded: a worker that stopped there may have created a task nobody
+// polls, and a media task cannot be looked up by any name sluice gave it.
+const NoteSubmitMayHaveHappened = "submit_may_have_happened"
+
+// unrecordedSubmit reports whether media job rec is inside its submit
+// window with no task id recorded (NoteSubmitMayHaveHappened).
+func unrecordedSubmit(rec *state.Record) bool {
+	return (rec.Kind == "video" || rec.Kind == "speech") && rec.Status == state.StatusSubmitting && rec.Upstream.TaskID == ""
 }
 
 // taskFailure is the failure of an upstream task that ended failed.

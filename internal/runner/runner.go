@@ -399,6 +399,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 	now := r.cfg.Now().UTC()
 	err := r.write(ctx, j, ending(status), "", func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		if status == state.StatusCancelled && unrecordedSubmit(rec) {
+			rec.Note = NoteSubmitMayHaveHappened
+		}
 		rec.Status = status
 		rec.FinishedAt = &now
 		rec.TerminalSeq = j.d.StreamSeq()

@@ -155,22 +155,7 @@ func TestCancelAtEachStep(t *testing.T) {
 			}
 		}
 	})
-	t.Run("inside the submit window with a task id", func(t *testing.T) {
-		t.Parallel()
-		id := "cancel-submitting-known"
-		prompt := "a paper boat " + id + " [sim:duration=1h]"
-		task := b.submitTask(t, prompt)
-		b.write(t, id, func(rec *state.Record) {
-			rec.Kind, rec.Status, rec.Attempts, rec.Submits = "video", state.StatusSubmitting, 1, 1
-			rec.Upstream.TaskID = task.Output.TaskID
-		})
-		b.cancel(t, id)
-		b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, prompt), 2))
-		rec := b.waitEnd(t, id)
-		if rec.Status != state.StatusCancelled || rec.Upstream.Status != "cancelled" || rec.Note != "" || b.media.SubmitCount(prompt) != 1 {
-			t.Fatalf("record %+v, want its task cancelled upstream and here, not submitted again", rec)
-		}
-	})
+	t.Run("inside the submit window with a task id", func(t *testing.T) { cancelKnownTaskInSubmitWindow(t, b) })
 	t.Run("while the task runs", func(t *testing.T) {
 		t.Parallel()
 		for _, status := range []state.Status{state.StatusSubmitted, state.StatusRunning} {
@@ -206,4 +191,24 @@ func TestCancelAtEachStep(t *testing.T) {
 			t.Fatalf("record %+v, want the task's success", rec)
 		}
 	})
+}
+
+// cancelKnownTaskInSubmitWindow: a video job whose task id reached its
+// record while the record stayed at "submitting", then cancelled, has
+// that task cancelled upstream, and is not submitted again.
+func cancelKnownTaskInSubmitWindow(t *testing.T, b *bundle) {
+	t.Parallel()
+	id := "cancel-submitting-known"
+	prompt := "a paper boat " + id + " [sim:duration=1h]"
+	task := b.submitTask(t, prompt)
+	b.write(t, id, func(rec *state.Record) {
+		rec.Kind, rec.Status, rec.Attempts, rec.Submits = "video", state.StatusSubmitting, 1, 1
+		rec.Upstream.TaskID = task.Output.TaskID
+	})
+	b.cancel(t, id)
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, prompt), 2))
+	rec := b.waitEnd(t, id)
+	if rec.Status != state.StatusCancelled || rec.Upstream.Status != "cancelled" || rec.Note != "" || b.media.SubmitCount(prompt) != 1 {
+		t.Fatalf("record %+v, want its task cancelled upstream and here, not submitted again", rec)
+	}
 }
