@@ -61,6 +61,9 @@ type MediaConfig struct {
 	// for a speech stream, until the response headers arrive. Defaults to
 	// 60s.
 	AttemptTimeout time.Duration
+	// StreamStallTimeout gives up a speech stream that sends nothing for
+	// this long (ErrStreamStalled). Defaults to 60s.
+	StreamStallTimeout time.Duration
 }
 
 func (c MediaConfig) withDefaults() MediaConfig {
@@ -69,6 +72,7 @@ func (c MediaConfig) withDefaults() MediaConfig {
 	}
 	c.HTTPClient = withoutRedirects(c.HTTPClient)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
+	c.StreamStallTimeout = cmp.Or(c.StreamStallTimeout, 60*time.Second)
 	if c.Sleep == nil {
 		c.Sleep = backoff.Sleep
 	}
@@ -194,9 +198,11 @@ func (c *Media) GetTask(ctx context.Context, taskID string) (*Task, error) {
 
 // GetTasks queries up to MaxBatch tasks in one call and returns the
 // elements upstream sent, in its order; match them by Output.TaskID
-// (upstream may omit ids it does not know). More than MaxBatch ids, or an
-// empty id, is refused with ErrInvalidArgument before anything is sent; no
-// ids returns nil without a call. Retries are as for GetTask.
+// (upstream may omit ids it does not know). An element that cannot be
+// read does not fail the others: they are returned with a
+// *BadElementsError naming its task. More than MaxBatch ids, or an empty
+// id, is refused with ErrInvalidArgument before anything is sent; no ids
+// returns nil without a call. Retries are as for GetTask.
 func (c *Media) GetTasks(ctx context.Context, taskIDs []string) ([]Task, error) {
 	if len(taskIDs) > MaxBatch {
 		return nil, fmt.Errorf("get tasks: %w: task_ids has %d ids, at most %d are allowed per call",
@@ -217,12 +223,16 @@ func (c *Media) GetTasks(ctx context.Context, taskIDs []string) ([]Task, error) 
 		return nil, fmt.Errorf("get tasks: %w", err)
 	}
 	var tasks []Task
+	var bad []string
 	err = c.do(ctx, mediaCall{
 		op: "get tasks", method: http.MethodPost, path: pathTasks, body: body,
-		decode: func(b []byte) (err error) { tasks, err = decodeTasks(b, taskIDs, c.cfg.APIKey); return err },
+		decode: func(b []byte) (err error) { tasks, bad, err = decodeTasks(b, taskIDs, c.cfg.APIKey); return err },
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(bad) > 0 {
+		return tasks, &BadElementsError{TaskIDs: bad}
 	}
 	return tasks, nil
 }

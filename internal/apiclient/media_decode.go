@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // decodeTask decodes a task object. The status must be present, and the
@@ -36,30 +37,63 @@ func decodeTaskFor(b []byte, taskID string, secrets ...string) (*Task, error) {
 }
 
 // decodeTasks decodes a batch query answer: a JSON array of task objects,
-// each about one of the asked ids.
-func decodeTasks(b []byte, asked []string, secrets ...string) ([]Task, error) {
+// each about one of the asked ids. Each element is decoded alone: one it
+// cannot read is left out, and its task id, when that can be read and was
+// asked, is returned in bad, for the caller to ask alone (an element about
+// a task not asked, or whose id cannot be read, is left out: the task is
+// then missing from the answer). Only an answer that is not an array is an
+// error.
+func decodeTasks(b []byte, asked []string, secrets ...string) (tasks []Task, bad []string, err error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, mediaJSONError(err)
+		return nil, nil, mediaJSONError(err)
 	}
 	if raw == nil {
-		return nil, errors.New("answer is null, not an array")
+		return nil, nil, errors.New("answer is null, not an array")
 	}
-	tasks := make([]Task, 0, len(raw))
-	for i, r := range raw {
+	tasks = make([]Task, 0, len(raw))
+	for _, r := range raw {
 		var t Task
-		if err := json.Unmarshal(r, &t); err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, mediaJSONError(err))
+		err := json.Unmarshal(r, &t)
+		if err == nil {
+			err = checkTask(&t, true, secrets...)
 		}
-		if err := checkTask(&t, true, secrets...); err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, err)
+		switch {
+		case err == nil && slices.Contains(asked, t.Output.TaskID):
+			tasks = append(tasks, t)
+		case err != nil:
+			if id := elementTaskID(r); slices.Contains(asked, id) && !slices.Contains(bad, id) {
+				bad = append(bad, id)
+			}
 		}
-		if !slices.Contains(asked, t.Output.TaskID) {
-			return nil, fmt.Errorf("element %d is about a task that was not asked for", i)
-		}
-		tasks = append(tasks, t)
 	}
-	return tasks, nil
+	return tasks, bad, nil
+}
+
+// elementTaskID reads output.task_id from a batch element that does not
+// decode as a task, or "".
+func elementTaskID(r json.RawMessage) string {
+	var e struct {
+		Output struct {
+			TaskID json.RawMessage `json:"task_id"`
+		} `json:"output"`
+	}
+	var id string
+	if json.Unmarshal(r, &e) != nil || json.Unmarshal(e.Output.TaskID, &id) != nil {
+		return ""
+	}
+	return id
+}
+
+// BadElementsError is returned by GetTasks, with the tasks it could read,
+// when the answer's elements about TaskIDs could not be read: ask those
+// alone (GetTask). It is neither permanent nor a reason to retry the batch.
+type BadElementsError struct {
+	TaskIDs []string
+}
+
+func (e *BadElementsError) Error() string {
+	return fmt.Sprintf("get tasks: the answer's elements about %d task(s) are malformed: %s", len(e.TaskIDs), strings.Join(e.TaskIDs, ", "))
 }
 
 // checkTask normalizes and checks a decoded task. A JSON null where an

@@ -32,7 +32,7 @@ func FuzzTaskDecode(f *testing.F) {
 }
 
 // FuzzBatchDecode: decodeTasks never panics, and every element it accepts
-// is about an asked id.
+// or names as bad is about an asked id.
 func FuzzBatchDecode(f *testing.F) {
 	f.Add([]byte(`[{"request_id":"r","output":{"task_id":"a","task_status":"running"}},{"request_id":"r","output":{"task_id":"b","task_status":"succeeded","results":["u"]},"usage":{"video_count":1}}]`))
 	f.Add([]byte(`[]`))
@@ -42,9 +42,14 @@ func FuzzBatchDecode(f *testing.F) {
 	f.Add([]byte(`{"task_ids":["a"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		asked := []string{"a", "b"}
-		tasks, err := decodeTasks(b, asked)
+		tasks, bad, err := decodeTasks(b, asked)
 		if err != nil {
 			return
+		}
+		for _, id := range bad {
+			if id != "a" && id != "b" {
+				t.Fatalf("named %q as bad", id)
+			}
 		}
 		for _, task := range tasks {
 			if task.Output.TaskID != "a" && task.Output.TaskID != "b" || task.Output.TaskStatus == "" {

@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/backoff"
 )
@@ -46,7 +48,7 @@ func (c *Media) StreamSpeech(ctx context.Context, req SpeechRequest) (*SpeechStr
 				op, ErrAmbiguous, ErrMalformedResponse, resp.StatusCode, scrub(mt))
 		}
 	}
-	s := newSpeechStream(resp.Body, release, c.cfg.APIKey)
+	s := newSpeechStream(&stallBody{ReadCloser: resp.Body, timeout: c.cfg.StreamStallTimeout}, release, c.cfg.APIKey)
 	s.fill()
 	if len(s.buf) == 0 && s.err != nil {
 		err := s.err
@@ -54,6 +56,34 @@ func (c *Media) StreamSpeech(ctx context.Context, req SpeechRequest) (*SpeechStr
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return s, nil
+}
+
+// ErrStreamStalled marks a speech stream given up because it sent
+// nothing for MediaConfig.StreamStallTimeout; the error matches
+// ErrStreamIncomplete and ErrAmbiguous too.
+var ErrStreamStalled = errors.New("apiclient: stream sent nothing for too long")
+
+// stallBody closes a stream's body when one Read waits longer than
+// timeout, so that a server that stops sending while it holds the
+// connection is noticed: the Read then returns ErrStreamStalled. (A
+// stream's reads cannot take a connection deadline: the caller's HTTP
+// client owns the connection.)
+type stallBody struct {
+	io.ReadCloser
+	timeout time.Duration
+	stalled atomic.Bool
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	t := time.AfterFunc(b.timeout, func() {
+		b.stalled.Store(true)
+		_ = b.ReadCloser.Close()
+	})
+	n, err := b.ReadCloser.Read(p)
+	if !t.Stop() && b.stalled.Load() {
+		return n, fmt.Errorf("%w: nothing for %s", ErrStreamStalled, b.timeout)
+	}
+	return n, err
 }
 
 // SpeechStream is the decoded audio of a streamed speech synthesis: the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
@@ -122,4 +123,25 @@ func TestMediaStreamSpeech(t *testing.T) {
 			t.Fatalf("SubmitCount %d, waits %v", b.sim.SubmitCount("patient"), b.sleep.Waits())
 		}
 	})
+}
+
+// TestMediaStreamStall: a stream that goes silent, holding its
+// connection, is given up after StreamStallTimeout without data: Read
+// returns an error matching ErrStreamStalled, ErrStreamIncomplete and
+// ErrAmbiguous (the synthesis was paid), and the audio read before it.
+func TestMediaStreamStall(t *testing.T) {
+	t.Parallel()
+	b := setupMedia(t, func(c *apiclient.MediaConfig) { c.StreamStallTimeout = 300 * time.Millisecond })
+	s, err := b.client.StreamSpeech(t.Context(), speechReq("goes silent [sim:sse-stall] [sim:frames=4]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n, err := io.Copy(io.Discard, s)
+	if !errors.Is(err, apiclient.ErrStreamStalled) || !errors.Is(err, apiclient.ErrStreamIncomplete) || !errors.Is(err, apiclient.ErrAmbiguous) {
+		t.Fatalf("read %d bytes, then %v; want a stall", n, err)
+	}
+	if n == 0 {
+		t.Error("no audio read before the stall")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -465,5 +466,34 @@ func TestMediaSendsHeaders(t *testing.T) {
 	}
 	if seen["POST /base/api/llm/v1/audios/generations"].Get("X-MultiModal-Async") != "" {
 		t.Error("sync speech with X-MultiModal-Async")
+	}
+}
+
+// TestMediaBatchBadElement: one malformed element of a batch answer does
+// not lose the others: GetTasks returns every well-formed element and a
+// *BadElementsError naming the task whose element it could not read, for
+// the caller to ask alone.
+func TestMediaBatchBadElement(t *testing.T) {
+	t.Parallel()
+	b := setupMedia(t, nil)
+	ctx := t.Context()
+	var ids []string
+	for _, p := range []string{"good [sim:duration=0s]", "bad [sim:bad-element] [sim:duration=0s]", "also good"} {
+		task, err := b.client.SubmitVideo(ctx, videoReq(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.Output.TaskID)
+	}
+	tasks, err := b.client.GetTasks(ctx, ids)
+	var bad *apiclient.BadElementsError
+	if !errors.As(err, &bad) || !slices.Equal(bad.TaskIDs, []string{ids[1]}) || apiclient.IsPermanent(err) {
+		t.Fatalf("err %v, want a BadElementsError naming %s only", err, ids[1])
+	}
+	if len(tasks) != 2 || tasks[0].Output.TaskID != ids[0] || tasks[1].Output.TaskID != ids[2] {
+		t.Fatalf("tasks %+v, want the two well-formed elements", tasks)
+	}
+	if task, err := b.client.GetTask(ctx, ids[1]); err != nil || task.Output.TaskStatus != apiclient.TaskSucceeded {
+		t.Fatalf("the task asked alone: %+v, %v", task, err)
 	}
 }

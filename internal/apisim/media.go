@@ -102,6 +102,13 @@ func (c MediaConfig) withDefaults() MediaConfig {
 //	                       its frames
 //	[sim:show-running]     the first query that would see the task ended
 //	                       sees it running instead, unless one did already
+//	[sim:no-task-id]       a synchronous speech answer has no output.task_id
+//	[sim:bad-element]      the task's element of a batch query answer is
+//	                       malformed (task_status a number)
+//	[sim:cancel-running]   the first cancel answers the task's status
+//	                       (running or pending) and does not cancel it
+//	[sim:sse-stall]        a stream sends half its frames, then nothing,
+//	                       holding the connection open
 //
 // A directive with a bad value is a 400 invalid_parameter on the prompt or
 // text.

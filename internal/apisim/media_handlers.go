@@ -151,6 +151,9 @@ func (m *Media) submitSpeech(w http.ResponseWriter, r *http.Request) {
 			out[k] = nil
 		}
 	}
+	if d.noTaskID {
+		delete(out, "task_id")
+	}
 	writeJSON(w, http.StatusOK, view)
 }
 
@@ -217,7 +220,11 @@ func (m *Media) getTasks(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	for _, id := range ids {
 		if t, ok := m.tasks[*id]; ok {
-			views = append(views, m.taskView(r, t, m.observe(t, now), requestID, false))
+			view := m.taskView(r, t, m.observe(t, now), requestID, false)
+			if t.d.badElement {
+				view["output"].(map[string]any)["task_status"] = 7
+			}
+			views = append(views, view)
 		}
 	}
 	m.mu.Unlock()
@@ -243,6 +250,14 @@ func (m *Media) cancelTask(w http.ResponseWriter, r *http.Request) {
 		m.mu.Unlock()
 		m.writeError(w, http.StatusUnprocessableEntity, "invalid_task_status", "422", "",
 			"task "+id+" is already in terminal status "+st)
+		return
+	}
+	if t.d.cancelRunning && !t.cancelAsked {
+		// [sim:cancel-running]: acknowledged, not (yet) done.
+		t.cancelAsked = true
+		view := m.taskView(r, t, st, m.nextID("req"), true)
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, view)
 		return
 	}
 	t.cancelled = now

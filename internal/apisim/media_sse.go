@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // maxFrameAudio bounds the audio bytes of one stream frame.
@@ -49,7 +50,7 @@ func (m *Media) streamSpeech(w http.ResponseWriter, r *http.Request, text string
 	// still fits a client's line limit.
 	frames := int(max(int64(d.frames), (d.size+maxFrameAudio-1)/maxFrameAudio))
 	stopAfter := frames
-	if d.sseCut || d.sseAbort {
+	if d.sseCut || d.sseAbort || d.sseStall {
 		stopAfter = (frames + 1) / 2
 	}
 	if d.fail {
@@ -83,6 +84,16 @@ func (m *Media) streamSpeech(w http.ResponseWriter, r *http.Request, text string
 		panic(http.ErrAbortHandler)
 	case d.sseCut:
 		// The stream just ends, without its final frame.
+	case d.sseStall:
+		// Silent until the client leaves (or a minute, so that a client
+		// without a stall check cannot hold the server for ever).
+		// "streams:stalled" counts the stalled streams still open.
+		m.counters.Add("streams:stalled", 1)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		m.counters.Add("streams:stalled", -1)
 	default:
 		send(map[string]any{
 			"request_id": requestID,

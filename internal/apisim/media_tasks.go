@@ -35,8 +35,11 @@ type simTask struct {
 	seen       int       // statuses counted in "tasks:<status>" so far
 	// shownRunning: a query has answered "running" (see [sim:show-running]).
 	shownRunning bool
-	d            directives
-	usage        map[string]any // usage once succeeded
+	// cancelAsked: a cancel was answered without cancelling (see
+	// [sim:cancel-running]).
+	cancelAsked bool
+	d           directives
+	usage       map[string]any // usage once succeeded
 	// load is the task in the simulator's count of tasks running.
 	load *runningTask
 }
@@ -186,6 +189,17 @@ type directives struct {
 	// the task ended, unless one saw it running already: a test can rely
 	// on a running observation whatever the poll timing.
 	showRunning bool
+	// noTaskID leaves output.task_id out of a synchronous speech answer.
+	noTaskID bool
+	// badElement makes the task's element of a batch query answer
+	// malformed (task_status a number); a single query is well formed.
+	badElement bool
+	// cancelRunning answers the first cancel of the task with its status
+	// (running or pending), without cancelling it; the next one cancels.
+	cancelRunning bool
+	// sseStall makes a stream stop sending after half its frames while
+	// holding the connection open.
+	sseStall bool
 }
 
 var directiveRE = regexp.MustCompile(`\[sim:([a-z-]+)(?:=([^\]]*))?\]`)
@@ -255,6 +269,14 @@ func (m *Media) parseDirectives(s string) (directives, error) {
 			d.sseAbort = true
 		case "show-running":
 			d.showRunning = true
+		case "no-task-id":
+			d.noTaskID = true
+		case "bad-element":
+			d.badElement = true
+		case "cancel-running":
+			d.cancelRunning = true
+		case "sse-stall":
+			d.sseStall = true
 		default:
 			err = fmt.Errorf("unknown directive")
 		}

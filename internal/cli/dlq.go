@@ -292,7 +292,8 @@ SLUICE_DLQ. Select letters by job id, --seq, --kind, --since, --reason, or
 --all.
 
 A letter whose spec is invalid is not replayed (fix the spec and submit it
-instead). A letter dead-lettered for submit_ambiguous is replayed only with
+instead), nor one whose job has not ended (a stray copy of a job a worker
+runs); one whose job succeeded is replayed only with --force. A letter dead-lettered for submit_ambiguous is replayed only with
 --force: its first submission may have reached upstream, so running it
 again MAY PAY TWICE.
 

@@ -58,6 +58,9 @@ type Data struct {
 	// Cost is the job's cost in credits, on a terminal event when the
 	// price table covers the job (docs/tenants.md).
 	Cost *float64 `json:"cost,omitempty"`
+	// Note qualifies a terminal status (docs/events.md), e.g.
+	// "submit_may_have_happened" on a cancelled media job.
+	Note string `json:"note,omitempty"`
 }
 
 // Defaults of a record without its spec's tenant and priority.
@@ -99,6 +102,7 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 	}
 	if status.Terminal() {
 		d.Cost = rec.Cost
+		d.Note = rec.Note
 	}
 	return Event{
 		SpecVersion:     "1.0",

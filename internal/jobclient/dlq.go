@@ -127,8 +127,10 @@ func parseSize(s string) (int, error) {
 }
 
 // Replay runs the job of dead letter d again as a retry (see Retry): its
-// message, as it arrived, is the spec. A letter whose spec is invalid
-// cannot be replayed; one that ended submit_ambiguous needs o.Force. Once
+// message, as it arrived, is the spec. Retry's rules hold for the job the
+// letter names: one that has not ended is refused, one that succeeded or
+// ended submit_ambiguous needs o.Force. A letter whose spec is invalid
+// cannot be replayed. Once
 // the retry is queued the letter is removed from SLUICE_DLQ.
 func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*RetryResult, error) {
 	if d.Data == nil {
@@ -140,6 +142,19 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 	id := d.JobID
 	if !jobspec.ValidID(id) {
 		return nil, fmt.Errorf("%w dead letter %d: it has no job id", ErrNotRetryable, d.Seq)
+	}
+	// A letter may be a stray copy of a job a worker holds, or of one that
+	// ended since: Retry's rules apply to the job it names. A job no worker
+	// recorded nor queued (its spec was refused on arrival) is replayed.
+	job, err := c.Status(ctx, id)
+	switch {
+	case errors.Is(err, ErrNoSuchJob):
+	case err != nil:
+		return nil, err
+	default:
+		if err := mayRunAgain(job, o); err != nil {
+			return nil, err
+		}
 	}
 	res, err := c.rerun(ctx, id, d.Data, o)
 	if err != nil {

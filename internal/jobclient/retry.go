@@ -102,13 +102,8 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case !job.Terminal():
-		return nil, fmt.Errorf("%w %s: it has not ended (status %s); cancel it first or wait", ErrNotRetryable, id, job.Status)
-	case job.Status == string(state.StatusSucceeded) && !o.Force:
-		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, ErrSucceeded)
-	case job.Error != nil && job.Error.Code == CodeSubmitAmbiguous && !o.Force:
-		return nil, fmt.Errorf("retry %s: %w", id, ErrMayPayTwice)
+	if err := mayRunAgain(job, o); err != nil {
+		return nil, err
 	}
 	specs, err := c.specs(ctx)
 	if err != nil {
@@ -122,6 +117,21 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 		return nil, c.jsErr(err)
 	}
 	return c.rerun(ctx, id, spec, o)
+}
+
+// mayRunAgain refuses to run job again (Retry, Replay) while it has not
+// ended, or when it succeeded or ended submit_ambiguous and o.Force is not
+// given: each would queue a second paid run beside or after the first.
+func mayRunAgain(job *Job, o RetryOptions) error {
+	switch {
+	case !job.Terminal():
+		return fmt.Errorf("%w %s: it has not ended (status %s); cancel it first or wait", ErrNotRetryable, job.ID, job.Status)
+	case job.Status == string(state.StatusSucceeded) && !o.Force:
+		return fmt.Errorf("%w %s: %w", ErrNotRetryable, job.ID, ErrSucceeded)
+	case job.Error != nil && job.Error.Code == CodeSubmitAmbiguous && !o.Force:
+		return fmt.Errorf("retry %s: %w", job.ID, ErrMayPayTwice)
+	}
+	return nil
 }
 
 // Spec returns job id's spec as received, or an error wrapping ErrSpecGone.
@@ -209,6 +219,9 @@ func (c *Client) adoptUpstream(ctx context.Context, id, rid string) (reuses stri
 		return "", false, err
 	}
 	orig, _, err := store.Get(ctx, id)
+	if errors.Is(err, state.ErrNotFound) {
+		return "", false, nil // a dead letter of a job no worker recorded
+	}
 	if err != nil {
 		return "", false, c.jsErr(err)
 	}

@@ -99,7 +99,8 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duratio
 		return verdictBadSpec
 	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits > a.maxDeliver:
 		return verdictTooMany
-	case next.Cancel != nil && !submittedOrLater(next.Status):
+	case next.Cancel != nil && !submittedOrLater(next.Status) && next.Upstream.TaskID == "":
+		// (A media task whose id reached the record is cancelled upstream.)
 		return verdictCancelled
 	}
 	return verdictRun

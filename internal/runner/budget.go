@@ -79,7 +79,9 @@ func (r *Runner) overBudget(ctx context.Context, j *job, over *tenants.OverBudge
 }
 
 // jobCost is j's actual cost as its finished record rec says, nil when
-// the price table does not cover j (docs/tenants.md#actual-cost).
+// the price table does not cover j (docs/tenants.md#actual-cost). A job
+// that took over another's upstream run (tookOver) cost nothing: the
+// other job's event reports that run's cost, once.
 func (r *Runner) jobCost(j *job, rec *state.Record) *float64 {
 	if r.cfg.Tenants == nil || j.spec == nil {
 		return nil
@@ -95,7 +97,18 @@ func (r *Runner) jobCost(j *job, rec *state.Record) *float64 {
 	if !covered {
 		return nil
 	}
+	if tookOver(rec) {
+		cost = 0
+	}
 	return &cost
+}
+
+// tookOver reports whether rec's job runs an upstream task or job that
+// another job submitted and paid for (the retry of a job that failed
+// artifact_store_refused: its record is prepared with the original's
+// upstream ids): it claimed no submit of its own, yet names one.
+func tookOver(rec *state.Record) bool {
+	return rec.Submits == 0 && (rec.Upstream.TaskID != "" || rec.Upstream.JobID != "")
 }
 
 // settleBudget turns j's reservation into its cost in the ledger. A

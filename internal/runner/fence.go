@@ -61,14 +61,17 @@ func unmoved(status state.Status) fence {
 // deliveries inside one window each send a submit; the first to record
 // its task wins and the other is superseded, its task left unrecorded
 // upstream (the record's Submits counts it), so the artifacts are always
-// those of the task the record and the terminal event name.
+// those of the task the record and the terminal event name. An answer
+// without an id (a synchronous speech answer may carry none) names
+// nothing to find in the record: it is written while the record is in
+// the window, or else superseded.
 func submitWindow(id string, idOf func(*state.Record) string) fence {
 	return func(rec *state.Record, attempt int) error {
 		if err := live(rec, attempt); err != nil {
 			return err
 		}
 		switch {
-		case idOf(rec) == id:
+		case id != "" && idOf(rec) == id:
 			return state.Unchanged
 		case rec.Status != state.StatusSubmitting:
 			return errSuperseded

@@ -17,8 +17,9 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// submitTimeout bounds one submit call and the checkpoint after it. Both
-// run on a context detached from shutdown: a stop must not cut the window
+// submitTimeout bounds one submit call, and the checkpoint after it has
+// a budget of the same length of its own (Config.SubmitTimeout). Both run
+// on a context detached from shutdown: a stop must not cut the window
 // between a paid submit and the record of its task id.
 const submitTimeout = 2 * time.Minute
 
@@ -86,7 +87,7 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 			return false, taskFailure(task)
 		}
 		return false, r.collectMedia(ctx, j, task.Output.Results)
-	case !submittedOrLater(rec.Status):
+	case !submittedOrLater(rec.Status) && rec.Upstream.TaskID == "":
 		if j.cancelled() {
 			return false, errCancelled
 		}
@@ -94,7 +95,8 @@ func (r *Runner) runMedia(ctx context.Context, j *job) (wait bool, err error) {
 			return false, err
 		}
 	default:
-		// Resumed: the task is upstream already.
+		// Resumed: the task is upstream already (its id reached the record,
+		// even if its step did not).
 		r.takeQuota(j)
 	}
 
@@ -173,7 +175,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err := r.admit(ctx, j); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return nil, transient(err)
@@ -182,9 +184,14 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err != nil {
 		return nil, err
 	}
+	// What the paid submit returned gets a budget of its own: a submit
+	// answered late must not leave its write seconds, and a redelivery
+	// submitting (paying) again.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
+	defer wcancel()
 	now := r.cfg.Now().UTC()
 	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }
-	err = r.writeRetried(sctx, j, submitWindow(task.Output.TaskID, taskID), state.StatusSubmitted, set(func(rec *state.Record) {
+	err = r.writeRetried(wctx, j, submitWindow(task.Output.TaskID, taskID), state.StatusSubmitted, set(func(rec *state.Record) {
 		rec.Upstream.TaskID = task.Output.TaskID
 		rec.Upstream.RequestID = task.RequestID
 		rec.Upstream.Status = string(task.Output.TaskStatus)
@@ -302,8 +309,8 @@ func (r *Runner) backOutSubmit(ctx context.Context, j *job, err error) error {
 // created, so the job backs out of its submit and is redelivered after
 // QuotaRetry, the spacing doubling up to an hour, and fails
 // upstream_quota_exhausted with upstream's message once QuotaWait has
-// passed since its first 433. The back-out records the wait in the job's
-// last error, which keeps when it began, and counts it in QuotaWaits, so
+// passed since its first 433 (the record's QuotaSince). The back-out
+// records the wait in the job's last error and counts it in QuotaWaits, so
 // that these redeliveries do not count against MaxDeliver. The job holds
 // no fleet quota lease meanwhile: it is back at "received" (settleQuota).
 func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
@@ -314,7 +321,13 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 	rt := &retry{err: fmt.Errorf("upstream quota exhausted (HTTP %d): %s", apiclient.StatusQuotaExhausted, msg),
 		step: state.StatusSubmitting, code: CodeQuotaExhausted}
 	note := r.stepError(j, rt)
-	waited := r.cfg.Now().Sub(note.Since)
+	// The bound counts from the job's first 433 (QuotaSince), which a 429
+	// or 5xx in between does not move as it moves the last error's Since.
+	since := note.Since
+	if qs := j.rec.QuotaSince; !qs.IsZero() && qs.Before(since) {
+		since = qs
+	}
+	waited := r.cfg.Now().Sub(since)
 	if waited >= r.cfg.QuotaWait {
 		return fail(CodeQuotaExhausted, state.StageSubmit, true,
 			"upstream's quota stayed exhausted for %s (SLUICE_MEDIA_QUOTA_WAIT=%s): %s", waited.Round(time.Second), r.cfg.QuotaWait, msg)
@@ -325,10 +338,13 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 		rec.Submits--
 		rec.QuotaWaits++
 		rec.LastError = note
+		if rec.QuotaSince.IsZero() {
+			rec.QuotaSince = since
+		}
 	})); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
-	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", note.Since).
+	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", since).
 		Msg("upstream's quota is exhausted; nothing was created, submitting again later")
 	return rt
 }
@@ -390,9 +406,13 @@ func (r *Runner) observeTask(ctx context.Context, j *job, t *apiclient.Task) err
 	return nil
 }
 
-// cancelTask cancels j's task upstream. A task that finished first keeps
-// its own outcome.
-func (r *Runner) cancelTask(ctx context.Context, j *job) (*apiclient.Task, error) {
+// cancelTask asks upstream to cancel j's task; done reports that the
+// wait is over: the task is cancelled (errCancelled), or ended first and
+// keeps its own outcome (the task). A cancel answered with the task still
+// pending or running did not cancel it: the job ends cancelled only once
+// upstream says so (docs/lifecycle.md#cancelling), so it polls on and asks again
+// at its next poll (see waiter.handle).
+func (r *Runner) cancelTask(ctx context.Context, j *job) (task *apiclient.Task, err error, done bool) {
 	taskID := j.rec.Upstream.TaskID
 	j.log.Info().Msg("cancelling upstream task")
 	t, err := r.cfg.Media.CancelTask(ctx, taskID)
@@ -400,15 +420,32 @@ func (r *Runner) cancelTask(ctx context.Context, j *job) (*apiclient.Task, error
 		t, err = r.cfg.Media.GetTask(ctx, taskID)
 	}
 	if err != nil {
-		return nil, transient(fmt.Errorf("cancel task: %w", err))
+		return nil, transient(fmt.Errorf("cancel task: %w", err)), true
 	}
 	if err := r.observeTask(ctx, j, t); err != nil {
-		return nil, err
+		return nil, err, true
 	}
-	if t.Output.TaskStatus == apiclient.TaskCancelled || !t.Output.TaskStatus.Terminal() {
-		return nil, errCancelled
+	switch st := t.Output.TaskStatus; {
+	case st == apiclient.TaskCancelled:
+		return nil, errCancelled, true
+	case !st.Terminal():
+		j.log.Warn().Str("upstream_status", string(st)).
+			Msg("upstream answered the cancel with the task not cancelled; polling on and asking again")
+		return nil, nil, false
 	}
-	return t, nil
+	return t, nil, true
+}
+
+// NoteSubmitMayHaveHappened is the note (state.Record.Note, the event's
+// note) of a media job cancelled inside its submit window with no task id
+// recorded: a worker that stopped there may have created a task nobody
+// polls, and a media task cannot be looked up by any name sluice gave it.
+const NoteSubmitMayHaveHappened = "submit_may_have_happened"
+
+// unrecordedSubmit reports whether media job rec is inside its submit
+// window with no task id recorded (NoteSubmitMayHaveHappened).
+func unrecordedSubmit(rec *state.Record) bool {
+	return (rec.Kind == "video" || rec.Kind == "speech") && rec.Status == state.StatusSubmitting && rec.Upstream.TaskID == ""
 }
 
 // taskFailure is the failure of an upstream task that ended failed.
@@ -559,6 +596,10 @@ func (r *Runner) streamSpeech(ctx context.Context, j *job) error {
 	}
 	// Reading the stream may take minutes: let other jobs start meanwhile.
 	j.d.Started()
+	// The stream is read under sctx, detached from a stop so that it may
+	// finish inside the stop's grace; the stop's end (ctx) closes it, and
+	// the stream's own stall check gives it up sooner when it goes silent.
+	defer context.AfterFunc(ctx, func() { _ = stream.Close() })()
 	// Read the first frame before choosing the object's name and type.
 	br := bufio.NewReaderSize(stream, 64<<10)
 	if _, err := br.Peek(1); err != nil && !errors.Is(err, bufio.ErrBufferFull) {

@@ -42,8 +42,8 @@ type PollerConfig struct {
 }
 
 // PollUpdate is what a watcher learns from one poll: the task, or an error
-// that applies to it (the task went missing from batch answers, or upstream
-// refused the query for good).
+// that applies to it (the task went missing from batch answers, its
+// element of one was malformed, or upstream refused the query for good).
 type PollUpdate struct {
 	Task *apiclient.Task
 	Err  error
@@ -52,6 +52,10 @@ type PollUpdate struct {
 // errTaskMissing is sent when batch answers left a task out three times
 // running; the watcher should query it on its own.
 var errTaskMissing = errors.New("task missing from batch query answers")
+
+// errBadElement is sent for a task whose element of a batch answer could
+// not be read; the watcher should query it on its own.
+var errBadElement = errors.New("task's element of a batch query answer is malformed")
 
 // Poller polls every media task this worker waits for with batch queries
 // of up to apiclient.MaxBatch ids. One goroutine schedules all tasks: each
@@ -277,6 +281,12 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 	p.cfg.Metrics.PollBatch(len(ids))
 	tasks, err := p.cfg.Client.GetTasks(ctx, ids)
 	now := p.cfg.Now()
+	// The tasks whose elements were malformed are asked alone at once;
+	// the others of the batch are told what the answer says of them.
+	var bad []string
+	if be, ok := errors.AsType[*apiclient.BadElementsError](err); ok {
+		bad, err = be.TaskIDs, nil
+	}
 
 	type note struct {
 		to []*watcher
@@ -314,7 +324,13 @@ func (p *Poller) query(ctx context.Context, batch []*watch) {
 		}
 		return
 	}
-	seen := make(map[string]bool, len(tasks))
+	seen := make(map[string]bool, len(tasks)+len(bad))
+	for _, id := range bad {
+		if w, ok := p.tasks[id]; ok && !seen[id] {
+			seen[id] = true
+			notes = append(notes, note{w.watchers, PollUpdate{Err: errBadElement}})
+		}
+	}
 	for i := range tasks {
 		t := &tasks[i]
 		w, ok := p.tasks[t.Output.TaskID]

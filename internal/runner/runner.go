@@ -65,6 +65,9 @@ type Config struct {
 	MaxArtifactBytes int64
 	// TaskTimeout bounds a media task from submit to terminal. Defaults to 6h.
 	TaskTimeout time.Duration
+	// SubmitTimeout bounds one paid media submit call, and then, with a
+	// budget of its own, the write of what it returned. Defaults to 2m.
+	SubmitTimeout time.Duration
 	// QuotaRetry is how long after a media submit answered with an
 	// exhausted quota (HTTP 433) the job is submitted again, the spacing
 	// doubling up to an hour (QuotaRetry when longer). Defaults to 5m.
@@ -179,6 +182,7 @@ func New(cfg Config) (*Runner, error) {
 	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, DefaultMaxDeliver)
 	cfg.MaxArtifactBytes = cmp.Or(cfg.MaxArtifactBytes, DefaultMaxArtifactBytes)
 	cfg.TaskTimeout = cmp.Or(cfg.TaskTimeout, DefaultTaskTimeout)
+	cfg.SubmitTimeout = cmp.Or(cfg.SubmitTimeout, submitTimeout)
 	cfg.QuotaRetry = cmp.Or(cfg.QuotaRetry, DefaultQuotaRetry)
 	cfg.QuotaWait = cmp.Or(cfg.QuotaWait, DefaultQuotaWait)
 	cfg.StoreRefusalLimit = cmp.Or(cfg.StoreRefusalLimit, DefaultStoreRefusalLimit)
@@ -395,6 +399,9 @@ func (r *Runner) terminal(ctx context.Context, j *job, status state.Status, f *f
 	now := r.cfg.Now().UTC()
 	err := r.write(ctx, j, ending(status), "", func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		if status == state.StatusCancelled && unrecordedSubmit(rec) {
+			rec.Note = NoteSubmitMayHaveHappened
+		}
 		rec.Status = status
 		rec.FinishedAt = &now
 		rec.TerminalSeq = j.d.StreamSeq()
@@ -443,11 +450,11 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 	switch {
 	case rec.TerminalEventStored:
 		j.log.Info().Str("status", string(rec.Status)).Msg("job finished")
-		return settled(j, nil)
+		return settled(j, own, nil)
 	case !own && rec.TerminalSeq != 0:
 		j.log.Info().Str("status", string(rec.Status)).Uint64("terminal_seq", rec.TerminalSeq).
 			Msg("job finished by another message of it, which publishes its terminal event")
-		return settled(j, nil)
+		return settled(j, false, nil)
 	}
 	if err := r.publishTerminal(ctx, j); err != nil {
 		return r.settle(j, transient(err))
@@ -459,9 +466,9 @@ func (r *Runner) republish(ctx context.Context, j *job) consumer.Outcome {
 		// a confirmation, and a message the sweep handed over may be one
 		// acknowledged already whose deletion lagged.
 		r.markEventStored(ctx, j)
-		return settled(j, nil)
+		return settled(j, own, nil)
 	}
-	return settled(j, func(ctx context.Context) { r.markEventStored(ctx, j) })
+	return settled(j, own, func(ctx context.Context) { r.markEventStored(ctx, j) })
 }
 
 // publishTerminal publishes the terminal event stored in j's record. An
@@ -486,10 +493,13 @@ func (r *Runner) publishTerminal(ctx context.Context, j *job) error {
 
 // settled is the outcome of finished job j: a dead letter, or an ack
 // (confirmed when unconfirmed is not nil, which runs if no confirmation
-// comes).
-func settled(j *job, unconfirmed func(context.Context)) consumer.Outcome {
+// comes). Only the message that ended the job (own, or any message of an
+// older worker's record, which names none) is dead-lettered: a later copy
+// of a dead-lettered job is acknowledged, or each copy would add a letter,
+// and each letter replay as another paid retry.
+func settled(j *job, own bool, unconfirmed func(context.Context)) consumer.Outcome {
 	rec := j.rec
-	if rec.DeadLetter {
+	if rec.DeadLetter && (own || rec.TerminalSeq == 0) {
 		reason := "job failed"
 		if rec.Error != nil {
 			reason = rec.Error.Code + ": " + rec.Error.Message

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -117,28 +118,44 @@ func TestResumeAfterCheckpoint(t *testing.T) {
 }
 
 // TestCancelAtEachStep cancels a video job at each of its steps: before
-// its submit it ends cancelled with nothing submitted; while its task
-// runs the task is cancelled upstream; a task that ended first keeps its
-// outcome.
+// its submit it ends cancelled with nothing submitted; left inside its
+// submit window by a dead worker it ends cancelled with the note that a
+// submit may have happened (a media task cannot be looked up by name),
+// or, when a task id reached the record, that task is cancelled upstream;
+// while its task runs the task is cancelled upstream; a task that ended
+// first keeps its outcome.
 func TestCancelAtEachStep(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	t.Run("before the submit", func(t *testing.T) {
 		t.Parallel()
-		for _, status := range []state.Status{state.StatusReceived, state.StatusSubmitting} {
-			id := "cancel-" + string(status)
+		for _, tc := range []struct {
+			status state.Status
+			note   string
+		}{{state.StatusReceived, ""}, {state.StatusSubmitting, NoteSubmitMayHaveHappened}} {
+			id := "cancel-" + string(tc.status)
 			prompt := "a paper boat " + id
-			b.write(t, id, func(rec *state.Record) { rec.Kind, rec.Status, rec.Attempts = "video", status, 1 })
+			b.write(t, id, func(rec *state.Record) { rec.Kind, rec.Status, rec.Attempts = "video", tc.status, 1 })
 			b.cancel(t, id)
 			out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, prompt), 2))
 			if out.Action != consumer.Ack {
-				t.Fatalf("%s: Handle settled %v, want an ack", status, out.Action)
+				t.Fatalf("%s: Handle settled %v, want an ack", tc.status, out.Action)
 			}
-			if rec := b.record(t, id); rec.Status != state.StatusCancelled || b.media.SubmitCount(prompt) != 0 {
-				t.Fatalf("%s: record %+v with %d submits, want cancelled unsubmitted", status, rec, b.media.SubmitCount(prompt))
+			rec := b.record(t, id)
+			if rec.Status != state.StatusCancelled || b.media.SubmitCount(prompt) != 0 || rec.Note != tc.note {
+				t.Fatalf("%s: record %+v with %d submits, want cancelled unsubmitted with note %q", tc.status, rec, b.media.SubmitCount(prompt), tc.note)
+			}
+			var ev struct {
+				Data struct {
+					Note string `json:"note"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(rec.TerminalEvent, &ev); err != nil || ev.Data.Note != tc.note {
+				t.Fatalf("%s: event note %q (%v), want %q", tc.status, ev.Data.Note, err, tc.note)
 			}
 		}
 	})
+	t.Run("inside the submit window with a task id", func(t *testing.T) { cancelKnownTaskInSubmitWindow(t, b) })
 	t.Run("while the task runs", func(t *testing.T) {
 		t.Parallel()
 		for _, status := range []state.Status{state.StatusSubmitted, state.StatusRunning} {
@@ -174,4 +191,24 @@ func TestCancelAtEachStep(t *testing.T) {
 			t.Fatalf("record %+v, want the task's success", rec)
 		}
 	})
+}
+
+// cancelKnownTaskInSubmitWindow: a video job whose task id reached its
+// record while the record stayed at "submitting", then cancelled, has
+// that task cancelled upstream, and is not submitted again.
+func cancelKnownTaskInSubmitWindow(t *testing.T, b *bundle) {
+	t.Parallel()
+	id := "cancel-submitting-known"
+	prompt := "a paper boat " + id + " [sim:duration=1h]"
+	task := b.submitTask(t, prompt)
+	b.write(t, id, func(rec *state.Record) {
+		rec.Kind, rec.Status, rec.Attempts, rec.Submits = "video", state.StatusSubmitting, 1, 1
+		rec.Upstream.TaskID = task.Output.TaskID
+	})
+	b.cancel(t, id)
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, prompt), 2))
+	rec := b.waitEnd(t, id)
+	if rec.Status != state.StatusCancelled || rec.Upstream.Status != "cancelled" || rec.Note != "" || b.media.SubmitCount(prompt) != 1 {
+		t.Fatalf("record %+v, want its task cancelled upstream and here, not submitted again", rec)
+	}
 }

@@ -178,8 +178,7 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 	case evStop:
 		return nil, errStopping, true
 	case evCancel:
-		task, err := r.cancelTask(ctx, j)
-		return task, err, true
+		return r.cancelTask(ctx, j)
 	case evDeadline:
 		return w.atDeadline()
 	}
@@ -200,6 +199,10 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 	}
 	if err := r.observeTask(ctx, j, task); err != nil {
 		return nil, err, true
+	}
+	if j.cancelled() && !task.Output.TaskStatus.Terminal() {
+		// A cancel upstream did not carry out yet: ask again.
+		return r.cancelTask(ctx, j)
 	}
 	return task, nil, task.Output.TaskStatus.Terminal()
 }

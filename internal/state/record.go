@@ -76,6 +76,13 @@ type Record struct {
 	// answered the submit with an exhausted quota (nothing was created);
 	// they do not count against SLUICE_MAX_DELIVER.
 	QuotaWaits int `json:"quota_waits,omitempty"`
+	// QuotaSince is when upstream first answered the job's submit with an
+	// exhausted quota: the wait SLUICE_MEDIA_QUOTA_WAIT bounds counts from
+	// it, whatever other errors come between.
+	QuotaSince time.Time `json:"quota_since,omitzero"`
+	// Note qualifies a terminal status, e.g. "submit_may_have_happened"
+	// on a job cancelled inside its submit window (docs/events.md).
+	Note string `json:"note,omitempty"`
 	// BudgetWaits counts the deliveries that ended because the job's
 	// tenant had spent its budget (nothing was submitted); they do not
 	// count against SLUICE_MAX_DELIVER either.
