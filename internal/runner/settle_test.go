@@ -32,7 +32,12 @@ func (b *bundle) claimed(t *testing.T, kind string, spec []byte) (*job, *apiclie
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) {
+		rec.Upstream.ClusterID = sess.ClusterID()
+		if kind == "compute" {
+			rec.Upstream.JobName = platformJobName(j)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return j, sess
@@ -154,15 +159,7 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testenv.Context(t, 30*time.Second)
-	named := func(id string) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(b.computeSpec(t, id), &m); err != nil {
-			t.Fatal(err)
-		}
-		m["compute"].(map[string]any)["job"].(map[string]any)["name"] = "nightly"
-		spec, _ := json.Marshal(m)
-		return spec
-	}
+	named := func(id string) []byte { return b.namedComputeSpec(t, id, "nightly") }
 	// A's run, submitted under the name the spec chose.
 	runA, sess := b.submitEarlier(t, named("compute-name-a"), "nightly")
 	// B claimed its submit, which created nothing.
@@ -184,6 +181,79 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 	if p := upstreamPhase(t, sess, runA); p == apiclient.JobCancelled {
 		t.Fatalf("job A's platform job %s was cancelled by job B", runA)
 	}
+}
+
+// namedComputeSpec is compute job id's spec with compute.job.name name.
+func (b *bundle) namedComputeSpec(t *testing.T, id, name string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b.computeSpec(t, id), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["compute"].(map[string]any)["job"].(map[string]any)["name"] = name
+	spec, _ := json.Marshal(m)
+	return spec
+}
+
+// submitBeforeUpgrade plays a delivery of the version before platform
+// job names carried the job id: it submitted spec under its
+// compute.job.name alone and stopped before recording the answer (its
+// record at "submitting" names no platform job name).
+func (b *bundle) submitBeforeUpgrade(t *testing.T, id string, spec []byte, name string) (string, *apiclient.ClusterSession) {
+	t.Helper()
+	run, sess := b.submitEarlier(t, spec, name)
+	b.write(t, id, func(rec *state.Record) { rec.Upstream.JobName = "" })
+	return run, sess
+}
+
+// TestComputeUpgradeFindsJobSubmittedUnderOldName resumes a job the
+// previous version left at "submitting" after submitting it under the
+// name the spec chose: the one platform job of that name is adopted, no
+// second one is paid; with two of that name (another job's too) it
+// cannot tell which, and fails submit_ambiguous rather than pay twice or
+// touch the other's.
+func TestComputeUpgradeFindsJobSubmittedUnderOldName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-upgrade-one"
+	spec := b.namedComputeSpec(t, id, "weekly")
+	run, _ := b.submitBeforeUpgrade(t, id, spec, "weekly")
+	j := &job{id: id, spec: mustDecode(t, spec)}
+	out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || rec.Upstream.JobID != run {
+		t.Fatalf("settled %v, record %s with platform job %s (%+v), want success of %s", out.Action, rec.Status, rec.Upstream.JobID, rec.Error, run)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits under %s after the upgrade, want 0: the job was paid twice", n, platformJobName(j))
+	}
+
+	other, sess := b.submitEarlier(t, b.namedComputeSpec(t, "compute-upgrade-other", "monthly"), "monthly")
+	id = "compute-upgrade-two"
+	spec = b.namedComputeSpec(t, id, "monthly")
+	b.submitBeforeUpgrade(t, id, spec, "monthly")
+	j = &job{id: id, spec: mustDecode(t, spec)}
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec = b.record(t, id)
+	if rec.Status != state.StatusFailed || rec.Error == nil || rec.Error.Code != CodeSubmitAmbiguous {
+		t.Fatalf("record %s (%+v), want failed %s", rec.Status, rec.Error, CodeSubmitAmbiguous)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits under %s after the upgrade, want 0", n, platformJobName(j))
+	}
+	if p := upstreamPhase(t, sess, other); p == apiclient.JobCancelled {
+		t.Fatalf("another job's platform job %s was cancelled", other)
+	}
+}
+
+// mustDecode decodes a compute spec.
+func mustDecode(t *testing.T, spec []byte) *jobspec.Spec {
+	t.Helper()
+	s, err := jobspec.Decode(spec, jobspec.KindCompute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestContainerCreateLandingLateIsDeleted records a create whose answer
