@@ -159,6 +159,12 @@ func platformJobName(j *job) string {
 	return name + "." + j.id
 }
 
+// maxPlatformJobName is the longest platform job name, in bytes, sluice
+// submits. The platform documents no limit; its schedulers keep 236
+// (PBS Pro) or 255 (Slurm's accounting) bytes, and a name cut short would
+// not be found again after a lost answer (docs/upstream-assumptions.md).
+const maxPlatformJobName = 236
+
 // submitSkew is how far before sluice's record of a job a job the
 // platform lists may say it was submitted and still be one sluice sent:
 // clocks and the zone the platform writes its times in may differ.

@@ -350,3 +350,23 @@ func TestComputeTwoOwnSubmitsAdoptTheFirst(t *testing.T) {
 		t.Fatalf("%d submits upstream, want the 2 made before", n)
 	}
 }
+
+// TestComputeJobNameTooLongIsRefused gives a compute job a name that,
+// with the job id sluice appends, is longer than the platform keeps: the
+// spec is refused, naming the field, before anything is submitted.
+func TestComputeJobNameTooLongIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-long-name-" + strings.Repeat("i", 100)
+	spec := b.namedComputeSpec(t, id, strings.Repeat("n", maxPlatformJobName-len(id)))
+	j := &job{id: id, spec: mustDecode(t, spec)}
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 1))
+	rec := b.record(t, id)
+	if rec.Status != state.StatusFailed || rec.Error == nil || rec.Error.Code != CodeInvalidSpec ||
+		!strings.Contains(rec.Error.Message, "compute.job.name") {
+		t.Fatalf("record %s (%+v), want failed %s naming compute.job.name", rec.Status, rec.Error, CodeInvalidSpec)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits of a name the platform cannot keep, want 0", n)
+	}
+}
