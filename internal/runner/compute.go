@@ -120,7 +120,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	// the platform may hold that job, and a second one would be paid twice.
 	if j.rec.Status == state.StatusSubmitting {
 		id, err := r.settleUnrecorded(sctx, j, sess, adoptOne)
+		var f *failure
 		switch {
+		case errors.As(err, &f):
+			return f
 		case err != nil:
 			return transient(fmt.Errorf("look for the job an earlier submit created: %w", err))
 		case id != "":
@@ -130,6 +133,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
+		rec.Upstream.JobName = platformJobName(j)
 	}); err != nil {
 		return transient(err)
 	}

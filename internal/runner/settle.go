@@ -171,11 +171,16 @@ const maxPlatformJobName = 236
 const submitSkew = 12 * time.Hour
 
 // findSubmitted looks for the platform jobs j's submits created: those
-// named platformJobName(j), submitted since j's record was created (less
-// submitSkew), in the realtime job list and then the history. A platform
-// without those lists (compute-api.md's letter) shows none.
+// named as its record says its submits were (platformJobName for a
+// record that says nothing), submitted since j's record was created
+// (less submitSkew), in the realtime job list and then the history. A
+// platform without those lists (compute-api.md's letter) shows none. A
+// record written before sluice named platform jobs after the job id is
+// matched by its old name too (legacyJobName).
 func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.ClusterSession) ([]leftover, error) {
-	name, after := platformJobName(j), j.rec.CreatedAt.Add(-submitSkew)
+	name, old := cmp.Or(j.rec.Upstream.JobName, platformJobName(j)), legacyJobName(j)
+	after := j.rec.CreatedAt.Add(-submitSkew)
+	named := func(n, at string) bool { return (n == name || (old != "" && n == old)) && submittedAfter(at, after) }
 	schedID, err := sess.SchedulerID(ctx)
 	if err != nil {
 		return nil, err
@@ -188,19 +193,23 @@ func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	found := map[string]bool{} // id → ended
 	for _, s := range jobs {
-		if s.JobName == name && submittedAfter(s.SubmitTime, after) {
+		if named(s.JobName, s.SubmitTime) {
 			found[s.JobID] = apiclient.JobPhaseOf(&apiclient.JobDetail{JobStatus: s.Status}).Terminal()
 		}
 	}
 	recs, err := sess.HistoryJobs(ctx, apiclient.HistoryQuery{SchedulerID: schedID, Since: after},
-		func(h *apiclient.HistoryRecord) bool {
-			return h.JobName == name && submittedAfter(h.JobQueueTime, after)
-		})
+		func(h *apiclient.HistoryRecord) bool { return named(h.JobName, h.JobQueueTime) })
 	if err != nil && !errors.Is(err, apiclient.ErrNotSupported) {
 		return nil, err
 	}
 	for _, h := range recs {
 		found[h.JobID] = true
+	}
+	if old != "" && len(found) > 1 {
+		// A name users choose: other jobs' runs may carry it too.
+		return nil, fail(CodeSubmitAmbiguous, state.StageSubmit, true,
+			"the job was submitted as %q by an earlier version of sluice and its answer not recorded; %d platform jobs of that name match and sluice cannot tell which is this job's, so it does not submit again: check them on the platform",
+			old, len(found))
 	}
 	out := make([]leftover, 0, len(found))
 	for id, ended := range found {
@@ -213,6 +222,22 @@ func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.Clus
 		return compareJobIDs(a.id, b.id)
 	})
 	return out, nil
+}
+
+// legacyJobName is the platform job name an earlier version of sluice
+// submitted j under (the spec's name alone, else the job id), when j's
+// record was written by that version (it names no platform job name) and
+// that name is not platformJobName(j); else "". Only one platform job of
+// that name within the record's window is taken as j's (findSubmitted).
+func legacyJobName(j *job) string {
+	if j.rec.Upstream.JobName != "" || j.spec == nil || j.spec.Compute == nil {
+		return ""
+	}
+	c := j.spec.Compute.Job
+	if old := cmp.Or(c.Extra[apiclient.KeyJobName], c.Name, j.id); old != platformJobName(j) {
+		return old
+	}
+	return ""
 }
 
 // compareJobIDs orders platform job ids by number where both are
