@@ -131,6 +131,9 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 			return r.adoptSubmitted(sctx, j, sess, id)
 		}
 	}
+	if err := checkPlatformJobName(j); err != nil {
+		return err
+	}
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
 		rec.Upstream.JobName = platformJobName(j)

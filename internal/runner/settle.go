@@ -165,6 +165,23 @@ func platformJobName(j *job) string {
 // not be found again after a lost answer (docs/upstream-assumptions.md).
 const maxPlatformJobName = 236
 
+// checkPlatformJobName refuses a spec whose platform job name is longer
+// than maxPlatformJobName, naming the field that gives the name, before
+// anything is submitted.
+func checkPlatformJobName(j *job) error {
+	name := platformJobName(j)
+	if len(name) <= maxPlatformJobName {
+		return nil
+	}
+	field := "compute.job.name"
+	if _, ok := j.spec.Compute.Job.Extra[apiclient.KeyJobName]; ok {
+		field = "compute.job.extra." + apiclient.KeyJobName
+	}
+	return fail(CodeInvalidSpec, state.StageValidate, true,
+		"%s: the platform job name sluice submits, the name followed by \".<job id>\", is %d bytes, more than the %d the platform keeps: give a shorter name",
+		field, len(name), maxPlatformJobName)
+}
+
 // submitSkew is how far before sluice's record of a job a job the
 // platform lists may say it was submitted and still be one sluice sent:
 // clocks and the zone the platform writes its times in may differ.
