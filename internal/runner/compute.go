@@ -189,8 +189,9 @@ func (r *Runner) checkQueue(ctx context.Context, j *job, sess *apiclient.Cluster
 
 // uploadInputs uploads a compute or container job's inputs (section is
 // the spec's section, for the field names in errors). A later delivery
-// keeps what an earlier one of the same job uploaded whole (heldInput),
-// and overwrites anything else there, whatever cover says.
+// keeps what an earlier one that uploaded them all left whole
+// (uploadedBefore, heldInput), and overwrites anything else there,
+// whatever cover says.
 func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.ClusterSession, section string, inputs []jobspec.ComputeInput) error {
 	listed := map[string][]apiclient.RemoteFile{}
 	for i, in := range inputs {
@@ -201,7 +202,7 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			return errCancelled
 		}
 		name, open := path.Base(sourcePath(in.From)), r.inputOpener(ctx, in.From)
-		if j.rec.Attempts > 1 && heldInput(ctx, sess, listed, in.To, name, open) {
+		if uploadedBefore(j.rec) && heldInput(ctx, sess, listed, in.To, name, open) {
 			j.log.Debug().Str("to", in.To).Str("file", name).Msg("input already on the platform with its size; not uploaded again")
 			continue
 		}
@@ -227,6 +228,13 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 	}
 	return nil
 }
+
+// uploadedBefore reports whether an earlier delivery of the job got past
+// every input upload: it claimed the submit (Submits) or waited for
+// budget (BudgetWaits), both after the uploads. Only then is a file of an
+// input's name and size that delivery's upload; before, it may be one
+// that lay there already (another run's, in a reused directory).
+func uploadedBefore(rec *state.Record) bool { return rec.Submits > 0 || rec.BudgetWaits > 0 }
 
 // heldInput reports whether directory dir on the platform holds a file
 // name of the size the input's source announces: an earlier delivery's

@@ -260,11 +260,7 @@ func TestComputeRedeliveryCoversAStaleInputOfItsSize(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	id := "compute-inputs-stale"
 	spec := b.computeSpec(t, id)
-	first, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 1))
-	if done {
-		t.Fatal("the first delivery did not go on")
-	}
-	first.unregister()
+	b.begun(t, "compute", spec, 1).unregister()
 	src, err := b.s3.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.s3.Bucket), Key: aws.String("scripts/" + id + ".sh")})
 	if err != nil {
 		t.Fatal(err)
@@ -280,10 +276,7 @@ func TestComputeRedeliveryCoversAStaleInputOfItsSize(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 2))
-	if done {
-		t.Fatal("the second delivery did not go on")
-	}
+	j := b.begun(t, "compute", spec, 2)
 	defer j.unregister()
 	if err := b.r.uploadInputs(ctx, j, sess, "compute", j.spec.Compute.Inputs); err != nil {
 		t.Fatal(err)

@@ -24,10 +24,7 @@ import (
 func (b *bundle) claimed(t *testing.T, kind string, spec []byte) (*job, *apiclient.ClusterSession) {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, kind, spec, 1))
-	if done {
-		t.Fatal("the first delivery did not go on")
-	}
+	j := b.begun(t, kind, spec, 1)
 	sess, err := b.r.openSession(ctx, j, "", "", "open cluster session")
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +38,17 @@ func (b *bundle) claimed(t *testing.T, kind string, spec []byte) (*job, *apiclie
 		t.Fatal(err)
 	}
 	return j, sess
+}
+
+// begun begins delivery number delivered of a job of kind, which must go
+// on. The caller unregisters the job.
+func (b *bundle) begun(t *testing.T, kind string, spec []byte, delivered uint64) *job {
+	t.Helper()
+	j, _, done := b.r.begin(testenv.Context(t, 30*time.Second), b.deliverKind(t, kind, spec, delivered))
+	if done {
+		t.Fatalf("delivery %d did not go on", delivered)
+	}
+	return j
 }
 
 // submitEarlier plays a first delivery of compute job spec that claimed
@@ -136,10 +144,7 @@ func TestComputeSubmitLandingLateIsCancelled(t *testing.T) {
 	id := "compute-late-submit"
 	spec := b.computeSpec(t, id)
 	upstream, sess := b.submitEarlier(t, spec, "")
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 2))
-	if done {
-		t.Fatal("the second delivery did not go on")
-	}
+	j := b.begun(t, "compute", spec, 2)
 	defer j.unregister()
 	// Another delivery ends the job meanwhile.
 	b.write(t, id, func(rec *state.Record) { rec.Status = state.StatusCancelled })
