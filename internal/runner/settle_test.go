@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -373,5 +374,27 @@ func TestComputeJobNameTooLongIsRefused(t *testing.T) {
 	}
 	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
 		t.Fatalf("%d submits of a name the platform cannot keep, want 0", n)
+	}
+}
+
+// TestComputeEndedAtSubmittingOutlastsAFailedList cancels a compute job
+// left at "submitting" while the platform's job list fails one call
+// through (every attempt of the client): the job is not ended
+// job_not_cancelled with its platform job left queued; the list is asked
+// again and the platform job cancelled.
+func TestComputeEndedAtSubmittingOutlastsAFailedList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-end-list-fails"
+	spec := b.computeSpec(t, id)
+	upstream, sess := b.submitEarlier(t, spec, "")
+	b.cancel(t, id)
+	b.compute.Faults().Set(apisim.EndpointComputeJobs, apisim.Fault{Error5xxRate: 1, Times: 4})
+	b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 2))
+	if rec := b.record(t, id); rec.Status != state.StatusCancelled {
+		t.Fatalf("record %s (%+v), want cancelled", rec.Status, rec.Error)
+	}
+	if p := upstreamPhase(t, sess, upstream); p != apiclient.JobCancelled {
+		t.Fatalf("the job's platform job %s is %s, want cancelled", upstream, p)
 	}
 }
