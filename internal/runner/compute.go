@@ -275,9 +275,7 @@ func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.Cl
 		// Another delivery recorded its own job, or ended the job: this
 		// delivery's platform job is not the job's and must not run on.
 		j.log.Warn().Err(err).Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded + "; cancelling this delivery's job")
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), deleteTimeout)
-		defer cancel()
-		_, _ = r.settleUnrecorded(dctx, j, sess, settlement{created: jobID, why: err.Error()})
+		_ = r.settleRetried(sctx, j, sess, settlement{created: jobID, why: err.Error()})
 		return err
 	}
 	if err != nil {

@@ -261,9 +261,7 @@ func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclie
 		// Another delivery recorded its own instance, or ended the job:
 		// this delivery's instance is not the job's and must not live on.
 		j.log.Warn().Err(err).Str("instance_id", id).Msg(LogSubmitSuperseded + "; deleting this delivery's instance")
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
-		defer cancel()
-		if _, derr := r.settleUnrecorded(dctx, j, sess, settlement{created: id, why: err.Error()}); derr != nil {
+		if derr := r.settleRetried(ctx, j, sess, settlement{created: id, why: err.Error()}); derr != nil {
 			r.cfg.Metrics.ContainerNotDeleted(true)
 			j.log.Error().Err(derr).Str("instance_id", id).Msg("superseded container instance NOT deleted: delete it by hand (docs/operating.md)")
 		}

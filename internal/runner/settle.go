@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -91,6 +92,21 @@ func (r *Runner) settleUnrecorded(ctx context.Context, j *job, sess *apiclient.C
 		return "", err
 	}
 	return kept, nil
+}
+
+// settleRetried is settleUnrecorded tried deleteTries times, as a
+// container delete is, within deleteTimeout even when ctx ends: a path
+// that ends the job, or drops what it made, has no later delivery to
+// look again. A refusal (*failure) is not tried again.
+func (r *Runner) settleRetried(ctx context.Context, j *job, sess *apiclient.ClusterSession, s settlement) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+	defer cancel()
+	_, err := r.retry(dctx, backoff.Retry{Spacing: deleteSpacing, Attempts: deleteTries}, func(ctx context.Context, _ int) (bool, error) {
+		_, err := r.settleUnrecorded(ctx, j, sess, s)
+		var f *failure
+		return errors.As(err, &f), err
+	})
+	return err
 }
 
 // findUnrecorded lists what carries j's identity upstream, the one to
@@ -290,7 +306,7 @@ func (r *Runner) settleEnd(ctx context.Context, j *job, err error) error {
 	case j.kind == string(jobspec.KindCompute) && r.submitKnown(j):
 		sess, e := r.clusterSessionOf(ctx, j)
 		if serr = e; e == nil {
-			_, serr = r.settleUnrecorded(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
+			serr = r.settleRetried(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
 		}
 	default:
 		return err
