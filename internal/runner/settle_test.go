@@ -398,3 +398,24 @@ func TestComputeEndedAtSubmittingOutlastsAFailedList(t *testing.T) {
 		t.Fatalf("the job's platform job %s is %s, want cancelled", upstream, p)
 	}
 }
+
+// TestComputeLostSubmitOutlastsAFailedList loses the answer of a compute
+// submit the platform acted on while the job list fails one call through
+// (every attempt of the client): the job is not ended submit_ambiguous
+// with its platform job running unobserved; the list is asked again and
+// the job adopted, with no second submit.
+func TestComputeLostSubmitOutlastsAFailedList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-lost-list-fails"
+	spec := b.computeSpec(t, id)
+	b.compute.Faults().Set(apisim.EndpointComputeSubmit, apisim.Fault{Error500AfterRate: 1, Times: 1})
+	b.compute.Faults().Set(apisim.EndpointComputeJobs, apisim.Fault{Error5xxRate: 1, Times: 4})
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
+	if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded {
+		t.Fatalf("settled %v, record %s (%+v), want success of the job the lost submit created", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.SubmitCount(id); n != 1 {
+		t.Fatalf("%d submits upstream, want 1", n)
+	}
+}
