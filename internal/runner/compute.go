@@ -142,7 +142,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
-		id, ferr := r.settleUnrecorded(sctx, j, sess, adoptOne)
+		id, ferr := r.findLost(sctx, j, sess)
 		if id != "" {
 			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
 			jobID, err = id, nil

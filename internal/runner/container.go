@@ -194,15 +194,9 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	id, err := sess.CreateInstance(sctx, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
-		_, _ = r.retry(sctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
-			func(ctx context.Context, _ int) (bool, error) {
-				found, ferr := r.settleUnrecorded(ctx, j, sess, adoptOne)
-				if ferr == nil && found != "" {
-					id, err = found, nil
-					return true, nil
-				}
-				return false, errors.New("not found yet")
-			})
+		if found, _ := r.findLost(sctx, j, sess); found != "" {
+			id, err = found, nil
+		}
 		if id == "" {
 			// Left at "submitting": the next delivery looks again
 			// before it creates.

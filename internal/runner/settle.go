@@ -109,6 +109,25 @@ func (r *Runner) settleRetried(ctx context.Context, j *job, sess *apiclient.Clus
 	return err
 }
 
+// findLost looks for what a create or submit whose answer was lost made,
+// adopting one (settleUnrecorded), up to lookupTries times: a list that
+// fails, or does not show it yet, is asked again. It returns the id
+// adopted ("" when none) and the last look's error.
+func (r *Runner) findLost(ctx context.Context, j *job, sess *apiclient.ClusterSession) (string, error) {
+	var id string
+	var err error
+	_, _ = r.retry(ctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
+		func(ctx context.Context, _ int) (bool, error) {
+			id, err = r.settleUnrecorded(ctx, j, sess, adoptOne)
+			var f *failure
+			if id != "" || errors.As(err, &f) {
+				return true, nil
+			}
+			return false, cmp.Or(err, errors.New("not found yet"))
+		})
+	return id, err
+}
+
 // findUnrecorded lists what carries j's identity upstream, the one to
 // adopt first: a live one before an ended one, then the earliest.
 func (r *Runner) findUnrecorded(ctx context.Context, j *job, sess *apiclient.ClusterSession) ([]leftover, error) {
