@@ -91,7 +91,7 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 		d.Usage = json.RawMessage("null")
 	}
 	// JobName is the record's note of the name a lost submit is looked
-	// for by, not one of the event's upstream fields (CONTRACT.md §4).
+	// for by, not one of the event's upstream fields (docs/events.md).
 	u := rec.Upstream
 	u.JobName = ""
 	if u != (state.Upstream{}) {
