@@ -419,3 +419,23 @@ func TestComputeLostSubmitOutlastsAFailedList(t *testing.T) {
 		t.Fatalf("%d submits upstream, want 1", n)
 	}
 }
+
+// TestComputeUpgradeCancelCancelsJobOfOldName cancels a job the previous
+// version left at "submitting" after submitting it under the spec's name
+// alone: the one platform job of that name is cancelled before the job
+// ends, not left queued.
+func TestComputeUpgradeCancelCancelsJobOfOldName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-upgrade-cancel"
+	spec := b.namedComputeSpec(t, id, "yearly")
+	run, sess := b.submitBeforeUpgrade(t, id, spec, "yearly")
+	b.cancel(t, id)
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	if rec := b.record(t, id); rec.Status != state.StatusCancelled {
+		t.Fatalf("record %s (%+v), want cancelled", rec.Status, rec.Error)
+	}
+	if p := upstreamPhase(t, sess, run); p != apiclient.JobCancelled {
+		t.Fatalf("the job's platform job %s of the old name is %s, want cancelled", run, p)
+	}
+}
