@@ -93,8 +93,11 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 	if len(d.Usage) == 0 || string(d.Usage) == "null" {
 		d.Usage = json.RawMessage("null")
 	}
-	if rec.Upstream != (state.Upstream{}) {
-		u := rec.Upstream
+	// JobName is the record's note of the name a lost submit is looked
+	// for by, not one of the event's upstream fields (docs/events.md).
+	u := rec.Upstream
+	u.JobName = ""
+	if u != (state.Upstream{}) {
 		d.Upstream = &u
 	}
 	if status == state.StatusFailed {

@@ -120,7 +120,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	// the platform may hold that job, and a second one would be paid twice.
 	if j.rec.Status == state.StatusSubmitting {
 		id, err := r.settleUnrecorded(sctx, j, sess, adoptOne)
+		var f *failure
 		switch {
+		case errors.As(err, &f):
+			return f
 		case err != nil:
 			return transient(fmt.Errorf("look for the job an earlier submit created: %w", err))
 		case id != "":
@@ -128,14 +131,18 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 			return r.adoptSubmitted(sctx, j, sess, id)
 		}
 	}
+	if err := checkPlatformJobName(j); err != nil {
+		return err
+	}
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) {
 		rec.Upstream.ClusterID = sess.ClusterID()
+		rec.Upstream.JobName = platformJobName(j)
 	}); err != nil {
 		return transient(err)
 	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
-		id, ferr := r.settleUnrecorded(sctx, j, sess, adoptOne)
+		id, ferr := r.findLost(sctx, j, sess)
 		if id != "" {
 			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
 			jobID, err = id, nil
@@ -182,8 +189,9 @@ func (r *Runner) checkQueue(ctx context.Context, j *job, sess *apiclient.Cluster
 
 // uploadInputs uploads a compute or container job's inputs (section is
 // the spec's section, for the field names in errors). A later delivery
-// keeps what an earlier one of the same job uploaded whole (heldInput),
-// and overwrites anything else there, whatever cover says.
+// keeps what an earlier one that uploaded them all left whole
+// (uploadedBefore, heldInput), and overwrites anything else there,
+// whatever cover says.
 func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.ClusterSession, section string, inputs []jobspec.ComputeInput) error {
 	listed := map[string][]apiclient.RemoteFile{}
 	for i, in := range inputs {
@@ -194,7 +202,7 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			return errCancelled
 		}
 		name, open := path.Base(sourcePath(in.From)), r.inputOpener(ctx, in.From)
-		if j.rec.Attempts > 1 && heldInput(ctx, sess, listed, in.To, name, open) {
+		if uploadedBefore(j.rec) && heldInput(ctx, sess, listed, in.To, name, open) {
 			j.log.Debug().Str("to", in.To).Str("file", name).Msg("input already on the platform with its size; not uploaded again")
 			continue
 		}
@@ -220,6 +228,13 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 	}
 	return nil
 }
+
+// uploadedBefore reports whether an earlier delivery of the job got past
+// every input upload: it claimed the submit (Submits) or waited for
+// budget (BudgetWaits), both after the uploads. Only then is a file of an
+// input's name and size that delivery's upload; before, it may be one
+// that lay there already (another run's, in a reused directory).
+func uploadedBefore(rec *state.Record) bool { return rec.Submits > 0 || rec.BudgetWaits > 0 }
 
 // heldInput reports whether directory dir on the platform holds a file
 // name of the size the input's source announces: an earlier delivery's
@@ -260,9 +275,7 @@ func (r *Runner) adoptSubmitted(sctx context.Context, j *job, sess *apiclient.Cl
 		// Another delivery recorded its own job, or ended the job: this
 		// delivery's platform job is not the job's and must not run on.
 		j.log.Warn().Err(err).Str("upstream_job_id", jobID).Msg(LogSubmitSuperseded + "; cancelling this delivery's job")
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), deleteTimeout)
-		defer cancel()
-		_, _ = r.settleUnrecorded(dctx, j, sess, settlement{created: jobID, why: err.Error()})
+		_ = r.settleRetried(sctx, j, sess, settlement{created: jobID, why: err.Error()})
 		return err
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,48 @@ func TestComputeRedeliveryKeepsUploadedInputs(t *testing.T) {
 	}
 	if n := b.compute.Counters().Requests(apisim.EndpointComputeUpload) - uploads; n != 0 {
 		t.Fatalf("the redelivery uploaded %d inputs again, want none", n)
+	}
+}
+
+// TestComputeRedeliveryCoversAStaleInputOfItsSize redelivers a compute
+// job whose first delivery stopped before it uploaded its input, where a
+// file of the input's name and size (another run's, other bytes) already
+// lies: the job's input is uploaded over it, not taken for an earlier
+// delivery's upload by its size.
+func TestComputeRedeliveryCoversAStaleInputOfItsSize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	id := "compute-inputs-stale"
+	spec := b.computeSpec(t, id)
+	b.begun(t, "compute", spec, 1).unregister()
+	src, err := b.s3.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.s3.Bucket), Key: aws.String("scripts/" + id + ".sh")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(src.Body)
+	_ = src.Body.Close()
+	sess, err := b.r.cfg.Compute.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strings.Repeat("x", len(want))
+	if err := uploadText(ctx, sess, computeDir(id)+"/"+id+".sh", stale); err != nil {
+		t.Fatal(err)
+	}
+
+	j := b.begun(t, "compute", spec, 2)
+	defer j.unregister()
+	if err := b.r.uploadInputs(ctx, j, sess, "compute", j.spec.Compute.Inputs); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := sess.Download(ctx, computeDir(id)+"/"+id+".sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	_ = rc.Close()
+	if string(got) != string(want) {
+		t.Fatalf("the platform holds %q for the job's input, want its source %q", got, want)
 	}
 }

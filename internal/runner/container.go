@@ -194,15 +194,9 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	id, err := sess.CreateInstance(sctx, req)
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
-		_, _ = r.retry(sctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
-			func(ctx context.Context, _ int) (bool, error) {
-				found, ferr := r.settleUnrecorded(ctx, j, sess, adoptOne)
-				if ferr == nil && found != "" {
-					id, err = found, nil
-					return true, nil
-				}
-				return false, errors.New("not found yet")
-			})
+		if found, _ := r.findLost(sctx, j, sess); found != "" {
+			id, err = found, nil
+		}
 		if id == "" {
 			// Left at "submitting": the next delivery looks again
 			// before it creates.
@@ -261,9 +255,7 @@ func (r *Runner) recordInstance(ctx, sctx context.Context, j *job, sess *apiclie
 		// Another delivery recorded its own instance, or ended the job:
 		// this delivery's instance is not the job's and must not live on.
 		j.log.Warn().Err(err).Str("instance_id", id).Msg(LogSubmitSuperseded + "; deleting this delivery's instance")
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
-		defer cancel()
-		if _, derr := r.settleUnrecorded(dctx, j, sess, settlement{created: id, why: err.Error()}); derr != nil {
+		if derr := r.settleRetried(ctx, j, sess, settlement{created: id, why: err.Error()}); derr != nil {
 			r.cfg.Metrics.ContainerNotDeleted(true)
 			j.log.Error().Err(derr).Str("instance_id", id).Msg("superseded container instance NOT deleted: delete it by hand (docs/operating.md)")
 		}

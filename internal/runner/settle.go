@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -93,6 +94,40 @@ func (r *Runner) settleUnrecorded(ctx context.Context, j *job, sess *apiclient.C
 	return kept, nil
 }
 
+// settleRetried is settleUnrecorded tried deleteTries times, as a
+// container delete is, within deleteTimeout even when ctx ends: a path
+// that ends the job, or drops what it made, has no later delivery to
+// look again. A refusal (*failure) is not tried again.
+func (r *Runner) settleRetried(ctx context.Context, j *job, sess *apiclient.ClusterSession, s settlement) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+	defer cancel()
+	_, err := r.retry(dctx, backoff.Retry{Spacing: deleteSpacing, Attempts: deleteTries}, func(ctx context.Context, _ int) (bool, error) {
+		_, err := r.settleUnrecorded(ctx, j, sess, s)
+		var f *failure
+		return errors.As(err, &f), err
+	})
+	return err
+}
+
+// findLost looks for what a create or submit whose answer was lost made,
+// adopting one (settleUnrecorded), up to lookupTries times: a list that
+// fails, or does not show it yet, is asked again. It returns the id
+// adopted ("" when none) and the last look's error.
+func (r *Runner) findLost(ctx context.Context, j *job, sess *apiclient.ClusterSession) (string, error) {
+	var id string
+	var err error
+	_, _ = r.retry(ctx, backoff.Retry{Spacing: lookupSpacing, Jitter: backoff.JitterNone, Attempts: lookupTries},
+		func(ctx context.Context, _ int) (bool, error) {
+			id, err = r.settleUnrecorded(ctx, j, sess, adoptOne)
+			var f *failure
+			if id != "" || errors.As(err, &f) {
+				return true, nil
+			}
+			return false, cmp.Or(err, errors.New("not found yet"))
+		})
+	return id, err
+}
+
 // findUnrecorded lists what carries j's identity upstream, the one to
 // adopt first: a live one before an ended one, then the earliest.
 func (r *Runner) findUnrecorded(ctx context.Context, j *job, sess *apiclient.ClusterSession) ([]leftover, error) {
@@ -159,17 +194,45 @@ func platformJobName(j *job) string {
 	return name + "." + j.id
 }
 
+// maxPlatformJobName is the longest platform job name, in bytes, sluice
+// submits. The platform documents no limit; its schedulers keep 236
+// (PBS Pro) or 255 (Slurm's accounting) bytes, and a name cut short would
+// not be found again after a lost answer (docs/upstream-assumptions.md).
+const maxPlatformJobName = 236
+
+// checkPlatformJobName refuses a spec whose platform job name is longer
+// than maxPlatformJobName, naming the field that gives the name, before
+// anything is submitted.
+func checkPlatformJobName(j *job) error {
+	name := platformJobName(j)
+	if len(name) <= maxPlatformJobName {
+		return nil
+	}
+	field := "compute.job.name"
+	if _, ok := j.spec.Compute.Job.Extra[apiclient.KeyJobName]; ok {
+		field = "compute.job.extra." + apiclient.KeyJobName
+	}
+	return fail(CodeInvalidSpec, state.StageValidate, true,
+		"%s: the platform job name sluice submits, the name followed by \".<job id>\", is %d bytes, more than the %d the platform keeps: give a shorter name",
+		field, len(name), maxPlatformJobName)
+}
+
 // submitSkew is how far before sluice's record of a job a job the
 // platform lists may say it was submitted and still be one sluice sent:
 // clocks and the zone the platform writes its times in may differ.
 const submitSkew = 12 * time.Hour
 
 // findSubmitted looks for the platform jobs j's submits created: those
-// named platformJobName(j), submitted since j's record was created (less
-// submitSkew), in the realtime job list and then the history. A platform
-// without those lists (compute-api.md's letter) shows none.
+// named as its record says its submits were (platformJobName for a
+// record that says nothing), submitted since j's record was created
+// (less submitSkew), in the realtime job list and then the history. A
+// platform without those lists (compute-api.md's letter) shows none. A
+// record written before sluice named platform jobs after the job id is
+// matched by its old name too (legacyJobName).
 func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.ClusterSession) ([]leftover, error) {
-	name, after := platformJobName(j), j.rec.CreatedAt.Add(-submitSkew)
+	name, old := cmp.Or(j.rec.Upstream.JobName, platformJobName(j)), legacyJobName(j)
+	after := j.rec.CreatedAt.Add(-submitSkew)
+	named := func(n, at string) bool { return (n == name || (old != "" && n == old)) && submittedAfter(at, after) }
 	schedID, err := sess.SchedulerID(ctx)
 	if err != nil {
 		return nil, err
@@ -182,19 +245,23 @@ func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	found := map[string]bool{} // id → ended
 	for _, s := range jobs {
-		if s.JobName == name && submittedAfter(s.SubmitTime, after) {
+		if named(s.JobName, s.SubmitTime) {
 			found[s.JobID] = apiclient.JobPhaseOf(&apiclient.JobDetail{JobStatus: s.Status}).Terminal()
 		}
 	}
 	recs, err := sess.HistoryJobs(ctx, apiclient.HistoryQuery{SchedulerID: schedID, Since: after},
-		func(h *apiclient.HistoryRecord) bool {
-			return h.JobName == name && submittedAfter(h.JobQueueTime, after)
-		})
+		func(h *apiclient.HistoryRecord) bool { return named(h.JobName, h.JobQueueTime) })
 	if err != nil && !errors.Is(err, apiclient.ErrNotSupported) {
 		return nil, err
 	}
 	for _, h := range recs {
 		found[h.JobID] = true
+	}
+	if old != "" && len(found) > 1 {
+		// A name users choose: other jobs' runs may carry it too.
+		return nil, fail(CodeSubmitAmbiguous, state.StageSubmit, true,
+			"the job was submitted as %q by an earlier version of sluice and its answer not recorded; %d platform jobs of that name match and sluice cannot tell which is this job's, so it does not submit again: check them on the platform",
+			old, len(found))
 	}
 	out := make([]leftover, 0, len(found))
 	for id, ended := range found {
@@ -207,6 +274,22 @@ func (r *Runner) findSubmitted(ctx context.Context, j *job, sess *apiclient.Clus
 		return compareJobIDs(a.id, b.id)
 	})
 	return out, nil
+}
+
+// legacyJobName is the platform job name an earlier version of sluice
+// submitted j under (the spec's name alone, else the job id), when j's
+// record was written by that version (it names no platform job name) and
+// that name is not platformJobName(j); else "". Only one platform job of
+// that name within the record's window is taken as j's (findSubmitted).
+func legacyJobName(j *job) string {
+	if j.rec.Upstream.JobName != "" || j.spec == nil || j.spec.Compute == nil {
+		return ""
+	}
+	c := j.spec.Compute.Job
+	if old := cmp.Or(c.Extra[apiclient.KeyJobName], c.Name, j.id); old != platformJobName(j) {
+		return old
+	}
+	return ""
 }
 
 // compareJobIDs orders platform job ids by number where both are
@@ -242,7 +325,7 @@ func (r *Runner) settleEnd(ctx context.Context, j *job, err error) error {
 	case j.kind == string(jobspec.KindCompute) && r.submitKnown(j):
 		sess, e := r.clusterSessionOf(ctx, j)
 		if serr = e; e == nil {
-			_, serr = r.settleUnrecorded(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
+			serr = r.settleRetried(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
 		}
 	default:
 		return err

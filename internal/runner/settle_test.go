@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
@@ -24,18 +25,31 @@ import (
 func (b *bundle) claimed(t *testing.T, kind string, spec []byte) (*job, *apiclient.ClusterSession) {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, kind, spec, 1))
-	if done {
-		t.Fatal("the first delivery did not go on")
-	}
+	j := b.begun(t, kind, spec, 1)
 	sess, err := b.r.openSession(ctx, j, "", "", "open cluster session")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
+	if err := b.r.claimSubmit(ctx, j, func(rec *state.Record) {
+		rec.Upstream.ClusterID = sess.ClusterID()
+		if kind == "compute" {
+			rec.Upstream.JobName = platformJobName(j)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return j, sess
+}
+
+// begun begins delivery number delivered of a job of kind, which must go
+// on. The caller unregisters the job.
+func (b *bundle) begun(t *testing.T, kind string, spec []byte, delivered uint64) *job {
+	t.Helper()
+	j, _, done := b.r.begin(testenv.Context(t, 30*time.Second), b.deliverKind(t, kind, spec, delivered))
+	if done {
+		t.Fatalf("delivery %d did not go on", delivered)
+	}
+	return j
 }
 
 // submitEarlier plays a first delivery of compute job spec that claimed
@@ -131,10 +145,7 @@ func TestComputeSubmitLandingLateIsCancelled(t *testing.T) {
 	id := "compute-late-submit"
 	spec := b.computeSpec(t, id)
 	upstream, sess := b.submitEarlier(t, spec, "")
-	j, _, done := b.r.begin(ctx, b.deliverKind(t, "compute", spec, 2))
-	if done {
-		t.Fatal("the second delivery did not go on")
-	}
+	j := b.begun(t, "compute", spec, 2)
 	defer j.unregister()
 	// Another delivery ends the job meanwhile.
 	b.write(t, id, func(rec *state.Record) { rec.Status = state.StatusCancelled })
@@ -154,15 +165,7 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testenv.Context(t, 30*time.Second)
-	named := func(id string) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(b.computeSpec(t, id), &m); err != nil {
-			t.Fatal(err)
-		}
-		m["compute"].(map[string]any)["job"].(map[string]any)["name"] = "nightly"
-		spec, _ := json.Marshal(m)
-		return spec
-	}
+	named := func(id string) []byte { return b.namedComputeSpec(t, id, "nightly") }
 	// A's run, submitted under the name the spec chose.
 	runA, sess := b.submitEarlier(t, named("compute-name-a"), "nightly")
 	// B claimed its submit, which created nothing.
@@ -184,6 +187,79 @@ func TestComputeNeverAdoptsAnotherJobsRun(t *testing.T) {
 	if p := upstreamPhase(t, sess, runA); p == apiclient.JobCancelled {
 		t.Fatalf("job A's platform job %s was cancelled by job B", runA)
 	}
+}
+
+// namedComputeSpec is compute job id's spec with compute.job.name name.
+func (b *bundle) namedComputeSpec(t *testing.T, id, name string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b.computeSpec(t, id), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["compute"].(map[string]any)["job"].(map[string]any)["name"] = name
+	spec, _ := json.Marshal(m)
+	return spec
+}
+
+// submitBeforeUpgrade plays a delivery of the version before platform
+// job names carried the job id: it submitted spec under its
+// compute.job.name alone and stopped before recording the answer (its
+// record at "submitting" names no platform job name).
+func (b *bundle) submitBeforeUpgrade(t *testing.T, id string, spec []byte, name string) (string, *apiclient.ClusterSession) {
+	t.Helper()
+	run, sess := b.submitEarlier(t, spec, name)
+	b.write(t, id, func(rec *state.Record) { rec.Upstream.JobName = "" })
+	return run, sess
+}
+
+// TestComputeUpgradeFindsJobSubmittedUnderOldName resumes a job the
+// previous version left at "submitting" after submitting it under the
+// name the spec chose: the one platform job of that name is adopted, no
+// second one is paid; with two of that name (another job's too) it
+// cannot tell which, and fails submit_ambiguous rather than pay twice or
+// touch the other's.
+func TestComputeUpgradeFindsJobSubmittedUnderOldName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-upgrade-one"
+	spec := b.namedComputeSpec(t, id, "weekly")
+	run, _ := b.submitBeforeUpgrade(t, id, spec, "weekly")
+	j := &job{id: id, spec: mustDecode(t, spec)}
+	out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || rec.Upstream.JobID != run {
+		t.Fatalf("settled %v, record %s with platform job %s (%+v), want success of %s", out.Action, rec.Status, rec.Upstream.JobID, rec.Error, run)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits under %s after the upgrade, want 0: the job was paid twice", n, platformJobName(j))
+	}
+
+	other, sess := b.submitEarlier(t, b.namedComputeSpec(t, "compute-upgrade-other", "monthly"), "monthly")
+	id = "compute-upgrade-two"
+	spec = b.namedComputeSpec(t, id, "monthly")
+	b.submitBeforeUpgrade(t, id, spec, "monthly")
+	j = &job{id: id, spec: mustDecode(t, spec)}
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec = b.record(t, id)
+	if rec.Status != state.StatusFailed || rec.Error == nil || rec.Error.Code != CodeSubmitAmbiguous {
+		t.Fatalf("record %s (%+v), want failed %s", rec.Status, rec.Error, CodeSubmitAmbiguous)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits under %s after the upgrade, want 0", n, platformJobName(j))
+	}
+	if p := upstreamPhase(t, sess, other); p == apiclient.JobCancelled {
+		t.Fatalf("another job's platform job %s was cancelled", other)
+	}
+}
+
+// mustDecode decodes a compute spec.
+func mustDecode(t *testing.T, spec []byte) *jobspec.Spec {
+	t.Helper()
+	s, err := jobspec.Decode(spec, jobspec.KindCompute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestContainerCreateLandingLateIsDeleted records a create whose answer
@@ -278,5 +354,88 @@ func TestComputeTwoOwnSubmitsAdoptTheFirst(t *testing.T) {
 	}
 	if n := b.compute.SubmitCount(id); n != 2 {
 		t.Fatalf("%d submits upstream, want the 2 made before", n)
+	}
+}
+
+// TestComputeJobNameTooLongIsRefused gives a compute job a name that,
+// with the job id sluice appends, is longer than the platform keeps: the
+// spec is refused, naming the field, before anything is submitted.
+func TestComputeJobNameTooLongIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-long-name-" + strings.Repeat("i", 100)
+	spec := b.namedComputeSpec(t, id, strings.Repeat("n", maxPlatformJobName-len(id)))
+	j := &job{id: id, spec: mustDecode(t, spec)}
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 1))
+	rec := b.record(t, id)
+	if rec.Status != state.StatusFailed || rec.Error == nil || rec.Error.Code != CodeInvalidSpec ||
+		!strings.Contains(rec.Error.Message, "compute.job.name") {
+		t.Fatalf("record %s (%+v), want failed %s naming compute.job.name", rec.Status, rec.Error, CodeInvalidSpec)
+	}
+	if n := b.compute.SubmitCount(platformJobName(j)); n != 0 {
+		t.Fatalf("%d submits of a name the platform cannot keep, want 0", n)
+	}
+}
+
+// TestComputeEndedAtSubmittingOutlastsAFailedList cancels a compute job
+// left at "submitting" while the platform's job list fails one call
+// through (every attempt of the client): the job is not ended
+// job_not_cancelled with its platform job left queued; the list is asked
+// again and the platform job cancelled.
+func TestComputeEndedAtSubmittingOutlastsAFailedList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-end-list-fails"
+	spec := b.computeSpec(t, id)
+	upstream, sess := b.submitEarlier(t, spec, "")
+	b.cancel(t, id)
+	b.compute.Faults().Set(apisim.EndpointComputeJobs, apisim.Fault{Error5xxRate: 1, Times: 4})
+	b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 2))
+	if rec := b.record(t, id); rec.Status != state.StatusCancelled {
+		t.Fatalf("record %s (%+v), want cancelled", rec.Status, rec.Error)
+	}
+	if p := upstreamPhase(t, sess, upstream); p != apiclient.JobCancelled {
+		t.Fatalf("the job's platform job %s is %s, want cancelled", upstream, p)
+	}
+}
+
+// TestComputeLostSubmitOutlastsAFailedList loses the answer of a compute
+// submit the platform acted on while the job list fails one call through
+// (every attempt of the client): the job is not ended submit_ambiguous
+// with its platform job running unobserved; the list is asked again and
+// the job adopted, with no second submit.
+func TestComputeLostSubmitOutlastsAFailedList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-lost-list-fails"
+	spec := b.computeSpec(t, id)
+	b.compute.Faults().Set(apisim.EndpointComputeSubmit, apisim.Fault{Error500AfterRate: 1, Times: 1})
+	b.compute.Faults().Set(apisim.EndpointComputeJobs, apisim.Fault{Error5xxRate: 1, Times: 4})
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
+	if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded {
+		t.Fatalf("settled %v, record %s (%+v), want success of the job the lost submit created", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.SubmitCount(id); n != 1 {
+		t.Fatalf("%d submits upstream, want 1", n)
+	}
+}
+
+// TestComputeUpgradeCancelCancelsJobOfOldName cancels a job the previous
+// version left at "submitting" after submitting it under the spec's name
+// alone: the one platform job of that name is cancelled before the job
+// ends, not left queued.
+func TestComputeUpgradeCancelCancelsJobOfOldName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-upgrade-cancel"
+	spec := b.namedComputeSpec(t, id, "yearly")
+	run, sess := b.submitBeforeUpgrade(t, id, spec, "yearly")
+	b.cancel(t, id)
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliverKind(t, "compute", spec, 2))
+	if rec := b.record(t, id); rec.Status != state.StatusCancelled {
+		t.Fatalf("record %s (%+v), want cancelled", rec.Status, rec.Error)
+	}
+	if p := upstreamPhase(t, sess, run); p != apiclient.JobCancelled {
+		t.Fatalf("the job's platform job %s of the old name is %s, want cancelled", run, p)
 	}
 }

@@ -187,10 +187,14 @@ type Upstream struct {
 	SubmitTime string `json:"submit_time,omitempty"`
 	EndTime    string `json:"end_time,omitempty"`
 
-	ClusterID string  `json:"cluster_id,omitempty"`
-	JobID     string  `json:"job_id,omitempty"`
-	State     string  `json:"state,omitempty"`
-	ExitCode  *string `json:"exit_code,omitempty"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	JobID     string `json:"job_id,omitempty"`
+	// JobName is the platform job name (GAP_JOB_NAME) a compute job's
+	// submits are sent under, recorded with the claim: a lost answer's job
+	// is looked for by it. Records written before it existed hold none.
+	JobName  string  `json:"job_name,omitempty"`
+	State    string  `json:"state,omitempty"`
+	ExitCode *string `json:"exit_code,omitempty"`
 
 	InstanceID string `json:"instance_id,omitempty"`
 }
