@@ -1,0 +1,103 @@
+package consumer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/order"
+	"github.com/sluice-dev/sluice/internal/testenv"
+)
+
+// roundBench is a Consumer with fair scheduling on, its video class
+// queues, and the queue its pull rounds fill; no fetch loop runs, so each
+// round is driven by the test.
+type roundBench struct {
+	c     *Consumer
+	q     *classQueues
+	queue chan jetstream.Msg
+	n     *testenv.NATS
+	// started holds every message a round started, in order.
+	started []jetstream.Msg
+}
+
+func newRoundBench(t *testing.T, policy order.Policy) *roundBench {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 10*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{AckWait: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{JS: n.JS, Kinds: []string{"video"}, Policy: policy}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := c.classes.of("video")
+	q.base = contract.ConsumerConfig("video", contract.Options{AckWait: time.Minute})
+	return &roundBench{c: c, q: q, queue: make(chan jetstream.Msg, 64), n: n}
+}
+
+func (b *roundBench) publish(t *testing.T, priority int, tenant string, count int) {
+	t.Helper()
+	for i := range count {
+		m := nats.NewMsg(contract.ClassSubject("video", priority, tenant))
+		m.Data = fmt.Appendf(nil, `{"kind":"video","tenant":%q,"priority":%d}`, tenant, priority)
+		m.Header.Set(contract.HeaderMsgID, fmt.Sprintf("%s-%d-%d", tenant, priority, i))
+		if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// round runs one pull round with free slots and returns the tenants of
+// the jobs it started, in order.
+func (b *roundBench) round(t *testing.T, free int) []string {
+	t.Helper()
+	got, err := b.c.pullClasses(testenv.Context(t, 10*time.Second), b.q, free, b.queue)
+	if err != nil {
+		t.Fatalf("round of %d: %v", free, err)
+	}
+	var tenants []string
+	for range got {
+		m := <-b.queue
+		b.started = append(b.started, m)
+		cl, _ := contract.ParseClassSubject(m.Subject())
+		tenants = append(tenants, cl.Tenant)
+	}
+	return tenants
+}
+
+// The issue's reproduction, one round at a time: tenant A's two
+// priority-1 jobs start and never end (held, unacknowledged); tenant B's
+// five priority-3 jobs then start one per round with one place free each
+// round. A running job is not a waiting one: no round with work waiting
+// and a place free starts nothing.
+func TestRoundSkipsRunningJobs(t *testing.T) {
+	t.Parallel()
+	b := newRoundBench(t, &order.Static{On: true})
+	b.publish(t, 1, "a", 2)
+	b.publish(t, 3, "b", 5)
+	if got := b.round(t, 2); fmt.Sprint(got) != "[a a]" {
+		t.Fatalf("first round of 2 started %v, want A's two priority-1 jobs", got)
+	}
+	for i := range 5 {
+		if got := b.round(t, 1); fmt.Sprint(got) != "[b]" {
+			t.Fatalf("round %d with A's jobs running and one place free started %v, want one of B's", i+1, got)
+		}
+	}
+	if got := b.round(t, 1); len(got) != 0 {
+		t.Errorf("a round with nothing waiting started %v", got)
+	}
+	// A job handed back (a worker stopping, a retry) waits again even
+	// though its class has nothing never delivered.
+	if err := b.started[0].Nak(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Errorf("the round after A's job was handed back started %v, want it again", got)
+	}
+}
