@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/order"
+	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -26,26 +27,30 @@ type roundBench struct {
 }
 
 func newRoundBench(t *testing.T, policy order.Policy) *roundBench {
+	return newKindBench(t, "video", policy)
+}
+
+func newKindBench(t *testing.T, kind string, policy order.Policy) *roundBench {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	ctx := testenv.Context(t, 10*time.Second)
 	if err := contract.Ensure(ctx, n.JS, contract.Options{AckWait: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{JS: n.JS, Kinds: []string{"video"}, Policy: policy}, nil)
+	c, err := New(Config{JS: n.JS, Kinds: []string{kind}, Policy: policy}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := c.classes.of("video")
-	q.base = contract.ConsumerConfig("video", contract.Options{AckWait: time.Minute})
+	q := c.classes.of(kind)
+	q.base = contract.ConsumerConfig(kind, contract.Options{AckWait: time.Minute})
 	return &roundBench{c: c, q: q, queue: make(chan jetstream.Msg, 64), n: n}
 }
 
 func (b *roundBench) publish(t *testing.T, priority int, tenant string, count int) {
 	t.Helper()
 	for i := range count {
-		m := nats.NewMsg(contract.ClassSubject("video", priority, tenant))
-		m.Data = fmt.Appendf(nil, `{"kind":"video","tenant":%q,"priority":%d}`, tenant, priority)
+		m := nats.NewMsg(contract.ClassSubject(b.q.kind, priority, tenant))
+		m.Data = fmt.Appendf(nil, `{"kind":%q,"tenant":%q,"priority":%d}`, b.q.kind, tenant, priority)
 		m.Header.Set(contract.HeaderMsgID, fmt.Sprintf("%s-%d-%d", tenant, priority, i))
 		if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), m); err != nil {
 			t.Fatal(err)
@@ -99,5 +104,33 @@ func TestRoundSkipsRunningJobs(t *testing.T) {
 	}
 	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
 		t.Errorf("the round after A's job was handed back started %v, want it again", got)
+	}
+}
+
+// A tenant whose budget is spent waits only with the jobs a budget can
+// hold back: with a price table that prices video alone, its speech jobs,
+// which cost it nothing, still start; its video jobs do not.
+func TestRoundStartsUnpricedKindsOfSpentTenant(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	view := tenants.NewView(func() time.Time { return now })
+	for key, value := range map[string]string{
+		tenants.PricesKey:             `{"rules":{"video.768P.second":1}}`,
+		tenants.TenantKey("acme"):     `{"budget":{"credits":10,"per":"day"},"on_budget":"wait"}`,
+		tenants.SpendKey("acme", now): `{"spent":10,"jobs":1}`,
+	} {
+		if err := view.Apply(key, []byte(value), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !view.WaitingForBudget("acme") {
+		t.Fatal("the view does not see acme's budget spent")
+	}
+	for kind, want := range map[string]string{"speech": "[acme]", "video": "[]"} {
+		b := newKindBench(t, kind, view)
+		b.publish(t, 3, "acme", 1)
+		if got := b.round(t, 1); fmt.Sprint(got) != want {
+			t.Errorf("%s: a round of acme's jobs with its budget spent started %v, want %s", kind, got, want)
+		}
 	}
 }
