@@ -187,7 +187,7 @@ func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, 
 		}
 		r.subjects, r.unacked = append(r.subjects, subject), append(r.unacked, unacked)
 		r.Classes = append(r.Classes, class)
-		r.Spent[cl.Tenant] = p.WaitingForBudget(cl.Tenant)
+		r.Spent[cl.Tenant] = p.BudgetHolds(cl.Tenant, q.kind)
 		if limit := p.MaxTasks(cl.Tenant, q.kind); limit > 0 {
 			if _, ok := r.Room[cl.Tenant]; !ok {
 				r.Room[cl.Tenant] = limit
