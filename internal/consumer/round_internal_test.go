@@ -58,6 +58,15 @@ func (b *roundBench) publish(t *testing.T, priority int, tenant string, count in
 	}
 }
 
+// handBack Naks m and waits for the server to have taken the Nak (an
+// acknowledgement sent as a request is answered once processed).
+func (b *roundBench) handBack(t *testing.T, m jetstream.Msg) {
+	t.Helper()
+	if _, err := b.n.JS.Conn().Request(m.Reply(), []byte("-NAK"), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // round runs one pull round with free slots and returns the tenants of
 // the jobs it started, in order.
 func (b *roundBench) round(t *testing.T, free int) []string {
@@ -99,9 +108,7 @@ func TestRoundSkipsRunningJobs(t *testing.T) {
 	}
 	// A job handed back (a worker stopping, a retry) waits again even
 	// though its class has nothing never delivered.
-	if err := b.started[0].Nak(); err != nil {
-		t.Fatal(err)
-	}
+	b.handBack(t, b.started[0])
 	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
 		t.Errorf("the round after A's job was handed back started %v, want it again", got)
 	}
@@ -132,5 +139,26 @@ func TestRoundStartsUnpricedKindsOfSpentTenant(t *testing.T) {
 		if got := b.round(t, 1); fmt.Sprint(got) != want {
 			t.Errorf("%s: a round of acme's jobs with its budget spent started %v, want %s", kind, got, want)
 		}
+	}
+}
+
+// A job handed back (its worker stopped, or died and its lease was handed
+// over) holds its place on the fleet's quota until its next delivery: that
+// delivery comes before new jobs of a more urgent class, which would
+// otherwise take the place the quota keeps for it and wait there.
+func TestRoundTakesHandedBackJobsFirst(t *testing.T) {
+	t.Parallel()
+	b := newRoundBench(t, &order.Static{On: true})
+	b.publish(t, 3, "a", 1)
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("first round started %v, want A's job", got)
+	}
+	b.publish(t, 1, "b", 3)
+	b.handBack(t, b.started[0])
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Errorf("with A's job handed back and B's more urgent ones new, the round started %v, want A's again", got)
+	}
+	if got := b.round(t, 3); fmt.Sprint(got) != "[b b b]" {
+		t.Errorf("the next round started %v, want B's three", got)
 	}
 }
