@@ -79,27 +79,38 @@ type classRound struct {
 }
 
 // pullClasses allocates free slots over q's class queues and pulls them,
-// holding and queueing what arrives; it returns how many arrived. A class
-// that gives fewer than allotted counts as empty for the rest of the round
-// and its slots go to the next allocation, so the round ends only when
-// every slot is filled or no class has a job to give: a round never idles
-// a place while a job waits that it may start. Slots still free then go
-// to the classes with handed-back jobs.
+// holding and queueing what arrives; it returns how many arrived.
+//
+// Jobs handed back come first: a class with unacknowledged jobs and none
+// never delivered can give only a job due again (handed back by a
+// stopping or dead worker, a retry), whose task may hold its place on the
+// fleet's quota; a new job taking that place would wait in it while the
+// job it was kept for could not be pulled. Then the free slots are
+// allocated: a class that gives fewer than allotted counts as empty for
+// the rest of the round and its slots go to the next allocation, so the
+// round ends only when every slot is filled or no class has a job to
+// give: a round never idles a place while a job it may start waits.
+// Slots still free go to the other classes with unacknowledged jobs.
 func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, queue chan<- jetstream.Msg) (int, error) {
 	round, err := c.classRound(ctx, q)
 	if err != nil || len(round.subjects) == 0 {
 		return 0, err
 	}
-	got := 0
-	for got < free {
+	idle := make([]bool, len(round.Classes))
+	for i, cl := range round.Classes {
+		idle[i] = cl.Waiting == 0
+	}
+	got, err := c.pullHandedBack(ctx, q, &round, free, queue, idle)
+	for err == nil && got < free {
 		round.Free = free - got
 		takes, allotted := q.stride.Allocate(round.Round), 0
 		for i, n := range takes {
-			if n == 0 {
+			if n == 0 || err != nil {
 				continue
 			}
 			allotted += n
-			k, err := c.pullClass(ctx, q, round.subjects[i], n, queue)
+			var k int
+			k, err = c.pullClass(ctx, q, round.subjects[i], n, queue)
 			got += k
 			round.charge(q, c.cfg.Policy, i, k)
 			if cl := &round.Classes[i]; k < n {
@@ -107,15 +118,18 @@ func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, qu
 			} else {
 				cl.Waiting -= k
 			}
-			if err != nil {
-				return got, err
-			}
 		}
 		if allotted == 0 {
 			break
 		}
 	}
-	k, err := c.pullHandedBack(ctx, q, &round, free-got, queue)
+	if err != nil {
+		return got, err
+	}
+	for i := range idle {
+		idle[i] = !idle[i]
+	}
+	k, err := c.pullHandedBack(ctx, q, &round, free-got, queue, idle)
 	return got + k, err
 }
 
@@ -128,15 +142,15 @@ func (r *classRound) charge(q *classQueues, p order.Policy, i, k int) {
 	}
 }
 
-// pullHandedBack offers a round's last free slots to the classes with
-// unacknowledged jobs, most urgent first: a job a worker handed back
-// (stopping, a retry, an AckWait passed) is due again but is not among
-// the jobs its class consumer has never delivered. Its tenant's cap
-// already counts it; a tenant waiting for budget starts nothing.
-func (c *Consumer) pullHandedBack(ctx context.Context, q *classQueues, r *classRound, free int, queue chan<- jetstream.Msg) (int, error) {
+// pullHandedBack offers up to free slots to the classes of which (by
+// index) with unacknowledged jobs, most urgent first: a job a worker
+// handed back (stopping, a retry, an AckWait passed) is due again but is
+// not among the jobs its class consumer has never delivered. Its tenant's
+// cap already counts it; a tenant waiting for budget starts nothing.
+func (c *Consumer) pullHandedBack(ctx context.Context, q *classQueues, r *classRound, free int, queue chan<- jetstream.Msg, which []bool) (int, error) {
 	idx := make([]int, 0, len(r.Classes))
 	for i, cl := range r.Classes {
-		if r.unacked[i] > 0 && !r.Spent[cl.Tenant] {
+		if which[i] && r.unacked[i] > 0 && !r.Spent[cl.Tenant] {
 			idx = append(idx, i)
 		}
 	}
