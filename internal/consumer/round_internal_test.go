@@ -24,6 +24,8 @@ type roundBench struct {
 	n     *testenv.NATS
 	// started holds every message a round started, in order.
 	started []jetstream.Msg
+	// published counts the jobs published, which makes their ids.
+	published int
 }
 
 func newRoundBench(t *testing.T, policy order.Policy) *roundBench {
@@ -51,7 +53,8 @@ func (b *roundBench) publish(t *testing.T, priority int, tenant string, count in
 	for i := range count {
 		m := nats.NewMsg(contract.ClassSubject(b.q.kind, priority, tenant))
 		m.Data = fmt.Appendf(nil, `{"kind":%q,"tenant":%q,"priority":%d}`, b.q.kind, tenant, priority)
-		m.Header.Set(contract.HeaderMsgID, fmt.Sprintf("%s-%d-%d", tenant, priority, i))
+		b.published++
+		m.Header.Set(contract.HeaderMsgID, fmt.Sprintf("%s-%d-%d-%d", tenant, priority, i, b.published))
 		if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), m); err != nil {
 			t.Fatal(err)
 		}
@@ -160,5 +163,27 @@ func TestRoundTakesHandedBackJobsFirst(t *testing.T) {
 	}
 	if got := b.round(t, 3); fmt.Sprint(got) != "[b b b]" {
 		t.Errorf("the next round started %v, want B's three", got)
+	}
+}
+
+// A class consumer deleted behind the round (a sweep found it idle as a
+// job arrived) is made again within the round: the job starts.
+func TestRoundRemakesADeletedClassConsumer(t *testing.T) {
+	t.Parallel()
+	b := newRoundBench(t, &order.Static{On: true})
+	b.publish(t, 2, "a", 1)
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("first round started %v, want A's job", got)
+	}
+	if err := b.started[0].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t, 5*time.Second)
+	if err := b.n.JS.DeleteConsumer(ctx, contract.JobsStream, contract.ClassConsumerName("video", 2, "a")); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, 2, "a", 1)
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Errorf("the round after A's class consumer was deleted started %v, want A's new job", got)
 	}
 }
