@@ -222,17 +222,28 @@ func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, 
 // it, and how many of its messages are delivered and unacknowledged.
 func (c *Consumer) readClass(ctx context.Context, q *classQueues, subject string, now time.Time) (order.Class, int, error) {
 	cl, _ := contract.ParseClassSubject(subject)
-	cn, err := c.classConsumer(ctx, q, subject)
-	if err != nil {
-		return order.Class{}, 0, err
-	}
-	info, err := cn.Info(ctx)
-	if err != nil {
+	var info *jetstream.ConsumerInfo
+	for range 2 {
+		cn, err := c.classConsumer(ctx, q, subject)
+		if err != nil {
+			return order.Class{}, 0, err
+		}
+		if info, err = cn.Info(ctx); err == nil {
+			break
+		}
+		// Bound again: a sweep may have deleted it as idle, and a class
+		// with jobs has it made again at once.
 		delete(q.consumers, subject)
-		return order.Class{}, 0, fmt.Errorf("consumer of %s: %w", subject, err)
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return order.Class{}, 0, fmt.Errorf("consumer of %s: %w", subject, err)
+		}
+	}
+	if info == nil {
+		return order.Class{}, 0, fmt.Errorf("consumer of %s: %w", subject, jetstream.ErrConsumerNotFound)
 	}
 	class := order.Class{Priority: cl.Priority, Tenant: cl.Tenant, Waiting: int(info.NumPending)}
 	if class.Waiting > 0 {
+		var err error
 		if class.Head, err = q.head(ctx, subject, info.Delivered.Stream+1, now); err != nil {
 			return order.Class{}, 0, err
 		}
