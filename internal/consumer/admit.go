@@ -3,7 +3,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -130,7 +130,9 @@ func admission(msg jetstream.Msg) *nats.Msg {
 	m := nats.NewMsg(contract.ClassSubject(kind, head.priority(), head.tenant()))
 	m.Data = msg.Data()
 	for k, v := range msg.Headers() {
-		m.Header[k] = v
+		if !publishControl(k) {
+			m.Header[k] = v
+		}
 	}
 	m.Header.Set(contract.HeaderJobID, id)
 	m.Header.Set(contract.HeaderMsgID, id+":q")
@@ -138,6 +140,15 @@ func admission(msg jetstream.Msg) *nats.Msg {
 		m.Header.Set(contract.HeaderPublished, published.UTC().Format(time.RFC3339Nano))
 	}
 	return m
+}
+
+// publishControl reports whether header k tells JetStream how to store
+// the message it comes with (Nats-Expected-*, Nats-TTL, Nats-Rollup,
+// Nats-Msg-Id, a batch's or a schedule's): said of the intake's message,
+// not of its class copy, which they would refuse for ever or expire. The
+// Nats- prefix is the server's; sluice's own headers are Sluice-.
+func publishControl(k string) bool {
+	return len(k) >= 5 && strings.EqualFold(k[:5], "Nats-")
 }
 
 // specHead is what admission reads of a spec. A spec it cannot read goes
@@ -165,8 +176,8 @@ func (h specHead) tenant() string {
 }
 
 func (h specHead) priority() int {
-	p, err := strconv.Atoi(string(h.Priority))
-	if err != nil || p < 1 || p > 5 {
+	p, ok := jobspec.Integer(h.Priority, jobspec.MinPriority, jobspec.MaxPriority)
+	if !ok {
 		return order.DefaultPriority
 	}
 	return p

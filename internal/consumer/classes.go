@@ -2,7 +2,9 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +25,6 @@ import (
 // headTTL is how long a class queue's head publish time is reused: aging
 // counts in minutes.
 const headTTL = 5 * time.Second
-
-// maxAllocations bounds the allocations of one round: a class that gave
-// fewer jobs than allotted (the rest are held elsewhere) leaves its slots
-// to the next allocation.
-const maxAllocations = 3
 
 // classQueues is what a kind's fetch loop knows of the kind's class queues;
 // only that loop uses it, but for swept.
@@ -72,92 +69,199 @@ func (c *Consumer) fromClasses(q *classQueues) bool {
 	return c.cfg.Policy.Enabled() || q.swept.Load()
 }
 
+// classRound is one pull round's view of a kind's class queues: the round
+// to allocate and, by class, its subject and its messages delivered and
+// not yet acknowledged (running, or handed back and due again).
+type classRound struct {
+	order.Round
+	subjects []string
+	unacked  []int
+}
+
 // pullClasses allocates free slots over q's class queues and pulls them,
 // holding and queueing what arrives; it returns how many arrived.
+//
+// Jobs handed back come first: a class with unacknowledged jobs and none
+// never delivered can give only a job due again (handed back by a
+// stopping or dead worker, a retry), whose task may hold its place on the
+// fleet's quota; a new job taking that place would wait in it while the
+// job it was kept for could not be pulled. Then the free slots are
+// allocated: a class that gives fewer than allotted counts as empty for
+// the rest of the round and its slots go to the next allocation, so the
+// round ends only when every slot is filled or no class has a job to
+// give: a round never idles a place while a job it may start waits.
+// Slots still free go to the other classes with unacknowledged jobs.
 func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, queue chan<- jetstream.Msg) (int, error) {
-	round, subjects, err := c.classRound(ctx, q)
-	if err != nil || len(subjects) == 0 {
+	round, err := c.classRound(ctx, q)
+	if err != nil || len(round.subjects) == 0 {
 		return 0, err
 	}
-	got := 0
-	for range maxAllocations {
+	idle := make([]bool, len(round.Classes))
+	for i, cl := range round.Classes {
+		idle[i] = cl.Waiting == 0
+	}
+	got, err := c.pullHandedBack(ctx, q, &round, free, queue, idle)
+	for err == nil && got < free {
 		round.Free = free - got
-		moved := 0
-		for i, n := range q.stride.Allocate(round) {
-			if n == 0 {
+		takes, allotted := q.stride.Allocate(round.Round), 0
+		for i, n := range takes {
+			if n == 0 || err != nil {
 				continue
 			}
-			k, err := c.pullClass(ctx, q, subjects[i], n, queue)
-			cl := &round.Classes[i]
-			q.stride.Charge(cl.Tenant, c.cfg.Policy.Weight(cl.Tenant), k)
-			got, moved = got+k, moved+k
-			if room, capped := round.Room[cl.Tenant]; capped {
-				round.Room[cl.Tenant] = room - k
-			}
-			if cl.Waiting -= k; k < n {
+			allotted += n
+			var k int
+			k, err = c.pullClass(ctx, q, round.subjects[i], n, queue)
+			got += k
+			round.charge(q, c.cfg.Policy, i, k)
+			if cl := &round.Classes[i]; k < n {
 				cl.Waiting = 0
-			}
-			if err != nil {
-				return got, err
+			} else {
+				cl.Waiting -= k
 			}
 		}
-		if moved == 0 || got == free {
+		if allotted == 0 {
 			break
+		}
+	}
+	if err != nil {
+		return got, err
+	}
+	for i := range idle {
+		idle[i] = !idle[i]
+	}
+	k, err := c.pullHandedBack(ctx, q, &round, free-got, queue, idle)
+	return got + k, err
+}
+
+// charge counts k starts of class i: the tenant's pass and its room.
+func (r *classRound) charge(q *classQueues, p order.Policy, i, k int) {
+	t := r.Classes[i].Tenant
+	q.stride.Charge(t, p.Weight(t), k)
+	if room, capped := r.Room[t]; capped {
+		r.Room[t] = room - k
+	}
+}
+
+// pullHandedBack offers up to free slots to the classes of which (by
+// index) with unacknowledged jobs, most urgent first: a job a worker
+// handed back (stopping, a retry, an AckWait passed) is due again but is
+// not among the jobs its class consumer has never delivered. Its tenant's
+// cap already counts it; a tenant waiting for budget starts nothing.
+func (c *Consumer) pullHandedBack(ctx context.Context, q *classQueues, r *classRound, free int, queue chan<- jetstream.Msg, which []bool) (int, error) {
+	idx := make([]int, 0, len(r.Classes))
+	for i, cl := range r.Classes {
+		if which[i] && r.unacked[i] > 0 && !r.Spent[cl.Tenant] {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return r.Classes[i].Priority - r.Classes[j].Priority })
+	got := 0
+	for _, i := range idx {
+		if got == free {
+			break
+		}
+		k, err := c.pullClass(ctx, q, r.subjects[i], min(free-got, r.unacked[i]), queue)
+		got += k
+		r.charge(q, c.cfg.Policy, i, k)
+		if err != nil {
+			return got, err
 		}
 	}
 	return got, nil
 }
 
-// classRound reads the counts of q's class queues and returns the round
-// to allocate, with the subject of each class.
-func (c *Consumer) classRound(ctx context.Context, q *classQueues) (order.Round, []string, error) {
+// classRound reads q's class queues: which hold messages (one stream
+// info), and for each its class consumer's counts. A class waits with
+// the messages its consumer has not yet delivered, aged from the oldest
+// of those; delivered, unacknowledged ones are running or due again,
+// and count against the tenant's cap.
+func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, error) {
 	p := c.cfg.Policy
 	if q.stream == nil {
 		s, err := c.cfg.JS.Stream(ctx, contract.JobsStream)
 		if err != nil {
-			return order.Round{}, nil, err
+			return classRound{}, err
 		}
 		q.stream = s
 	}
 	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(contract.ClassesFilter(q.kind)))
 	if err != nil {
-		return order.Round{}, nil, err
+		return classRound{}, err
 	}
 	now := time.Now()
-	round := order.Round{Weight: p.Weight, Room: map[string]int{}, Spent: map[string]bool{}, Aging: c.cfg.PriorityAging, Now: now}
-	var subjects []string
+	r := classRound{Round: order.Round{Weight: p.Weight, Room: map[string]int{}, Spent: map[string]bool{}, Aging: c.cfg.PriorityAging, Now: now}}
 	for subject, n := range info.State.Subjects {
 		cl, ok := contract.ParseClassSubject(subject)
 		if !ok || cl.Kind != q.kind || n == 0 {
 			continue
 		}
-		published, err := q.head(ctx, subject, info.State.FirstSeq, now)
+		class, unacked, err := c.readClass(ctx, q, subject, now)
 		if err != nil {
-			return order.Round{}, nil, err
+			return classRound{}, err
 		}
-		subjects = append(subjects, subject)
-		round.Classes = append(round.Classes, order.Class{Priority: cl.Priority, Tenant: cl.Tenant, Waiting: int(n), Head: published})
-		round.Spent[cl.Tenant] = p.WaitingForBudget(cl.Tenant)
+		r.subjects, r.unacked = append(r.subjects, subject), append(r.unacked, unacked)
+		r.Classes = append(r.Classes, class)
+		r.Spent[cl.Tenant] = p.BudgetHolds(cl.Tenant, q.kind)
+		if limit := p.MaxTasks(cl.Tenant, q.kind); limit > 0 {
+			if _, ok := r.Room[cl.Tenant]; !ok {
+				r.Room[cl.Tenant] = limit
+			}
+			r.Room[cl.Tenant] -= unacked
+		}
 	}
-	q.swept.Store(len(subjects) > 0)
+	q.swept.Store(len(r.subjects) > 0)
 	for subject := range q.heads {
 		if info.State.Subjects[subject] == 0 {
 			delete(q.heads, subject)
 		}
 	}
-	if err := c.roomOf(ctx, q, subjects, round.Room); err != nil {
-		return order.Round{}, nil, err
-	}
-	return round, subjects, nil
+	return r, nil
 }
 
-// head returns when the oldest job of a class queue was published, read
-// at most every headTTL.
-func (q *classQueues) head(ctx context.Context, subject string, firstSeq uint64, now time.Time) (time.Time, error) {
+// readClass reads a class queue's consumer: the class as the round sees
+// it, and how many of its messages are delivered and unacknowledged.
+func (c *Consumer) readClass(ctx context.Context, q *classQueues, subject string, now time.Time) (order.Class, int, error) {
+	cl, _ := contract.ParseClassSubject(subject)
+	var info *jetstream.ConsumerInfo
+	for range 2 {
+		cn, err := c.classConsumer(ctx, q, subject)
+		if err != nil {
+			return order.Class{}, 0, err
+		}
+		if info, err = cn.Info(ctx); err == nil {
+			break
+		}
+		// Bound again: a sweep may have deleted it as idle, and a class
+		// with jobs has it made again at once.
+		delete(q.consumers, subject)
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return order.Class{}, 0, fmt.Errorf("consumer of %s: %w", subject, err)
+		}
+	}
+	if info == nil {
+		return order.Class{}, 0, fmt.Errorf("consumer of %s: %w", subject, jetstream.ErrConsumerNotFound)
+	}
+	class := order.Class{Priority: cl.Priority, Tenant: cl.Tenant, Waiting: int(info.NumPending)}
+	if class.Waiting > 0 {
+		var err error
+		if class.Head, err = q.head(ctx, subject, info.Delivered.Stream+1, now); err != nil {
+			return order.Class{}, 0, err
+		}
+	}
+	return class, info.NumAckPending, nil
+}
+
+// head returns when the oldest job of a class queue not yet delivered,
+// the first at or after sequence from, was published, read at most every
+// headTTL.
+func (q *classQueues) head(ctx context.Context, subject string, from uint64, now time.Time) (time.Time, error) {
 	if h, ok := q.heads[subject]; ok && now.Sub(h.read) < headTTL {
 		return h.published, nil
 	}
-	raw, err := q.stream.GetMsg(ctx, max(firstSeq, 1), jetstream.WithGetMsgSubject(subject))
+	raw, err := q.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return time.Time{}, nil // delivered since the count: no aging this round
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("head of %s: %w", subject, err)
 	}
@@ -167,32 +271,6 @@ func (q *classQueues) head(ctx context.Context, subject string, firstSeq uint64,
 	}
 	q.heads[subject] = head{published: published, read: now}
 	return published, nil
-}
-
-// roomOf fills room with how many more jobs each capped tenant may start:
-// its cap less its jobs in flight, the messages its class consumers have
-// delivered and not yet had acknowledged, across the fleet.
-func (c *Consumer) roomOf(ctx context.Context, q *classQueues, subjects []string, room map[string]int) error {
-	for _, subject := range subjects {
-		cl, _ := contract.ParseClassSubject(subject)
-		limit := c.cfg.Policy.MaxTasks(cl.Tenant, q.kind)
-		if limit <= 0 {
-			continue
-		}
-		if _, ok := room[cl.Tenant]; !ok {
-			room[cl.Tenant] = limit
-		}
-		cn, err := c.classConsumer(ctx, q, subject)
-		if err != nil {
-			return err
-		}
-		info, err := cn.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("consumer of %s: %w", subject, err)
-		}
-		room[cl.Tenant] -= info.NumAckPending
-	}
-	return nil
 }
 
 // pullClass pulls up to n jobs of a class queue, without waiting.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,5 +253,73 @@ func TestSweepHandsOverClassOrphans(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(orphaned, []bool{true}) {
 		t.Errorf("deliveries of the class job (orphaned or not): %v, want one handover", orphaned)
+	}
+}
+
+// Admission reads a priority as validation does: a JSON number that is an
+// integer is that integer, however it is written.
+func TestAdmissionReadsIntegerPriorities(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	video := contract.JobSubject("video")
+	jobs := map[string]string{ // job id: its subject once admitted
+		"p10":    contract.ClassSubject("video", 1, "acme"),
+		"p2e0":   contract.ClassSubject("video", 2, "acme"),
+		"p40em1": contract.ClassSubject("video", 4, "acme"),
+		"p15":    contract.ClassSubject("video", 3, "acme"),
+	}
+	bodies := map[string]string{"p10": "1.0", "p2e0": "2e0", "p40em1": "40e-1", "p15": "1.5"}
+	for id, p := range bodies {
+		b.publishJob(t, video, id, fmt.Sprintf(`{"id":%q,"kind":"video","tenant":"acme","priority":%s}`, id, p))
+	}
+	var r recorder
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, Policy: &order.Static{On: true}}, &r)
+	waitFor(t, "every job delivered", func() bool { return len(r.deliveries()) == len(jobs) })
+	for _, d := range r.deliveries() {
+		if d.subject != jobs[d.jobID] {
+			t.Errorf("job %s (priority %s): admitted to %s, want %s", d.jobID, bodies[d.jobID], d.subject, jobs[d.jobID])
+		}
+	}
+}
+
+// A job published with JetStream's publish-control headers (expected
+// stream, sequence or message id, a TTL, a rollup) is admitted: its class
+// copy carries none of them, which would refuse the copy for ever.
+func TestAdmissionDropsPublishControlHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	video := contract.JobSubject("video")
+	b.publishJob(t, video, "plain-1", `{"id":"plain-1","kind":"video","tenant":"acme"}`)
+	m := nats.NewMsg(video)
+	m.Data = []byte(`{"id":"ctl-1","kind":"video","tenant":"acme"}`)
+	m.Header.Set(contract.HeaderMsgID, "ctl-1")
+	m.Header.Set("Nats-Expected-Stream", contract.JobsStream)
+	m.Header.Set("Nats-Expected-Last-Sequence", "1")
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "1")
+	m.Header.Set("Nats-Expected-Last-Msg-Id", "plain-1")
+	m.Header.Set("X-Trace", "kept")
+	if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), m); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]nats.Header{}
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, Policy: &order.Static{On: true}}, handlerFunc(
+		func(_ context.Context, d *consumer.Delivery) consumer.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			got[contract.MessageID(d.Msg.Subject(), d.Msg.Headers())] = d.Msg.Headers()
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "both jobs delivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	h := got["ctl-1"]
+	for k := range h {
+		if strings.HasPrefix(k, "Nats-Expected-") {
+			t.Errorf("the class copy of ctl-1 carries %s: %v", k, h[k])
+		}
+	}
+	if h.Get("X-Trace") != "kept" {
+		t.Errorf("the class copy of ctl-1 lost its header X-Trace: %v", h)
 	}
 }

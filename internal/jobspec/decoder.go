@@ -265,13 +265,28 @@ func (d *decoder) integer(path string, raw json.RawMessage, dst *int, lo, hi int
 		d.add(path, rule+", got "+jsonTypeNames[typeOf(raw)])
 		return false
 	}
-	n, ok := parseInteger(string(bytes.TrimSpace(raw)))
-	if !ok || n < lo || n > hi {
+	n, ok := Integer(raw, lo, hi)
+	if !ok {
 		d.add(path, rule)
 		return false
 	}
-	*dst = int(n)
+	*dst = n
 	return true
+}
+
+// Integer reads raw as validation reads an integer field: a JSON number
+// that is an integer, however written (1, 1.0, 1e0), from lo to hi.
+// Whoever reads a field of a spec before it is validated (admission reads
+// the priority) reads it with this, so that both agree.
+func Integer(raw json.RawMessage, lo, hi int64) (int, bool) {
+	if typeOf(raw) != jsonNumber {
+		return 0, false
+	}
+	n, ok := parseInteger(string(bytes.TrimSpace(raw)))
+	if !ok || n < lo || n > hi {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // intPtr is integer into a freshly allocated *int.

@@ -159,7 +159,7 @@ func TestStrideNoBankedCredit(t *testing.T) {
 func TestStaticNil(t *testing.T) {
 	t.Parallel()
 	var p *Static
-	if p.Enabled() || p.Weight("a") != 1 || p.MaxTasks("a", "video") != 0 || p.WaitingForBudget("a") {
+	if p.Enabled() || p.Weight("a") != 1 || p.MaxTasks("a", "video") != 0 || p.BudgetHolds("a", "video") {
 		t.Error("a nil Static is not the no-op policy")
 	}
 	s := &Static{On: true, Weights: map[string]float64{"a": 3, "b": -1}}

@@ -26,9 +26,10 @@ type Policy interface {
 	// MaxTasks is the most jobs of tenant and kind in flight at once across
 	// the fleet; 0 means no cap.
 	MaxTasks(tenant, kind string) int
-	// WaitingForBudget reports whether tenant's budget is spent for this
-	// period: none of its jobs starts.
-	WaitingForBudget(tenant string) bool
+	// BudgetHolds reports whether tenant's jobs of kind wait for budget:
+	// its budget is spent for this period and kind's jobs are priced, so
+	// none of them starts. Jobs a budget cannot hold back start.
+	BudgetHolds(tenant, kind string) bool
 }
 
 // Static is a Policy of fixed settings. Its zero value, like a nil
@@ -41,7 +42,7 @@ type Static struct {
 	Weights map[string]float64
 	// Caps by tenant and kind (MaxTasks).
 	Caps map[string]map[string]int
-	// Spent lists the tenants waiting for budget.
+	// Spent lists the tenants waiting for budget, for every kind.
 	Spent map[string]bool
 }
 
@@ -68,5 +69,5 @@ func (s *Static) MaxTasks(tenant, kind string) int {
 	return s.Caps[tenant][kind]
 }
 
-// WaitingForBudget reports whether tenant is listed in s.Spent.
-func (s *Static) WaitingForBudget(tenant string) bool { return s != nil && s.Spent[tenant] }
+// BudgetHolds reports whether tenant is listed in s.Spent.
+func (s *Static) BudgetHolds(tenant, _ string) bool { return s != nil && s.Spent[tenant] }

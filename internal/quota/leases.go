@@ -57,9 +57,9 @@ type leases struct {
 	// it may is starved only when it has not (else an idle worker would
 	// hold the others to their fair share).
 	drained bool
-	// reserved are the deadlines of jobs the consumer pulled on this
-	// worker's word (reserve) that have not asked for a lease yet.
-	reserved []time.Time
+	// reserved are the jobs the consumer pulled on this worker's word
+	// (reserve) that have not asked for a lease yet.
+	reserved []reservation
 	// view is the board as last read or written, live at viewAt.
 	view   board
 	viewAt time.Time
@@ -68,6 +68,9 @@ type leases struct {
 	// announced (its alive subject answers, see watch).
 	replies   map[string]string
 	announced bool
+	// kinds are the kinds of the jobs this worker holds or wants a lease
+	// for, which their leases carry.
+	kinds map[string]string
 	// inst is this process's life (watch), which its leases carry once
 	// announced.
 	inst string
@@ -78,6 +81,14 @@ type leases struct {
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
+}
+
+// reservation is one job the consumer may pull: of kind, until its
+// deadline, on a handed-back lease of kind (back) or on a free place.
+type reservation struct {
+	kind  string
+	until time.Time
+	back  bool
 }
 
 // request is one job waiting for a lease.
@@ -93,7 +104,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
-		replies: map[string]string{}, gone: map[life]bool{}, changed: make(chan struct{}),
+		replies: map[string]string{}, kinds: map[string]string{}, gone: map[life]bool{}, changed: make(chan struct{}),
 	}
 }
 
@@ -104,18 +115,18 @@ func (l *leases) poke() {
 	}
 }
 
-// acquire waits until job, delivered with reply, holds a lease, or ctx
-// ends.
-func (l *leases) acquire(ctx context.Context, job, reply string) error {
+// acquire waits until job, of kind, delivered with reply, holds a lease,
+// or ctx ends.
+func (l *leases) acquire(ctx context.Context, kind, job, reply string) error {
 	req := &request{job: job, granted: make(chan struct{})}
 	l.mu.Lock()
-	l.setReply(job, reply)
+	l.setReply(kind, job, reply)
 	if l.keep[job] {
 		l.refs[job]++
 		l.mu.Unlock()
 		return nil
 	}
-	l.unreserveLocked()
+	l.unreserveLocked(kind)
 	l.want = append(l.want, req)
 	l.mu.Unlock()
 	l.poke()
@@ -137,18 +148,20 @@ func (l *leases) acquire(ctx context.Context, job, reply string) error {
 	return ctx.Err()
 }
 
-// setReply keeps the ack subject of job's latest delivery on this worker.
-func (l *leases) setReply(job, reply string) {
+// setReply keeps job's kind and the ack subject of its latest delivery on
+// this worker.
+func (l *leases) setReply(kind, job, reply string) {
+	l.kinds[job] = kind
 	if reply = ackSubject(reply); reply != "" {
 		l.replies[job] = reply
 	}
 }
 
 // takeOver makes job's lease this worker's, whatever the limit.
-func (l *leases) takeOver(job, reply string) {
+func (l *leases) takeOver(kind, job, reply string) {
 	l.mu.Lock()
-	l.setReply(job, reply)
-	l.unreserveLocked()
+	l.setReply(kind, job, reply)
+	l.unreserveLocked(kind)
 	l.refs[job]++
 	delete(l.drop, job)
 	delete(l.handBack, job)
@@ -172,6 +185,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.keep, job)
 	delete(l.take, job)
 	delete(l.replies, job)
+	delete(l.kinds, job)
 	if handBack {
 		l.handBack[job] = l.clock.Now().Add(max(redeliverIn, 0))
 	} else {
@@ -181,13 +195,13 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	l.poke()
 }
 
-// unreserve drops n reservations the consumer's pull did not use; pulled
-// tells whether it was a pull's leftover, which says whether the stream
-// ran dry (see drained).
-func (l *leases) unreserve(n int, pulled bool) {
+// unreserve drops n reservations of kind the consumer's pull did not
+// use; pulled tells whether it was a pull's leftover, which says whether
+// the stream ran dry (see drained).
+func (l *leases) unreserve(kind string, n int, pulled bool) {
 	l.mu.Lock()
 	for range n {
-		l.unreserveLocked()
+		l.unreserveLocked(kind)
 	}
 	if pulled {
 		l.drained = n > 0
@@ -195,19 +209,27 @@ func (l *leases) unreserve(n int, pulled bool) {
 	l.mu.Unlock()
 }
 
-func (l *leases) unreserveLocked() {
-	if len(l.reserved) > 0 {
-		l.reserved = l.reserved[1:]
+// unreserveLocked drops one reservation of kind, one on a free place
+// first: a job that asks for its lease and is not the handed-back one
+// leaves the handed-back place to that job's delivery.
+func (l *leases) unreserveLocked(kind string) {
+	i := slices.IndexFunc(l.reserved, func(r reservation) bool { return r.kind == kind && !r.back })
+	if i < 0 {
+		i = slices.IndexFunc(l.reserved, func(r reservation) bool { return r.kind == kind })
+	}
+	if i >= 0 {
+		l.reserved = slices.Delete(l.reserved, i, i+1)
 	}
 }
 
-// reserve returns how many of n jobs the consumer may pull now, and holds
-// that many places until the jobs ask for their lease (or a ttl passes).
-func (l *leases) reserve(n int) int {
+// reserve returns how many of n jobs of kind the consumer may pull now,
+// and holds that many places until the jobs ask for their lease (or a ttl
+// passes).
+func (l *leases) reserve(kind string, n int) int {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.reserved = slices.DeleteFunc(l.reserved, func(t time.Time) bool { return !t.After(now) })
+	l.reserved = slices.DeleteFunc(l.reserved, func(r reservation) bool { return !r.until.After(now) })
 	if l.viewAt.IsZero() {
 		// The board has not been read yet: a worker that joins a full
 		// fleet must not pull a burst of jobs it cannot start.
@@ -217,9 +239,13 @@ func (l *leases) reserve(n int) int {
 	v := l.view.live(now.UnixMilli())
 	free := min(l.limit-len(v.Leases), fairShare(v, l.holder, l.limit)-v.held(l.holder))
 	// A job handed back counts until its next delivery takes its lease
-	// over: that delivery must be pulled whatever the limit.
-	allow := max(free, 0) + v.handedBack() - len(l.want) - len(l.reserved)
-	allow = min(max(allow, 0), n)
+	// over: that delivery must be pulled whatever the limit, and only it.
+	// Its place is no other job's: not another kind's (handedBackFor),
+	// not a job already waiting for a free place (want counts against
+	// free only).
+	back := max(v.handedBackFor(kind, now.UnixMilli(), l.ttl)-l.reservedFor(kind, true), 0)
+	shared := max(free-len(l.want)-l.reservedFor("", false), 0)
+	allow := min(back+shared, n)
 	if allow < n || now.Sub(l.viewAt) > pollEvery {
 		// Read the board again soon: it may have moved since.
 		defer l.poke()
@@ -229,10 +255,22 @@ func (l *leases) reserve(n int) int {
 	} else {
 		l.starved = time.Time{}
 	}
-	for range allow {
-		l.reserved = append(l.reserved, now.Add(l.ttl))
+	for i := range allow {
+		l.reserved = append(l.reserved, reservation{kind: kind, until: now.Add(l.ttl), back: i < back})
 	}
 	return allow
+}
+
+// reservedFor counts the reservations on handed-back leases of kind
+// (back), or on free places of any kind.
+func (l *leases) reservedFor(kind string, back bool) int {
+	n := 0
+	for _, r := range l.reserved {
+		if r.back == back && (!back || r.kind == kind) {
+			n++
+		}
+	}
+	return n
 }
 
 // run keeps the board in step with the worker's requests until ctx ends,
@@ -290,6 +328,7 @@ func (l *leases) intent() intent {
 	if l.announced {
 		in.reply, in.inst = maps.Clone(l.replies), l.inst
 	}
+	in.kind = maps.Clone(l.kinds)
 	for g := range l.gone {
 		in.gone = append(in.gone, g)
 	}

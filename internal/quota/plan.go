@@ -47,6 +47,11 @@ type lease struct {
 	// Inst names the holder's process life that wrote the lease (see
 	// watch): a restarted worker keeps its name, not its life.
 	Inst string `json:"inst,omitempty"`
+	// Kind is the job's kind. Handed back, the lease lets only a job of
+	// its kind be pulled (handedBackFor): a kind sharing the resource
+	// must not spend the place kept for the job's next delivery. Empty on
+	// a lease written before kinds were: any kind may pull for it.
+	Kind string `json:"kind,omitempty"`
 }
 
 // waiter is a worker with jobs waiting for a lease.
@@ -108,6 +113,21 @@ func (bd board) held(holder string) int {
 
 // handedBack counts the leases handed back with their job (holder "").
 func (bd board) handedBack() int { return bd.held("") }
+
+// handedBackFor counts the leases handed back with a job of kind whose
+// next delivery is due by now (its lease lives a ttl past it, see
+// intent.handBack): the jobs of kind a consumer may pull to take them
+// over. One not yet due leaves no place to pull for: the pull would take
+// another job, which would then wait in the place kept for this one.
+func (bd board) handedBackFor(kind string, now int64, ttl time.Duration) int {
+	n := 0
+	for _, l := range bd.Leases {
+		if l.Holder == "" && (l.Kind == kind || l.Kind == "") && l.Exp-ttl.Milliseconds() <= now {
+			n++
+		}
+	}
+	return n
+}
 
 // waitingJobs is the number of jobs waiting across the fleet.
 func (bd board) waitingJobs() int {
@@ -186,9 +206,16 @@ type intent struct {
 	reply map[string]string
 	// inst is the worker's process life, written with reply.
 	inst string
+	// kind is the kind of each held or wanted job.
+	kind map[string]string
 	// gone are other holders' lives known dead (watch): their leases are
 	// handed back, and the waiting entry of a holder gone silent dropped.
 	gone []life
+}
+
+// lease is job id's lease as the worker writes it, expiring at exp.
+func (in intent) lease(id string, exp int64) lease {
+	return lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst, Kind: in.kind[id]}
 }
 
 // outcome is a planned board and what it means for the worker.
@@ -260,7 +287,7 @@ func planGone(next board, in intent, out *outcome) {
 		if l.Holder == "" || !slices.Contains(in.gone, life{l.Holder, l.Inst}) {
 			continue
 		}
-		next.Leases[id] = lease{Exp: max(l.Exp, exp)}
+		next.Leases[id] = lease{Exp: max(l.Exp, exp), Kind: l.Kind}
 		if out.handedOver == nil {
 			out.handedOver = map[string]lease{}
 		}
@@ -281,7 +308,7 @@ func planHeld(next board, in intent, out *outcome) {
 	// left as it is, so a worker writes about twice per ttl when nothing
 	// else changes.
 	fresh := func(id string, l lease) bool {
-		return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 && l.Reply == in.reply[id] && l.Inst == in.inst
+		return l.Holder == in.holder && l.Exp-now > in.ttl.Milliseconds()/2 && l == in.lease(id, l.Exp)
 	}
 
 	for _, id := range in.drop {
@@ -291,7 +318,7 @@ func planHeld(next board, in intent, out *outcome) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(in.handBack)) {
 		if l, ok := next.Leases[id]; ok && l.Holder == in.holder {
-			next.Leases[id] = lease{Exp: max(l.Exp, in.handBack[id])}
+			next.Leases[id] = lease{Exp: max(l.Exp, in.handBack[id]), Kind: l.Kind}
 		}
 	}
 	for _, id := range in.take {
@@ -299,7 +326,7 @@ func planHeld(next board, in intent, out *outcome) {
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
+			next.Leases[id] = in.lease(id, exp)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(in.keep)) {
@@ -311,7 +338,7 @@ func planHeld(next board, in intent, out *outcome) {
 			if !ok {
 				out.putBack = append(out.putBack, id)
 			}
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
+			next.Leases[id] = in.lease(id, exp)
 		}
 	}
 }
@@ -333,7 +360,7 @@ func planWanted(next board, in intent, out *outcome) {
 		l, ok := next.Leases[id]
 		switch {
 		case ok && (l.Holder == in.holder || l.Holder == ""):
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
+			next.Leases[id] = in.lease(id, exp)
 			out.granted = append(out.granted, id)
 		case ok:
 			held++
@@ -346,7 +373,7 @@ func planWanted(next board, in intent, out *outcome) {
 		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
-			next.Leases[id] = lease{Holder: in.holder, Exp: exp, Reply: in.reply[id], Inst: in.inst}
+			next.Leases[id] = in.lease(id, exp)
 			out.granted = append(out.granted, id)
 		}
 		rest = rest[n:]

@@ -247,7 +247,7 @@ func TestPlanGone(t *testing.T) {
 	dead := board{Limit: 5, Grace: 120000,
 		Waiting: map[string]waiter{"w2": {Jobs: 3, Exp: later.UnixMilli()}, "w1": {Jobs: 1, Exp: later.UnixMilli()}},
 		Leases: map[string]lease{
-			"a": {Holder: "w2", Exp: t0.Add(40 * time.Second).UnixMilli(), Reply: "$JS.ACK.a", Inst: "life-1"},
+			"a": {Holder: "w2", Exp: t0.Add(40 * time.Second).UnixMilli(), Reply: "$JS.ACK.a", Inst: "life-1", Kind: "video"},
 			"b": {Holder: "w2", Exp: t0.Add(20 * time.Second).UnixMilli(), Reply: "$JS.ACK.b", Inst: "life-1"},
 			// w2's new life, started since, holds e.
 			"e": {Holder: "w2", Exp: later.UnixMilli(), Reply: "$JS.ACK.e", Inst: "life-2"},
@@ -268,6 +268,15 @@ func TestPlanGone(t *testing.T) {
 			if l := out.next.Leases[id]; l.Holder != "" || l.Exp != later.UnixMilli() || l.Reply != "" {
 				t.Errorf("lease %s after the hand-over: %+v", id, l)
 			}
+		}
+		// Kept for a's kind: a speech job may not be pulled on it; b,
+		// written before kinds were, counts for any kind.
+		if l := out.next.Leases["a"]; l.Kind != "video" {
+			t.Errorf("lease a handed over without its kind: %+v", l)
+		}
+		now := t0.UnixMilli()
+		if v, s := out.next.handedBackFor("video", now, time.Minute), out.next.handedBackFor("speech", now, time.Minute); v != 2 || s != 1 {
+			t.Errorf("handed back for video %d, for speech %d; want 2 and 1", v, s)
 		}
 		if _, ok := out.next.Waiting["w2"]; ok || out.next.handedBack() != 2 || out.next.held("w1") != 1 || out.next.Leases["e"].Holder != "w2" {
 			t.Errorf("board after the hand-over: %+v", out.next)

@@ -13,7 +13,10 @@
 // TTL past the job's next delivery, and one expired with a dead worker
 // counts two TTLs more, as "handed back", which lets the consumers pull
 // the job to take it over but starts no new task in its place; one nobody
-// takes over then lapses. Two deliveries of one job share its lease. While
+// takes over then lapses. A handed-back lease is kept for its job: it lets
+// a consumer pull one job of its kind once its delivery is due, and a job
+// of another kind, or one already waiting for a free place, does not take
+// it. Two deliveries of one job share its lease. While
 // another worker waits, no worker takes more than its fair share (the
 // limit split between the workers holding or waiting). The runner asks
 // for a lease before each paid submit and gives it back once the task is
@@ -225,7 +228,7 @@ func (f *Fleet) Acquire(ctx context.Context, kind, job, reply string) (*Lease, e
 	if l == nil {
 		return nil, nil
 	}
-	if err := l.acquire(ctx, job, reply); err != nil {
+	if err := l.acquire(ctx, kind, job, reply); err != nil {
 		return nil, err
 	}
 	return &Lease{l: l, job: job}, nil
@@ -250,7 +253,7 @@ func (f *Fleet) Take(kind, job, reply string) *Lease {
 	if l == nil {
 		return nil
 	}
-	l.takeOver(job, reply)
+	l.takeOver(kind, job, reply)
 	return &Lease{l: l, job: job}
 }
 
@@ -281,7 +284,7 @@ func (f *Fleet) Reserve(kind string, n int) int {
 	if l == nil {
 		return n
 	}
-	return l.reserve(n)
+	return l.reserve(kind, n)
 }
 
 // Changed returns a channel closed when this worker next sees kind's
@@ -303,7 +306,7 @@ func (f *Fleet) Changed(kind string) <-chan struct{} {
 // the stream has run dry for now.
 func (f *Fleet) Unreserve(kind string, n int) {
 	if l := f.leases(kind); l != nil {
-		l.unreserve(max(n, 0), true)
+		l.unreserve(kind, max(n, 0), true)
 	}
 }
 
@@ -311,7 +314,7 @@ func (f *Fleet) Unreserve(kind string, n int) {
 // ended before asking for a lease (Acquire and Take drop it themselves).
 func (f *Fleet) DropReservation(kind string) {
 	if l := f.leases(kind); l != nil {
-		l.unreserve(1, false)
+		l.unreserve(kind, 1, false)
 	}
 }
 

@@ -353,3 +353,47 @@ func TestABoardReadBehindTheLeaderHoldsNobodyUp(t *testing.T) {
 		t.Errorf("the window counts %d requests, want 30", st.RateUsed)
 	}
 }
+
+// A lease handed back counts for its own job's next delivery only: on a
+// resource two kinds share (media: video and speech), the other kind may
+// not pull a job on it, and a job of the other kind already waiting for a
+// place does not take it from the delivery it is kept for. Otherwise the
+// lease lapses while its task still runs, the job waiting in its place
+// starts, and the fleet is over its quota.
+func TestHandedBackLeaseIsKeptForItsJob(t *testing.T) {
+	t.Parallel()
+	_, f1, _, f2 := twoWorkers(t, quota.Limits{MediaTasks: 1})
+	ctx := testenv.Context(t, 30*time.Second)
+
+	l, err := f1.Acquire(ctx, "video", "v", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.HandBack(0) // the task still runs upstream; its job comes back
+	eventually(t, "w2 sees the handed-back lease", func() bool {
+		n := f2.Reserve("video", 1)
+		f2.Unreserve("video", n)
+		return n == 1
+	})
+	if n := f2.Reserve("speech", 1); n != 0 {
+		t.Errorf("w2 may pull %d speech job on the video job's handed-back lease, want 0", n)
+		f2.Unreserve("speech", n)
+	}
+	// A speech job waiting for a place on w2 does not hold the video job's
+	// next delivery back.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _, _ = f2.Acquire(sctx, "speech", "s", "") }()
+	eventually(t, "the speech job waits on w2", func() bool {
+		st := f2.Statuses()
+		return len(st) == 1 && st[0].WaitingHere == 1
+	})
+	if n := f2.Reserve("video", 1); n != 1 {
+		t.Errorf("with a speech job waiting, w2 may pull %d video job for the handed-back lease, want 1", n)
+	}
+	f2.Take("video", "v", "")
+	eventually(t, "w2 holds v, s still waits", func() bool {
+		st := f2.Statuses()
+		return st[0].Held == 1 && st[0].InUse == 1 && st[0].WaitingHere == 1
+	})
+}

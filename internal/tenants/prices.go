@@ -58,6 +58,20 @@ func (p *Prices) Has(rule string) bool {
 	return ok
 }
 
+// PricesKind reports whether the table has a rule for some unit of kind
+// (the rules of a kind are named <kind>.<unit>).
+func (p *Prices) PricesKind(kind string) bool {
+	if p == nil {
+		return false
+	}
+	for rule := range p.Rules {
+		if strings.HasPrefix(rule, kind+".") {
+			return true
+		}
+	}
+	return false
+}
+
 // Price is the price of rule, 0 when absent.
 func (p *Prices) Price(rule string) float64 {
 	if p == nil {

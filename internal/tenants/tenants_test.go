@@ -17,7 +17,7 @@ type Policy interface {
 	Enabled() bool
 	Weight(tenant string) float64
 	MaxTasks(tenant, kind string) int
-	WaitingForBudget(tenant string) bool
+	BudgetHolds(tenant, kind string) bool
 }
 
 var _ Policy = (*tenants.View)(nil)

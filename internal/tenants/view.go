@@ -198,6 +198,14 @@ func (v *View) WaitingForBudget(tenant string) bool {
 	return spent+reserved >= s.Budget.Credits
 }
 
+// BudgetHolds reports whether tenant's jobs of kind wait for budget: the
+// tenant is waiting for budget and the price table prices some unit of
+// kind. A job of a kind the table does not price is never reserved, so
+// no budget holds it back (the scheduler's Policy).
+func (v *View) BudgetHolds(tenant, kind string) bool {
+	return v.WaitingForBudget(tenant) && v.Prices().PricesKind(kind)
+}
+
 // Prices returns the price table, nil when none is set.
 func (v *View) Prices() *Prices {
 	v.mu.RLock()
