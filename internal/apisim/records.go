@@ -10,11 +10,13 @@ import (
 // task, a compute job or a container instance. Owner is what sluice named
 // it with (a task's prompt or text, a job's name, an instance's name):
 // the test that chose those names knows which sluice job each belongs to.
-// Alive is true while it runs or is billed.
+// Where is a compute job's work directory (jobs may share a name, not a
+// directory). Alive is true while it runs or is billed.
 type Record struct {
 	Kind  string // "task", "job" or "instance"
 	ID    string
 	Owner string
+	Where string
 	Alive bool
 }
 
@@ -44,7 +46,7 @@ func (c *Compute) Records() []Record {
 	out := make([]Record, 0, len(c.jobs))
 	for _, j := range c.jobs {
 		alive := !j.ended() && now.Before(j.endAt())
-		out = append(out, Record{Kind: "job", ID: j.id, Owner: j.name, Alive: alive})
+		out = append(out, Record{Kind: "job", ID: j.id, Owner: j.name, Where: j.workDir, Alive: alive})
 	}
 	c.mu.Unlock()
 	if c.ctr != nil {
