@@ -75,8 +75,8 @@ func (r *run) checkUpstream(evs []events.Event, recs []apisim.Record) []Violatio
 	owner := map[string]string{}
 	paid := map[string]int{}
 	for _, rec := range recs {
-		owner[rec.ID] = familyOf(rec.Owner)
-		paid[familyOf(rec.Owner)]++
+		owner[rec.ID] = familyOf(rec)
+		paid[familyOf(rec)]++
 	}
 	endedJobs, explained := map[string]map[string]bool{}, map[string]bool{}
 	var out []Violation
@@ -104,7 +104,7 @@ func (r *run) checkUpstream(evs []events.Event, recs []apisim.Record) []Violatio
 		}
 	}
 	for _, rec := range recs {
-		f := familyOf(rec.Owner)
+		f := familyOf(rec)
 		if rec.Alive && len(endedJobs[f]) == members[f] && !explained[f] {
 			out = append(out, Violation{invAliveAfterEnd, f, fmt.Sprintf("%s %s still alive", rec.Kind, rec.ID)})
 		}

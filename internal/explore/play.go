@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobclient"
@@ -37,7 +41,7 @@ func (r *run) roleIn(text string) string {
 	}
 	for _, rec := range append(r.media.Records(), r.compute.Records()...) {
 		if strings.Contains(text, rec.ID) {
-			return roleName(familyOf(rec.Owner))
+			return roleName(familyOf(rec))
 		}
 	}
 	return "-"
@@ -47,30 +51,72 @@ func (r *run) roleIn(text string) string {
 // schedule, so points can be counted across schedules.
 func roleName(id string) string { return strings.TrimPrefix(id, "exp-") }
 
-// familyOf is the family a prompt or name was made for.
-func familyOf(owner string) string {
-	f := strings.Fields(owner)
-	if len(f) >= 2 && f[0] == "explore" {
+// familyOf is the job family an upstream object was made for: the job
+// its prompt names, else the one its work directory is for, else the
+// instance's name (sluice-<job id>).
+func familyOf(rec apisim.Record) string {
+	if f := strings.Fields(rec.Owner); len(f) >= 2 && f[0] == "explore" {
 		return f[1]
 	}
-	return owner
+	if rec.Where != "" {
+		return path.Base(rec.Where)
+	}
+	return strings.TrimPrefix(rec.Owner, "sluice-")
 }
 
-// publish sends job i's spec; again publishes it a second time without
-// the message id, so JetStream delivers the same job id twice.
-func (r *run) publish(ctx context.Context, id string, dedup bool) error {
-	spec := map[string]any{
+// sharedName is the compute job name the schedule's compute jobs share.
+const sharedName = "explore-shared"
+
+// videoSpec is a video job whose prompt names it.
+func videoSpec(id string) map[string]any {
+	return map[string]any{
 		"id": id, "kind": "video",
 		"video": map[string]any{
 			"model": "video-model", "input": map[string]any{"prompt": prompt(id)},
 			"parameters": map[string]any{"resolution": "768P", "duration": 5, "ratio": "16:9"},
 		},
 	}
+}
+
+// computeSpec is a compute job named sharedName whose work directory
+// names it; its script is the schedule's script object (putScript).
+func (r *run) computeSpec(id string) map[string]any {
+	dir := "/public/home/alice/" + id
+	return map[string]any{
+		"id": id, "kind": "compute",
+		"compute": map[string]any{
+			"template": map[string]string{"type": "BASIC", "name": "BASE"},
+			"job": map[string]any{
+				"name": sharedName, "queue": "normal", "nodes": 1, "ppn": 1, "wall_time": "00:10:00",
+				"work_dir": dir, "script": dir + "/run.sh",
+			},
+			"inputs":  []map[string]any{{"from": r.scriptURL, "to": dir, "cover": true}},
+			"outputs": []string{dir + "/result.dat"},
+		},
+	}
+}
+
+// putScript stores the compute jobs' script in S3 under the schedule's
+// prefix.
+func (r *run) putScript(ctx context.Context) error {
+	key := r.cfg.S3Prefix + "/inputs/run.sh"
+	_, err := r.s3.Client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(r.s3.Bucket), Key: aws.String(key),
+		Body: strings.NewReader("#!/bin/sh\necho exploring\n#SIM output result.dat 1K\n"),
+	})
+	r.scriptURL = "s3://" + r.s3.Bucket + "/" + key
+	return err
+}
+
+// publish sends a job's spec; with dedup false it carries no message id,
+// so a second publish makes JetStream deliver the same job id twice.
+func (r *run) publish(ctx context.Context, kind string, spec map[string]any, dedup bool) error {
+	id, _ := spec["id"].(string)
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(contract.JobSubject("video"))
+	m := nats.NewMsg(contract.JobSubject(kind))
 	m.Data = data
 	if dedup {
 		m.Header.Set(contract.HeaderMsgID, id)
@@ -87,15 +133,27 @@ func (r *run) play(ctx context.Context) ([]events.Event, error) {
 	if err := contract.EnsureJobsStream(ctx, r.nats.JS, contract.Options{}); err != nil {
 		return nil, err
 	}
+	if err := r.putScript(ctx); err != nil {
+		return nil, fmt.Errorf("compute script: %w", err)
+	}
 	r.startWorker()
-	for i := 1; i <= jobsPerRun; i++ {
+	for i := 1; i <= videoJobs+computeJobs; i++ {
 		r.addJob(job{id: jobID(i), family: jobID(i)})
-		if err := r.publish(ctx, jobID(i), true); err != nil {
+		kind, spec := "video", videoSpec(jobID(i))
+		if i > videoJobs {
+			kind, spec = "compute", r.computeSpec(jobID(i))
+		}
+		if err := r.publish(ctx, kind, spec, true); err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
 	}
 	if hash(r.seed, "duplicate")%2 == 0 {
-		if err := r.publish(ctx, jobID(1), false); err != nil {
+		if err := r.publish(ctx, "video", videoSpec(jobID(1)), false); err != nil {
+			return nil, fmt.Errorf("publish again: %w", err)
+		}
+	}
+	if hash(r.seed, "duplicate compute")%2 == 0 {
+		if err := r.publish(ctx, "compute", r.computeSpec(jobID(videoJobs+1)), false); err != nil {
 			return nil, fmt.Errorf("publish again: %w", err)
 		}
 	}

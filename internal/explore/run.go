@@ -25,7 +25,10 @@ const (
 	ackWait    = 2 * time.Second
 	taskTime   = 300 * time.Millisecond
 	fleetTasks = 2
-	jobsPerRun = 3
+	// videoJobs video jobs, then computeJobs compute jobs sharing one
+	// compute job name.
+	videoJobs   = 3
+	computeJobs = 2
 	// settleBound is how long a schedule waits for every job's terminal
 	// event: far past the longest path a schedule allows (two crashes and
 	// their AckWaits, a few delays past AckWait, spaced retries), so a
@@ -51,7 +54,10 @@ type run struct {
 	compute *apisim.Compute
 	cfg     config.Config
 	t       testing.TB
-	logs    *testenv.SyncBuffer
+	s3      *testenv.S3Env
+	// scriptURL is the compute jobs' script (putScript).
+	scriptURL string
+	logs      *testenv.SyncBuffer
 
 	mu      sync.Mutex
 	jobs    []job
@@ -71,13 +77,14 @@ func (w *workerRun) isDead() bool { return w.dead.Load() }
 
 // newRun starts a schedule's world.
 func newRun(t testing.TB, seed uint64, s3 *testenv.S3Env) *run {
-	r := &run{seed: seed, sched: newSchedule(seed), ackWait: ackWait, done: make(chan struct{}), logs: &testenv.SyncBuffer{}, t: t}
+	r := &run{seed: seed, sched: newSchedule(seed), ackWait: ackWait, done: make(chan struct{}), logs: &testenv.SyncBuffer{}, t: t, s3: s3}
 	r.nats = testenv.StartNATS(t)
 	r.media = apisim.NewMedia(apisim.MediaConfig{APIKey: "sk-explore", TaskDuration: taskTime, PendingFor: taskTime / 3, ResultSize: 1 << 10})
-	r.compute = apisim.NewCompute(apisim.ComputeConfig{User: "alice", Password: "pw-explore", OrgID: "org-1", Root: t.TempDir()})
+	r.compute = apisim.NewCompute(apisim.ComputeConfig{User: "alice", Password: "pw-explore", OrgID: "org-1", Root: t.TempDir(),
+		QueuedFor: taskTime / 3, RunFor: taskTime})
 	t.Cleanup(func() { _ = r.compute.Close() })
 	r.cfg = config.Config{
-		DataDir: t.TempDir(), Kinds: []string{"video"},
+		DataDir: t.TempDir(), Kinds: []string{"video", "compute"},
 		S3Endpoint: s3.Endpoint, S3Region: "us-east-1", S3Bucket: s3.Bucket, S3Prefix: fmt.Sprintf("explore/%d", seed), S3PathStyle: true,
 		S3AccessKeyID: "sluice", S3SecretAccessKey: "s3-explore",
 		MediaAPIKey: "sk-explore", ComputeUser: "alice", ComputePassword: "pw-explore", ComputeOrgID: "org-1",
