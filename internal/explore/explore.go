@@ -7,8 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
+
+// logTail is how much of the workers' logs a failed schedule shows
+// (its last bytes).
+var logTail = 16 << 10
 
 // Result is what one schedule found.
 type Result struct {
@@ -35,16 +41,32 @@ func Run(t testing.TB, seed uint64, s3 *testenv.S3Env) Result {
 	if final, err := r.events(ctx); err == nil {
 		evs = final
 	}
-	res := Result{Seed: seed, Violations: r.check(evs)}
+	res := Result{Seed: seed, Violations: r.check(evs, r.submits(ctx))}
 	res.Points, res.Faults = r.sched.points()
 	r.mu.Lock()
 	res.Workers = len(r.workers)
 	r.mu.Unlock()
 	if t.Failed() || len(res.Violations) > 0 {
 		logs := r.logs.String()
-		t.Logf("seed %d worker logs (last 16 KiB):\n%s", seed, logs[max(0, len(logs)-16<<10):])
+		t.Logf("seed %d worker logs (last 16 KiB):\n%s", seed, logs[max(0, len(logs)-logTail):])
 	}
 	return res
+}
+
+// submits is each job's record's count of submissions sent upstream.
+func (r *run) submits(ctx context.Context) map[string]int {
+	out := map[string]int{}
+	kv, err := r.nats.JS.KeyValue(ctx, contract.StateBucket)
+	if err != nil {
+		return out
+	}
+	store := state.NewStore(kv, "explore", time.Now)
+	for _, j := range r.jobs {
+		if rec, _, err := store.Get(ctx, j.id); err == nil {
+			out[j.id] = rec.Submits
+		}
+	}
+	return out
 }
 
 // stopWorkers ends every worker, the dead ones included, and waits until
