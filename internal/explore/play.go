@@ -96,6 +96,22 @@ func (r *run) computeSpec(id string) map[string]any {
 	}
 }
 
+// containerSpec is a short container job with one output.
+func containerSpec(id string) map[string]any {
+	return map[string]any{
+		"id": id, "kind": "container",
+		"container": map[string]any{
+			"instance": map[string]any{
+				"image": "registry.test:5000/gpu/admin/base/torch:2.1", "version": "torch:2.1",
+				"accelerator": "gpu", "resource_group": "TeslaM40", "cpus": 1, "gpus": 1, "ram_mb": 4096,
+				"timeout": "00:10:00",
+			},
+			"script":  "echo exploring\n#SIM output model.bin 1K\nexit 0\n",
+			"outputs": []string{"/public/home/alice/sluice/" + id + "/model.bin"},
+		},
+	}
+}
+
 // putScript stores the compute jobs' script in S3 under the schedule's
 // prefix.
 func (r *run) putScript(ctx context.Context) error {
@@ -137,10 +153,13 @@ func (r *run) play(ctx context.Context) ([]events.Event, error) {
 		return nil, fmt.Errorf("compute script: %w", err)
 	}
 	r.startWorker()
-	for i := 1; i <= videoJobs+computeJobs; i++ {
+	for i := 1; i <= videoJobs+computeJobs+containerJobs; i++ {
 		r.addJob(job{id: jobID(i), family: jobID(i)})
 		kind, spec := "video", videoSpec(jobID(i))
-		if i > videoJobs {
+		switch {
+		case i > videoJobs+computeJobs:
+			kind, spec = "container", containerSpec(jobID(i))
+		case i > videoJobs:
 			kind, spec = "compute", r.computeSpec(jobID(i))
 		}
 		if err := r.publish(ctx, kind, spec, true); err != nil {

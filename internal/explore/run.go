@@ -29,6 +29,8 @@ const (
 	// compute job name.
 	videoJobs   = 3
 	computeJobs = 2
+	// containerJobs container jobs follow (instances named after them).
+	containerJobs = 1
 	// settleBound is how long a schedule waits for every job's terminal
 	// event: far past the longest path a schedule allows (two crashes and
 	// their AckWaits, a few delays past AckWait, spaced retries), so a
@@ -80,14 +82,16 @@ func newRun(t testing.TB, seed uint64, s3 *testenv.S3Env) *run {
 	r := &run{seed: seed, sched: newSchedule(seed), ackWait: ackWait, done: make(chan struct{}), logs: &testenv.SyncBuffer{}, t: t, s3: s3}
 	r.nats = testenv.StartNATS(t)
 	r.media = apisim.NewMedia(apisim.MediaConfig{APIKey: "sk-explore", TaskDuration: taskTime, PendingFor: taskTime / 3, ResultSize: 1 << 10})
+	// AK/SK login: the container service needs it (compute jobs take it
+	// too).
 	r.compute = apisim.NewCompute(apisim.ComputeConfig{User: "alice", Password: "pw-explore", OrgID: "org-1", Root: t.TempDir(),
-		QueuedFor: taskTime / 3, RunFor: taskTime})
+		AccessKey: "ak-explore", SecretKey: "sk-explore", QueuedFor: taskTime / 3, RunFor: taskTime})
 	t.Cleanup(func() { _ = r.compute.Close() })
 	r.cfg = config.Config{
-		DataDir: t.TempDir(), Kinds: []string{"video", "compute"},
+		DataDir: t.TempDir(), Kinds: []string{"video", "compute", "container"},
 		S3Endpoint: s3.Endpoint, S3Region: "us-east-1", S3Bucket: s3.Bucket, S3Prefix: fmt.Sprintf("explore/%d", seed), S3PathStyle: true,
 		S3AccessKeyID: "sluice", S3SecretAccessKey: "s3-explore",
-		MediaAPIKey: "sk-explore", ComputeUser: "alice", ComputePassword: "pw-explore", ComputeOrgID: "org-1",
+		MediaAPIKey: "sk-explore", ComputeUser: "alice", ComputeAccessKey: "ak-explore", ComputeSecretKey: "sk-explore",
 		MaxInflight: 16, PollInterval: 100 * time.Millisecond, PollFirst: 50 * time.Millisecond,
 		ComputePoll: 100 * time.Millisecond, AllowPrivateURLs: true, MaxArtifactBytes: 1 << 20,
 		HTTPAddr: "127.0.0.1:0", LogLevel: "debug", LogFormat: "json", ShutdownTimeout: 5 * time.Second,
