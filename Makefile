@@ -114,7 +114,7 @@ partition: ## the partition suite's long variant: 20 s isolations, the default 1
 
 explore: ## the decision-point explorer's long run: EXPLORE_SCHEDULES seeded schedules (3000) from EXPLORE_SEED (1), EXPLORE_PARALLEL at once (32); prints the figures and each failure's replay command (minutes)
 	@out=$$(mktemp); status=0; \
-	EXPLORE_SCHEDULES=$${EXPLORE_SCHEDULES:-3000} $(GO) test -count=1 -timeout 120m -run 'TestExplore$$' -v ./internal/explore/ >$$out 2>&1 || status=$$?; \
+	EXPLORE_SCHEDULES=$${EXPLORE_SCHEDULES:-3000} EXPLORE_PARALLEL=$${EXPLORE_PARALLEL:-32} $(GO) test -count=1 -timeout 120m -run 'TestExplore$$' -v ./internal/explore/ >$$out 2>&1 || status=$$?; \
 	grep -E 'seed [0-9]+:|decisions:|replay:|explored|^(ok|FAIL)' $$out; rm -f $$out; exit $$status
 
 cluster-faults: ## the in-process cluster fault suite's long variant: 600 jobs, three rounds of leader kills, restarts and step-downs, worker kills; prints the figures (3-6 min)

@@ -55,7 +55,7 @@ func (r *run) checkTerminals(evs []events.Event) []Violation {
 	for _, j := range r.jobs {
 		switch n := count[j.id]; {
 		case n == 0:
-			out = append(out, Violation{invNoneLost, j.id, fmt.Sprintf("no terminal event within %s", settleBound)})
+			out = append(out, Violation{invNoneLost, j.id, fmt.Sprintf("no terminal event once nothing moved for %s", quietBound)})
 		case n > 1:
 			out = append(out, Violation{invOneTerminal, j.id, fmt.Sprintf("%d terminal events", n)})
 		}

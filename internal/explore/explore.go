@@ -29,7 +29,7 @@ type Result struct {
 // simulators; s3 is shared, under the seed's prefix) and checks it.
 func Run(t testing.TB, seed uint64, s3 *testenv.S3Env) Result {
 	r := newRun(t, seed, s3)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*settleBound)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*settleBound)
 	defer cancel()
 	evs, err := r.play(ctx)
 	close(r.done)

@@ -13,9 +13,9 @@ import (
 
 var (
 	seedFlag      = flag.Uint64("explore.seed", 0, "replay only this seed's schedule")
-	schedulesFlag = flag.Int("explore.schedules", envInt("EXPLORE_SCHEDULES", 120), "schedules to explore (EXPLORE_SCHEDULES)")
+	schedulesFlag = flag.Int("explore.schedules", envInt("EXPLORE_SCHEDULES", 64), "schedules to explore (EXPLORE_SCHEDULES)")
 	firstFlag     = flag.Uint64("explore.first", uint64(envInt("EXPLORE_SEED", 1)), "first seed (EXPLORE_SEED)")
-	parallelFlag  = flag.Int("explore.parallel", envInt("EXPLORE_PARALLEL", 32), "schedules at once (EXPLORE_PARALLEL); a schedule mostly waits")
+	parallelFlag  = flag.Int("explore.parallel", envInt("EXPLORE_PARALLEL", 16), "schedules at once (EXPLORE_PARALLEL); a schedule mostly waits")
 )
 
 func envInt(name string, def int) int {

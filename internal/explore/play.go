@@ -203,7 +203,8 @@ func (r *run) addJob(j job) {
 }
 
 // awaitTerminal reads the events until every job has a terminal one, or
-// settleBound passed (the checks then report the jobs without one).
+// nothing moved for quietBound, or settleBound passed (the checks then
+// report the jobs without one).
 func (r *run) awaitTerminal(ctx context.Context) ([]events.Event, error) {
 	deadline := time.Now().Add(settleBound)
 	for {
@@ -211,7 +212,7 @@ func (r *run) awaitTerminal(ctx context.Context) ([]events.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.allEnded(evs) || time.Now().After(deadline) {
+		if r.allEnded(evs) || r.sched.quietFor() > quietBound || time.Now().After(deadline) {
 			return evs, nil
 		}
 		select {

@@ -31,11 +31,14 @@ const (
 	computeJobs = 2
 	// containerJobs container jobs follow (instances named after them).
 	containerJobs = 1
-	// settleBound is how long a schedule waits for every job's terminal
-	// event: far past the longest path a schedule allows (two crashes and
-	// their AckWaits, a few delays past AckWait, spaced retries), so a
-	// job without one is held or lost.
-	settleBound = 40 * time.Second
+	// A schedule waits for every job's terminal event while anything
+	// moves: a job without one when no upstream call and no state or spec
+	// write happened for quietBound (far past AckWait, a delay past it and
+	// the spaced retries a schedule allows) is held or lost. A slow
+	// machine only makes the wait longer; settleBound ends the wait of a
+	// schedule that moves for ever without ending.
+	quietBound  = 20 * time.Second
+	settleBound = 5 * time.Minute
 )
 
 // job is one sluice job of a schedule. family is the job it retries (its

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Choice is what happens at one decision point.
@@ -61,10 +62,12 @@ type schedule struct {
 	crashed  int
 	decided  []Decision
 	faultsAt int
+	// last is when a point was last met: the schedule's last progress.
+	last time.Time
 }
 
 func newSchedule(seed uint64) *schedule {
-	return &schedule{seed: seed, faultPct: 12, crashes: 2, seen: map[string]int{}}
+	return &schedule{seed: seed, faultPct: 12, crashes: 2, seen: map[string]int{}, last: time.Now()}
 }
 
 // decide returns the choice at the next occurrence of class for job among
@@ -74,6 +77,7 @@ func (s *schedule) decide(class, job string, choices []Choice) Choice {
 	defer s.mu.Unlock()
 	key := class + "/" + job
 	s.seen[key]++
+	s.last = time.Now()
 	point := fmt.Sprintf("%s#%d", key, s.seen[key])
 	h := hash(s.seed, point)
 	c := Normal
@@ -91,6 +95,13 @@ func (s *schedule) decide(class, job string, choices []Choice) Choice {
 	}
 	s.decided = append(s.decided, Decision{Point: point, Choice: c})
 	return c
+}
+
+// quietFor is how long no decision point has been met.
+func (s *schedule) quietFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.last)
 }
 
 // hash is FNV-1a of the seed and the point.
