@@ -11,7 +11,7 @@ DEPLOYTEST := internal/deploytest
 # runs it against the bin/jaeger of make jaeger.
 TRACETEST := internal/tracetest
 
-.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster soak soak-quick partition cluster-faults clean
+.PHONY: help build test lint fmt vet demo demo-keep fuzz chaos chaos-cluster soak soak-quick partition cluster-faults explore clean
 
 DEMO_HTTP ?= 127.0.0.1:9090
 
@@ -111,6 +111,11 @@ partition: ## the partition suite's long variant: 20 s isolations, the default 1
 	@out=$$(mktemp); status=0; \
 	SLUICE_PARTITION_LONG=1 $(GO) test -race -count=1 -timeout 15m -run 'TestPartition' -v ./internal/worker/ >$$out 2>&1 || status=$$?; \
 	if [ $$status -ne 0 ]; then cat $$out; else grep -E 'figure|^(---|ok)' $$out; fi; rm -f $$out; exit $$status
+
+explore: ## the decision-point explorer's long run: EXPLORE_SCHEDULES seeded schedules (3000) from EXPLORE_SEED (1), EXPLORE_PARALLEL at once (32); prints the figures and each failure's replay command (minutes)
+	@out=$$(mktemp); status=0; \
+	EXPLORE_SCHEDULES=$${EXPLORE_SCHEDULES:-3000} EXPLORE_PARALLEL=$${EXPLORE_PARALLEL:-32} $(GO) test -count=1 -timeout 120m -run 'TestExplore$$' -v ./internal/explore/ >$$out 2>&1 || status=$$?; \
+	grep -E 'seed [0-9]+:|decisions:|replay:|explored|^(ok|FAIL)' $$out; rm -f $$out; exit $$status
 
 cluster-faults: ## the in-process cluster fault suite's long variant: 600 jobs, three rounds of leader kills, restarts and step-downs, worker kills; prints the figures (3-6 min)
 	@out=$$(mktemp); status=0; \

@@ -55,6 +55,7 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	t := m.newTask(m.nextID("vt"), false, false, d, now, usage)
+	t.owner = f.prompt
 	m.countSubmit(f.prompt)
 	m.observe(t, now)
 	m.mu.Unlock()
@@ -131,6 +132,7 @@ func (m *Media) submitSpeech(w http.ResponseWriter, r *http.Request) {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	t := m.newTask(m.nextID("st"), true, !async, d, now, speechUsage(text, secs, !async))
+	t.owner = text
 	m.countSubmit(text)
 	st := m.observe(t, now)
 	requestID := m.nextID("req")

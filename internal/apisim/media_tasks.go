@@ -42,6 +42,8 @@ type simTask struct {
 	usage       map[string]any // usage once succeeded
 	// load is the task in the simulator's count of tasks running.
 	load *runningTask
+	// owner is the prompt or text it was submitted with (Records).
+	owner string
 }
 
 // status returns the task's status at now.

@@ -28,6 +28,12 @@ type ReplyDropper struct {
 	armed   int
 	replies map[string]bool // reply subjects whose answer is dropped
 	dropped int
+	// decide, when set, chooses the fate of every publish (SetDecide);
+	// cut refuses every connection (Cut).
+	decide func(subject string) WriteFate
+	cut    bool
+	// cutNext: cut once the publish being forwarded is written.
+	cutNext bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
@@ -64,6 +70,42 @@ func (d *ReplyDropper) Dropped() int {
 	return d.dropped
 }
 
+// WriteFate is what the dropper does with one publish (SetDecide).
+type WriteFate int
+
+const (
+	// WritePasses forwards the publish and its answer.
+	WritePasses WriteFate = iota
+	// WriteReplyLost forwards the publish and drops its answer: applied,
+	// the writer never hears so.
+	WriteReplyLost
+	// WriteLost drops the publish: not applied, and no answer comes.
+	WriteLost
+	// WriteThenCut forwards the publish and then cuts the dropper (Cut):
+	// applied, and the writer is gone before the answer comes.
+	WriteThenCut
+)
+
+// SetDecide makes decide choose the fate of every later publish (and of
+// its answer) from its subject; Arm's prefix is not consulted then.
+// decide is called on the connection's reading goroutine, in order.
+func (d *ReplyDropper) SetDecide(decide func(subject string) WriteFate) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.decide = decide
+}
+
+// Cut closes every connection through the dropper and refuses new ones:
+// to the client the server is gone for good.
+func (d *ReplyDropper) Cut() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = true
+	for c := range d.conns {
+		_ = c.Close()
+	}
+}
+
 func (d *ReplyDropper) close() {
 	_ = d.ln.Close()
 	d.mu.Lock()
@@ -80,6 +122,13 @@ func (d *ReplyDropper) serve() {
 		if err != nil {
 			return
 		}
+		d.mu.Lock()
+		cut := d.cut
+		d.mu.Unlock()
+		if cut {
+			_ = in.Close()
+			continue
+		}
 		out, err := net.Dial("tcp", d.target)
 		if err != nil {
 			_ = in.Close()
@@ -87,15 +136,20 @@ func (d *ReplyDropper) serve() {
 		}
 		d.mu.Lock()
 		d.conns[in], d.conns[out] = struct{}{}, struct{}{}
+		if d.cut {
+			_ = in.Close()
+			_ = out.Close()
+		}
 		d.mu.Unlock()
-		d.wg.Go(func() { d.pipe(out, in, d.fromClient) })
-		d.wg.Go(func() { d.pipe(in, out, d.fromServer) })
+		d.wg.Go(func() { d.pipe(out, in, d.fromClient, d.cutIfAsked) })
+		d.wg.Go(func() { d.pipe(in, out, d.fromServer, func() {}) })
 	}
 }
 
 // pipe copies src to dst operation by operation; keep decides, from an
-// operation's line, whether it and its payload pass.
-func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool) {
+// operation's line, whether it and its payload pass; written is called
+// after each operation passed.
+func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool, written func()) {
 	defer dst.Close()
 	defer src.Close()
 	r := bufio.NewReaderSize(src, 64<<10)
@@ -122,6 +176,18 @@ func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool) {
 		if _, err := dst.Write(append(line, payload...)); err != nil {
 			return
 		}
+		written()
+	}
+}
+
+// cutIfAsked cuts the dropper after a publish decided WriteThenCut.
+func (d *ReplyDropper) cutIfAsked() {
+	d.mu.Lock()
+	cut := d.cutNext
+	d.cutNext = false
+	d.mu.Unlock()
+	if cut {
+		d.Cut()
 	}
 }
 
@@ -149,6 +215,24 @@ func (d *ReplyDropper) fromClient(op []string) bool {
 	case (op[0] == "PUB" || op[0] == "pub") && len(op) == 4, (op[0] == "HPUB" || op[0] == "hpub") && len(op) == 5:
 		subject, reply = op[1], op[2]
 	default:
+		return true
+	}
+	d.mu.Lock()
+	decide := d.decide
+	d.mu.Unlock()
+	if decide != nil {
+		switch decide(subject) {
+		case WriteLost:
+			return false
+		case WriteReplyLost:
+			d.mu.Lock()
+			d.replies[reply] = true
+			d.mu.Unlock()
+		case WriteThenCut:
+			d.mu.Lock()
+			d.cutNext = true
+			d.mu.Unlock()
+		}
 		return true
 	}
 	d.mu.Lock()

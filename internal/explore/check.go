@@ -1,0 +1,119 @@
+package explore
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/events"
+)
+
+// Violation is one invariant a schedule broke.
+type Violation struct {
+	Invariant string
+	Job       string
+	Detail    string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("%s: %s: %s", v.Invariant, v.Job, v.Detail) }
+
+// The invariants (docs/guarantees.md, "The decision-point explorer").
+const (
+	invAliveAfterEnd  = "nothing alive after the job's terminal event"
+	invForeignID      = "no job reports an upstream id another job created"
+	invOnePaidSubmit  = "at most one paid submit per job"
+	invQuota          = "the fleet quota never exceeded"
+	invOneTerminal    = "exactly one terminal event per job"
+	invNoneLost       = "every job ends"
+	explainedAliveErr = "instance_not_deleted"
+)
+
+// check checks a finished schedule against the simulators' records and the
+// events published.
+func (r *run) check(evs []events.Event, submits map[string]int) []Violation {
+	recs := append(r.media.Records(), r.compute.Records()...)
+	var out []Violation
+	out = append(out, r.checkTerminals(evs)...)
+	out = append(out, r.checkUpstream(evs, recs, submits)...)
+	if peak := r.media.Counters().PeakRunning(); peak > fleetTasks {
+		out = append(out, Violation{invQuota, "-", fmt.Sprintf("%d media tasks ran at once, the fleet's quota is %d", peak, fleetTasks)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// checkTerminals: one terminal event per job, none missing.
+func (r *run) checkTerminals(evs []events.Event) []Violation {
+	count := map[string]int{}
+	for _, e := range evs {
+		if terminal(e.Data.Status) {
+			count[e.Data.JobID]++
+		}
+	}
+	var out []Violation
+	for _, j := range r.jobs {
+		switch n := count[j.id]; {
+		case n == 0:
+			out = append(out, Violation{invNoneLost, j.id, fmt.Sprintf("no terminal event once nothing moved for %s", quietBound)})
+		case n > 1:
+			out = append(out, Violation{invOneTerminal, j.id, fmt.Sprintf("%d terminal events", n)})
+		}
+	}
+	return out
+}
+
+// checkUpstream: what each job's family paid for, what is still alive
+// after its end, and whose upstream ids the events report. submits is
+// each job's record's count of submissions: a second one the record
+// counts is the documented submit window (guarantees.md, "The submit
+// window"), explained; one it does not count is a violation.
+func (r *run) checkUpstream(evs []events.Event, recs []apisim.Record, submits map[string]int) []Violation {
+	family := map[string]string{}
+	members, explainedPaid := map[string]int{}, map[string]int{}
+	for _, j := range r.jobs {
+		family[j.id] = j.family
+		members[j.family]++
+		explainedPaid[j.family] += max(1, submits[j.id])
+	}
+	owner := map[string]string{}
+	paid := map[string]int{}
+	for _, rec := range recs {
+		owner[rec.ID] = familyOf(rec)
+		paid[familyOf(rec)]++
+	}
+	endedJobs, explained := map[string]map[string]bool{}, map[string]bool{}
+	var out []Violation
+	for _, e := range evs {
+		d := e.Data
+		if d.Upstream != nil {
+			for _, id := range []string{d.Upstream.TaskID, d.Upstream.JobID, d.Upstream.InstanceID} {
+				if f, ok := owner[id]; ok && id != "" && f != family[d.JobID] {
+					out = append(out, Violation{invForeignID, d.JobID, fmt.Sprintf("its %s event reports %s, created for %s", d.Status, id, f)})
+				}
+			}
+		}
+		if terminal(d.Status) {
+			f := family[d.JobID]
+			if endedJobs[f] == nil {
+				endedJobs[f] = map[string]bool{}
+			}
+			endedJobs[f][d.JobID] = true
+			explained[family[d.JobID]] = explained[family[d.JobID]] || (d.Error != nil && strings.Contains(d.Error.Code, explainedAliveErr))
+		}
+	}
+	for f, n := range paid {
+		if n > explainedPaid[f] {
+			out = append(out, Violation{invOnePaidSubmit, f, fmt.Sprintf("%d paid submits for %d job(s), %d counted by their records", n, members[f], explainedPaid[f])})
+		} else if n > members[f] {
+			r.t.Logf("seed %d: %s: %d paid submits, explained: its record counts them (the submit window)", r.seed, f, n)
+		}
+	}
+	for _, rec := range recs {
+		f := familyOf(rec)
+		if rec.Alive && len(endedJobs[f]) == members[f] && !explained[f] {
+			out = append(out, Violation{invAliveAfterEnd, f, fmt.Sprintf("%s %s still alive", rec.Kind, rec.ID)})
+		}
+	}
+	return out
+}
