@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/consumer"
+	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/watchdog"
+)
+
+// StepQuota is the watchdog's step of a job waiting for the fleet's
+// quota: a wait without a bound of its own (the quota decides), never
+// judged stuck.
+const StepQuota = "waiting_quota"
+
+// watch tracks d with the watchdog (Config.Watchdog) from its first
+// step, received, until it is settled, and returns the context the job
+// runs in: the watchdog cancels it, and hands the delivery back, once the
+// job is past its step's hard bound.
+func (r *Runner) watch(ctx context.Context, d *consumer.Delivery) (context.Context, *watchdog.Job) {
+	if r.cfg.Watchdog == nil {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	id := d.Msg.Headers().Get("Nats-Msg-Id")
+	settled := func() bool {
+		if d.Done() {
+			cancel() // the job is over here: free its context
+			return true
+		}
+		return false
+	}
+	handBack := func() {
+		cancel()
+		d.Settle(context.WithoutCancel(ctx), consumer.Outcome{Action: consumer.Release})
+	}
+	return ctx, r.cfg.Watchdog.Track(id, d.Kind, string(state.StatusReceived), d.AckWait(), settled, handBack)
+}
+
+// stepDeadline is the deadline of j's step status, which the watchdog
+// multiplies into its bounds: the job's upstream timeout while it is
+// upstream, SLUICE_ACK_WAIT before (a step the worker does itself).
+func (r *Runner) stepDeadline(j *job, status state.Status) time.Duration {
+	if !status.Active() {
+		return j.d.AckWait()
+	}
+	if j.kind == "video" || j.kind == "speech" {
+		return r.cfg.TaskTimeout
+	}
+	return r.cfg.ComputeTimeout
+}
+
+// enterStep tells the watchdog that j is now at status.
+func (r *Runner) enterStep(j *job, status state.Status) {
+	j.watch.Step(string(status), r.stepDeadline(j, status))
+}
+
+// MarkStuck records in jobID's record that the watchdog found it stuck at
+// step since since (watchdog.Config.Mark). A job without a record yet, or
+// that moved on or ended, is left as it is.
+func MarkStuck(st *state.Store, worker string, now func() time.Time) func(context.Context, string, string, time.Time) {
+	return func(ctx context.Context, id, step string, since time.Time) {
+		_, _ = st.Update(ctx, id, func(r *state.Record) error {
+			if r.Status == "" || string(r.Status) != step || r.Status.Terminal() {
+				return state.Unchanged
+			}
+			r.Stuck = &state.StuckMark{Step: r.Status, Since: since.UTC(), At: now().UTC(), Worker: worker}
+			return nil
+		})
+	}
+}
