@@ -278,6 +278,7 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 		r.settleQuota(j, out)
 		return out
 	}
+	r.resumeStep(j)
 	r.markScheduler(ctx, j)
 	switch j.kind {
 	case "video", "speech":

@@ -56,6 +56,15 @@ func (r *Runner) enterStep(j *job, status state.Status) {
 	j.watch.Step(string(status), r.stepDeadline(j, status))
 }
 
+// resumeStep tells the watchdog the step j's record is at as its delivery
+// goes on: a redelivered job resumes at submitted or running, whose
+// deadline is the upstream timeout, not SLUICE_ACK_WAIT.
+func (r *Runner) resumeStep(j *job) {
+	if j.rec != nil && j.rec.Status != "" {
+		r.enterStep(j, j.rec.Status)
+	}
+}
+
 // MarkStuck records in jobID's record that the watchdog found it stuck at
 // step since since (watchdog.Config.Mark). A job without a record yet, or
 // that moved on or ended, is left as it is.

@@ -76,6 +76,7 @@ func TestKeepSpecWithLostAnswer(t *testing.T) {
 	kv, nc, drop := bucketBehindDropper(t, ctx, contract.SpecsBucketConfig(contract.Options{}))
 	specs := state.NewSpecs(kv)
 	specs.Direct(nc)
+	specs.SetTimeout(300 * time.Millisecond)
 	writes := "$KV." + contract.SpecsBucket + "."
 	for _, c := range []struct {
 		name string

@@ -20,15 +20,20 @@ var ErrNoSpec = errors.New("state: no spec kept for job")
 // SLUICE_SPECS bucket under the job id, so that a retry needs only the id.
 type Specs struct {
 	bucket
+	timeout time.Duration
 }
 
 // NewSpecs returns Specs over kv.
-func NewSpecs(kv jetstream.KeyValue) *Specs { return &Specs{bucket{kv: kv}} }
+func NewSpecs(kv jetstream.KeyValue) *Specs { return &Specs{bucket: bucket{kv: kv}, timeout: DefaultTimeout} }
+
+// SetTimeout sets how long one read or write of Keep waits for its
+// answer (DefaultTimeout unless set), as Store.SetTimeout does.
+func (s *Specs) SetTimeout(d time.Duration) { s.timeout = d }
 
 // Keep stores data as jobID's spec unless one is kept already: the first
 // spec received under an id is the one a retry runs again.
 //
-// Each write waits at most DefaultTimeout, whatever ctx. A write whose
+// Each write waits at most the timeout (SetTimeout), whatever ctx. A write whose
 // answer is lost may have been stored: Keep reads the key again, from the
 // bucket's stream leader, and is done when it holds a spec (its own or an
 // earlier one: either is the first), else writes again, for up to
@@ -37,7 +42,7 @@ func (s *Specs) Keep(ctx context.Context, jobID string, data []byte) error {
 	var lost time.Time
 	err := keepRetry.Do(ctx, func(ctx context.Context, _ int) error {
 		if !lost.IsZero() {
-			rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+			rctx, cancel := context.WithTimeout(ctx, s.timeout)
 			_, _, err := s.get(rctx, jobID, true)
 			cancel()
 			switch {
@@ -47,7 +52,7 @@ func (s *Specs) Keep(ctx context.Context, jobID string, data []byte) error {
 				return s.lostAgain(ctx, lost, err)
 			}
 		}
-		wctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+		wctx, cancel := context.WithTimeout(ctx, s.timeout)
 		_, err := s.write(wctx, jobID, data, 0)
 		cancel()
 		switch {
