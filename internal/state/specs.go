@@ -24,7 +24,9 @@ type Specs struct {
 }
 
 // NewSpecs returns Specs over kv.
-func NewSpecs(kv jetstream.KeyValue) *Specs { return &Specs{bucket: bucket{kv: kv}, timeout: DefaultTimeout} }
+func NewSpecs(kv jetstream.KeyValue) *Specs {
+	return &Specs{bucket: bucket{kv: kv}, timeout: DefaultTimeout}
+}
 
 // SetTimeout sets how long one read or write of Keep waits for its
 // answer (DefaultTimeout unless set), as Store.SetTimeout does.
