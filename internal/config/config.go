@@ -100,8 +100,12 @@ type Config struct {
 	// StuckFactor times a step's deadline is the step's bound, past which
 	// the watchdog reports a job stuck; StuckHandBack times it is the hard
 	// bound, past which its delivery is handed back (internal/watchdog).
-	StuckFactor       float64       `envconfig:"STUCK_FACTOR" default:"3"`
-	StuckHandBack     float64       `envconfig:"STUCK_HANDBACK_FACTOR" default:"10"`
+	StuckFactor   float64 `envconfig:"STUCK_FACTOR" default:"3"`
+	StuckHandBack float64 `envconfig:"STUCK_HANDBACK_FACTOR" default:"10"`
+	// StuckMinDeadline is the least deadline of a step before the paid
+	// submit (SLUICE_ACK_WAIT when longer): such a step waits on queues
+	// (local concurrency, rate limits) and on NATS writes of up to 35s.
+	StuckMinDeadline  time.Duration `envconfig:"STUCK_MIN_DEADLINE" default:"1m"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
 	ComputeConc       int           `envconfig:"COMPUTE_MAX_CONCURRENCY" default:"8"`

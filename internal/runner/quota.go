@@ -22,10 +22,10 @@ func (r *Runner) acquireQuota(ctx context.Context, j *job) error {
 		// The wait may be long: let other jobs start meanwhile.
 		j.d.Started()
 		j.log.Debug().Msg("waiting for the fleet's quota")
-		// The quota bounds this wait, not the watchdog.
-		j.watch.Step(StepQuota, 0)
-		defer r.enterStep(j, state.StatusReceived)
 	}
+	// The quota bounds this wait, not the watchdog.
+	j.watch.Step(StepQuota, 0)
+	defer r.enterStep(j, state.StatusReceived)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {

@@ -62,6 +62,9 @@ type Config struct {
 	Cancels *Cancels
 	// Watchdog, when set, watches every job's step (watch.go).
 	Watchdog *watchdog.Watchdog
+	// StepMinDeadline is the least deadline the watchdog gives a step
+	// before the paid submit. Defaults to DefaultStepMinDeadline.
+	StepMinDeadline time.Duration
 	// MaxDeliver fails a job delivered more often than this. Defaults to 20.
 	MaxDeliver int
 	// MaxArtifactBytes bounds one artifact. Defaults to 5 GiB.

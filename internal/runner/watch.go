@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -8,6 +9,9 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/watchdog"
 )
+
+// DefaultStepMinDeadline is Config.StepMinDeadline's default.
+const DefaultStepMinDeadline = time.Minute
 
 // StepQuota is the watchdog's step of a job waiting for the fleet's
 // quota: a wait without a bound of its own (the quota decides), never
@@ -35,20 +39,26 @@ func (r *Runner) watch(ctx context.Context, d *consumer.Delivery) (context.Conte
 		cancel()
 		d.Settle(context.WithoutCancel(ctx), consumer.Outcome{Action: consumer.Release})
 	}
-	return ctx, r.cfg.Watchdog.Track(id, d.Kind, string(state.StatusReceived), d.AckWait(), settled, handBack)
+	return ctx, r.cfg.Watchdog.Track(id, d.Kind, string(state.StatusReceived), r.workerDeadline(d), settled, handBack)
 }
 
 // stepDeadline is the deadline of j's step status, which the watchdog
 // multiplies into its bounds: the job's upstream timeout while it is
-// upstream, SLUICE_ACK_WAIT before (a step the worker does itself).
+// upstream, workerDeadline before.
 func (r *Runner) stepDeadline(j *job, status state.Status) time.Duration {
 	if !status.Active() {
-		return j.d.AckWait()
+		return r.workerDeadline(j.d)
 	}
 	if j.kind == "video" || j.kind == "speech" {
 		return r.cfg.TaskTimeout
 	}
 	return r.cfg.ComputeTimeout
+}
+
+// workerDeadline is the deadline of a step before the paid submit:
+// SLUICE_ACK_WAIT, at least StepMinDeadline.
+func (r *Runner) workerDeadline(d *consumer.Delivery) time.Duration {
+	return max(d.AckWait(), cmp.Or(r.cfg.StepMinDeadline, DefaultStepMinDeadline))
 }
 
 // enterStep tells the watchdog that j is now at status.

@@ -67,14 +67,14 @@ func TestLostWriteAnswersEndJobsOnce(t *testing.T) {
 // the step's bound: every SLUICE_SPECS write loses itself before reaching
 // the server, so keeping the spec goes on for its full 30s of lost
 // answers, while the watchdog's bounds are 2 and 4 times SLUICE_ACK_WAIT
-// (5s). The worker must log the job stuck once, at received, then hand
+// (5s; SLUICE_STUCK_MIN_DEADLINE lowered below it). The worker must log the job stuck once, at received, then hand
 // its delivery back; once the writes pass again, the job's next delivery
 // ends it, with one paid submit and one terminal event.
 func TestStuckJobIsHandedBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(b.nats.URL, "nats://"))
-	b.start(t, func(c *config.Config) { c.NATSURL, c.StuckFactor, c.StuckHandBack = drop.URL(), 2, 4 })
+	b.start(t, func(c *config.Config) { c.NATSURL, c.StuckFactor, c.StuckHandBack, c.StuckMinDeadline = drop.URL(), 2, 4, time.Second })
 	drop.ArmUnapplied("$KV."+contract.SpecsBucket+".", 1_000_000)
 	const id, prompt = "held-too-long", "a job whose spec cannot be kept"
 	b.publish(t, "video", id, videoSpec(id, prompt))

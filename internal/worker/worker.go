@@ -312,7 +312,8 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
-		Tenants: p.tenants,
+		Tenants:         p.tenants,
+		StepMinDeadline: cfg.StuckMinDeadline,
 		Watchdog: watchdog.New(watchdog.Config{
 			Factor: cfg.StuckFactor, HandBackFactor: cfg.StuckHandBack, Interval: cfg.AckWait / 4,
 			Now: clock, Log: log, Counted: m.Stuck, Mark: runner.MarkStuck(p.state, cfg.WorkerName, clock),
