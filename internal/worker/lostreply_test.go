@@ -74,7 +74,9 @@ func TestStuckJobIsHandedBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(b.nats.URL, "nats://"))
-	b.start(t, func(c *config.Config) { c.NATSURL, c.StuckFactor, c.StuckHandBack, c.StuckMinDeadline = drop.URL(), 2, 4, time.Second })
+	b.start(t, func(c *config.Config) {
+		c.NATSURL, c.StuckFactor, c.StuckHandBack, c.StuckMinDeadline = drop.URL(), 2, 4, time.Second
+	})
 	drop.ArmUnapplied("$KV."+contract.SpecsBucket+".", 1_000_000)
 	const id, prompt = "held-too-long", "a job whose spec cannot be kept"
 	b.publish(t, "video", id, videoSpec(id, prompt))
