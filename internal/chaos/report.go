@@ -39,6 +39,10 @@ type Report struct {
 	// its consumer's ack floor and handed over (not a problem: the sweep
 	// recovers them; a figure to watch).
 	Orphaned int
+	// HeldPastBound counts the jobs a worker's watchdog logged as held in
+	// one step longer than the step's bound (watchdog.LogStuck): a figure
+	// to watch, 0 when every wait has its bound.
+	HeldPastBound int
 	// BadArtifacts counts artifacts missing from the store or with other
 	// bytes than their event (or the simulator) says.
 	BadArtifacts int
@@ -120,11 +124,11 @@ func (r *Report) String() string {
 		quota += fmt.Sprintf(" processes_sampled=%d growth_exceeded=%d/%d", len(r.Series), exceeded, judged)
 	}
 	return fmt.Sprintf("chaos: jobs=%d succeeded=%d failed=%d (%s) kills=%d restarts=%d faults=%s recovered=%s "+
-		"duplicates=%d unexplained=%d lost=%d stuck=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s "+
+		"duplicates=%d unexplained=%d lost=%d stuck=%d held_past_bound=%d orphaned=%d multi_terminal=%d bad_artifacts=%d leaks=%d%s "+
 		"instances_created=%d instances_deleted=%d instances_alive=%d twice_alive=%d problems=%d elapsed=%s seed=%d",
 		r.Jobs, r.Succeeded, r.Failed, formatCounts(r.FailedBy), r.Kills, r.Restarts, formatCounts(r.Faults),
 		strings.Join(recovered, ","),
-		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.Orphaned, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota,
+		r.Duplicates, r.Unexplained, r.Lost, r.Stuck, r.HeldPastBound, r.Orphaned, r.MultiTerminal, r.BadArtifacts, r.Leaks, quota,
 		r.InstancesCreated, r.InstancesDeleted, r.InstancesAlive, r.TwiceAlive, r.ProblemCount,
 		r.Elapsed.Round(time.Second), r.Seed)
 }

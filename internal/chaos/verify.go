@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/watchdog"
 )
 
 // keyPrefix is the workers' SLUICE_S3_PREFIX (the default).
@@ -68,6 +69,7 @@ func (r *run) verify(ctx context.Context, logDir string) (*Report, error) {
 	}
 	r.resubmits = countLogged(logs, runner.LogSubmittingAgain)
 	rep.Orphaned = len(countLogged(logs, consumer.LogOrphan))
+	rep.HeldPastBound = len(countLogged(logs, watchdog.LogStuck))
 	var stateRaw bytes.Buffer
 	for _, j := range r.jobs {
 		rec := r.checkJob(ctx, rep, j)

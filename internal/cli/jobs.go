@@ -23,6 +23,7 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 		since  time.Duration
 		limit  int
 		tenant string
+		stuck  bool
 		labels = labelFlag{}
 	)
 	cf.register(fs)
@@ -31,9 +32,10 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&tenant, "tenant", "", "only jobs of this tenant (\"default\" for jobs that name none)")
 	fs.Var(labels, "label", "only jobs carrying this label, `key=value` (repeatable; all must match)")
 	fs.DurationVar(&since, "since", 24*time.Hour, "only jobs active in this past period, e.g. 1h or 168h (events are kept 7 days by default)")
+	fs.BoolVar(&stuck, "stuck", false, "only jobs a worker found stuck in their current step far longer than its bound, stuck longest first (reads every record of SLUICE_STATE)")
 	fs.IntVar(&limit, "limit", 50, "print at most this many jobs, newest first (0: all)")
 	h := help{
-		usage: "enqueue jobs [--status S] [--kind K] [--tenant T] [--label k=v]... [--since D] [--limit N] [--json] [flags]",
+		usage: "enqueue jobs [--status S] [--kind K] [--tenant T] [--label k=v]... [--since D] [--stuck] [--limit N] [--json] [flags]",
 		about: `List jobs, newest activity first, one line each: id, kind, status, age (time
 since the job's latest event), attempts and error code.
 
@@ -46,6 +48,12 @@ only the events its filters select: JetStream filters them by subject
 "--status failed --since 1h" reads the failed events of the last hour and
 nothing else, never every record of SLUICE_STATE.
 
+With --stuck, the jobs a worker's watchdog found in one step far longer
+than the step's bound (SLUICE_STUCK_FACTOR times its deadline) and still
+at it, whether or not they have an event: id, kind, step, how long since
+they entered it, and the worker that found them. It reads the latest
+record of every job in SLUICE_STATE; --since does not apply.
+
 On a busy stream (more than 20,000 selected events) without --limit 0, only
 the newest events are read, enough to fill the page.
 
@@ -57,7 +65,8 @@ Exit codes: 0 listed (even none), 2 usage error, 5 NATS unreachable, no
 worker has set sluice up yet, or another runtime error.`,
 		examples: `  enqueue jobs --status failed --since 1h
   enqueue jobs --kind video --label campaign=spring --limit 20
-  enqueue jobs --status running --json | jq -r '.jobs[].job_id'`,
+  enqueue jobs --status running --json | jq -r '.jobs[].job_id'
+  enqueue jobs --stuck`,
 	}
 	rest, err := a.parse(fs, h.printer(fs), args)
 	if err != nil {
@@ -66,7 +75,7 @@ worker has set sluice up yet, or another runtime error.`,
 	if err := noArgs("jobs", rest); err != nil {
 		return err
 	}
-	opts := jobclient.ListOptions{Status: status, Kind: jobspec.Kind(kind), Labels: labels, Since: since, Limit: limit, Tenant: tenant}
+	opts := jobclient.ListOptions{Status: status, Kind: jobspec.Kind(kind), Labels: labels, Since: since, Limit: limit, Tenant: tenant, Stuck: stuck}
 	switch {
 	case tenant != "" && !jobspec.ValidID(tenant):
 		return usageErrorf("--tenant: want an id matching ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$, got %q", tenant)
@@ -94,6 +103,10 @@ worker has set sluice up yet, or another runtime error.`,
 	}
 	if cf.json {
 		return writeJSON(a.env.Stdout, list)
+	}
+	if stuck {
+		printStuckList(a.env.Stdout, list, a.env.Now())
+		return nil
 	}
 	printJobList(a.env.Stdout, list, a.env.Now())
 	switch {
@@ -148,4 +161,19 @@ func notSetUp(err error) error {
 		return &exitError{code: ExitRuntime, err: fmt.Errorf("%w: start a worker first", err)}
 	}
 	return err
+}
+
+// printStuckList writes a table of stuck jobs.
+func printStuckList(w io.Writer, list *jobclient.JobList, now time.Time) {
+	if len(list.Jobs) == 0 {
+		fmt.Fprintln(w, "no stuck jobs")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tSTEP\tSTUCK FOR\tFOUND BY")
+	for _, j := range list.Jobs {
+		since := j.Stuck.Since
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.Stuck.Step, age(&since, now), j.Stuck.Worker)
+	}
+	_ = tw.Flush()
 }

@@ -97,6 +97,15 @@ type Config struct {
 	MediaQuotaWait    time.Duration `envconfig:"MEDIA_QUOTA_WAIT"`
 	StoreRefusalLimit time.Duration `envconfig:"STORE_REFUSAL_LIMIT"`
 	ComputeTimeout    time.Duration `envconfig:"COMPUTE_TIMEOUT"`
+	// StuckFactor times a step's deadline is the step's bound, past which
+	// the watchdog reports a job stuck; StuckHandBack times it is the hard
+	// bound, past which its delivery is handed back (internal/watchdog).
+	StuckFactor   float64 `envconfig:"STUCK_FACTOR" default:"3"`
+	StuckHandBack float64 `envconfig:"STUCK_HANDBACK_FACTOR" default:"10"`
+	// StuckMinDeadline is the least deadline of a step before the paid
+	// submit (SLUICE_ACK_WAIT when longer): such a step waits on queues
+	// (local concurrency, rate limits) and on NATS writes of up to 35s.
+	StuckMinDeadline  time.Duration `envconfig:"STUCK_MIN_DEADLINE" default:"1m"`
 	MediaConcurrency  int           `envconfig:"MEDIA_MAX_CONCURRENCY" default:"16"`
 	MediaRate         float64       `envconfig:"MEDIA_RATE_LIMIT" default:"50"`
 	ComputeConc       int           `envconfig:"COMPUTE_MAX_CONCURRENCY" default:"8"`
@@ -407,6 +416,10 @@ func (c *Config) Validate() error {
 		if v < 0 {
 			bad(name, "must be 0 (no limit) or positive")
 		}
+	}
+	// 0 takes the watchdog's default (3 and 10).
+	if (c.StuckFactor != 0 && c.StuckFactor < 1) || (c.StuckHandBack != 0 && c.StuckHandBack < max(c.StuckFactor, 1)) {
+		bad("STUCK_FACTOR/STUCK_HANDBACK_FACTOR", "must be at least 1, and SLUICE_STUCK_HANDBACK_FACTOR at least SLUICE_STUCK_FACTOR")
 	}
 	if c.PartSize < 5<<20 {
 		bad("S3_PART_SIZE", "must be at least 5 MiB (S3's minimum part size)")

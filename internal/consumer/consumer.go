@@ -156,6 +156,9 @@ func (d *Delivery) Settle(ctx context.Context, out Outcome) {
 	}
 }
 
+// Done reports whether the delivery is settled.
+func (d *Delivery) Done() bool { return d.settled.Load() }
+
 // Stopping is closed when the worker begins a graceful stop: a Handler
 // should then checkpoint and return Release as soon as it safely can.
 func (d *Delivery) Stopping() <-chan struct{} { return d.stopping }

@@ -51,6 +51,9 @@ type Job struct {
 	LastError *state.StepError `json:"last_error,omitempty"`
 	// Worker names the worker that last wrote the record.
 	Worker string `json:"worker,omitempty"`
+	// Stuck is set while the job is at the step a worker's watchdog found
+	// it stuck in (state.Record.StuckNow). Only a state record carries it.
+	Stuck *state.StuckMark `json:"stuck,omitempty"`
 	// CreatedAt, UpdatedAt, SubmittedAt and FinishedAt come from the state
 	// record (UpdatedAt from the event's time when the job was seen
 	// through an event).
@@ -91,6 +94,9 @@ func JobFromRecord(r *state.Record) Job {
 	}
 	if j.Status == "" {
 		j.Status = StatusQueued
+	}
+	if r.StuckNow() {
+		j.Stuck = r.Stuck
 	}
 	if r.Upstream != (state.Upstream{}) {
 		u := r.Upstream

@@ -41,6 +41,9 @@ type ListOptions struct {
 	// Tenant keeps the jobs of this tenant ("default" for the jobs
 	// without one). Defaults to every tenant.
 	Tenant string
+	// Stuck lists, instead of the jobs active in Since, those a worker's
+	// watchdog found stuck at the step they are still at (ListStuck).
+	Stuck bool
 }
 
 func (o ListOptions) withDefaults() ListOptions {
@@ -88,6 +91,9 @@ func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) 
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if o.Stuck {
+		return c.listStuck(ctx, o)
 	}
 	start := c.now().Add(-o.Since)
 	q := query{stream: contract.EventsStream, subjects: eventSubjects(o.Kind, o.Status), start: start}

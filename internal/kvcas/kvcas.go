@@ -214,15 +214,16 @@ func (u *update[T]) attempt(ctx context.Context, _ int) error {
 }
 
 // current is the value to change: the known one first, then the stored
-// one, from the stream leader once a write met a conflict (the read
-// before it may have come from a replica behind that write).
+// one, from the stream leader once a write met a conflict or lost its
+// answer (a replica may be behind that write: it would hide a write of
+// ours that was stored, and cost a conflict to find it).
 func (u *update[T]) current(ctx context.Context) (cur Entry[T], fromKnown bool, err error) {
 	if k := u.known; k != nil {
 		u.known = nil
 		return *k, true, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, u.doc.Timeout)
-	data, rev, err := u.doc.Read(rctx, u.key, u.conflicts > 0)
+	data, rev, err := u.doc.Read(rctx, u.key, u.conflicts > 0 || len(u.mine) > 0)
 	cancel()
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):

@@ -25,6 +25,7 @@ type Metrics struct {
 	// and sluice deleted or cancelled.
 	leftovers     *prometheus.CounterVec
 	inflight      *prometheus.GaugeVec
+	stuck         *prometheus.GaugeVec
 	settled       *prometheus.CounterVec
 	upstream      *prometheus.CounterVec
 	upstreamTime  *prometheus.HistogramVec
@@ -82,6 +83,9 @@ func New() *Metrics {
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_jobs_inflight", Help: "Jobs held by this worker, by kind.",
 		}, []string{"kind"}),
+		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_jobs_stuck", Help: "Jobs held by this worker that stay in one step longer than the step's bound (SLUICE_STUCK_FACTOR times its deadline), by step.",
+		}, []string{"step"}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_messages_settled_total", Help: "Job messages settled, by kind and action (ack, retry, release, dead_letter).",
 		}, []string{"kind", "action"}),
@@ -133,7 +137,7 @@ func New() *Metrics {
 		space:        newSpaceGauge(),
 		codes:        make(map[string]bool),
 	}
-	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
+	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.stuck, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
 		m.artifactBytes, m.duration, m.failures, m.waiting, m.waitingClass, m.orphaned, m.jsWaiting, m.jsFailures, m.natsMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
@@ -207,6 +211,13 @@ func (m *Metrics) JobRetried(kind string) {
 func (m *Metrics) Held(kind string, delta int) {
 	if m != nil {
 		m.inflight.WithLabelValues(kind).Add(float64(delta))
+	}
+}
+
+// Stuck sets the number of stuck jobs at step (internal/watchdog).
+func (m *Metrics) Stuck(step string, n int) {
+	if m != nil {
+		m.stuck.WithLabelValues(step).Set(float64(n))
 	}
 }
 

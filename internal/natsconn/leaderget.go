@@ -15,7 +15,7 @@ import (
 // bucket's stream, with the JetStream API's STREAM.MSG.GET request, and
 // returns its value and revision, or an error matching
 // jetstream.ErrKeyNotFound when the key has none (never written, deleted
-// or purged).
+// or purged). Its wait is bounded (Bounded) whatever ctx.
 //
 // A bucket's Get is a direct get, which any replica may answer: on a
 // cluster a replica that has not applied the latest writes yet (a
@@ -35,7 +35,9 @@ func KVGetFromLeader(ctx context.Context, nc *nats.Conn, bucket, key string) (va
 	if err != nil {
 		return fail(err)
 	}
-	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	rctx, cancel := Bounded(ctx)
+	defer cancel()
+	reply, err := nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return fail(err)
 	}

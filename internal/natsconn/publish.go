@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,8 +29,12 @@ import (
 // conflict on a replicated stream), jetstream.ErrNoStreamResponse when no
 // stream answered after nats.go's two retries 250 ms apart (as during a
 // leader election), jetstream.ErrInvalidJSAck, or the request's own error
-// (a timeout: ctx's deadline).
+// (a timeout: ctx's deadline, or RequestTimeout when ctx has none, as
+// nats.go bounds its own publish; Ambiguous holds for it).
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (uint64, error) {
+	parent := ctx
+	ctx, cancel := Bounded(ctx)
+	defer cancel()
 	var resp *nats.Msg
 	err := pubRetry.Do(ctx, func(ctx context.Context, _ int) error {
 		var err error
@@ -41,7 +46,7 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (uint64, error) {
 	})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return 0, ctx.Err()
+		return 0, cmp.Or(parent.Err(), ctx.Err())
 	case errors.Is(err, nats.ErrNoResponders):
 		return 0, jetstream.ErrNoStreamResponse
 	case err != nil:

@@ -30,6 +30,7 @@ var errNotFresh = errors.New("the job's record exists already (a cancel that cam
 // for its acknowledgement. Progress events are best effort: a failure is
 // logged and the job goes on.
 func (r *Runner) publishProgress(ctx context.Context, j *job, status state.Status) {
+	r.enterStep(j, status)
 	if err := r.cfg.Events.PublishAsync(ctx, events.FromRecord(j.rec, status, r.cfg.Now())); err != nil {
 		j.log.Warn().Err(err).Str("status", string(status)).Msg("progress event not published")
 	}

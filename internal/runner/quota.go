@@ -23,6 +23,9 @@ func (r *Runner) acquireQuota(ctx context.Context, j *job) error {
 		j.d.Started()
 		j.log.Debug().Msg("waiting for the fleet's quota")
 	}
+	// The quota bounds this wait, not the watchdog.
+	j.watch.Step(StepQuota, 0)
+	defer r.enterStep(j, state.StatusReceived)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {

@@ -34,6 +34,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/reach"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/tenants"
+	"github.com/sluice-dev/sluice/internal/watchdog"
 )
 
 // Config wires a Runner.
@@ -59,6 +60,11 @@ type Config struct {
 	Fetcher *artifacts.Fetcher
 	// Cancels routes cancel requests to running jobs. Required.
 	Cancels *Cancels
+	// Watchdog, when set, watches every job's step (watch.go).
+	Watchdog *watchdog.Watchdog
+	// StepMinDeadline is the least deadline the watchdog gives a step
+	// before the paid submit. Defaults to DefaultStepMinDeadline.
+	StepMinDeadline time.Duration
 	// MaxDeliver fails a job delivered more often than this. Defaults to 20.
 	MaxDeliver int
 	// MaxArtifactBytes bounds one artifact. Defaults to 5 GiB.
@@ -231,6 +237,8 @@ type job struct {
 	rec    *state.Record
 	log    zerolog.Logger
 	cancel <-chan struct{}
+	// watch is the watchdog's view of the job's step (watch.go).
+	watch *watchdog.Job
 	// unregister ends the cancel notices of cancel.
 	unregister func()
 	start      time.Time
@@ -265,14 +273,19 @@ type job struct {
 // upstream is detached while it waits (see waitTask): Handle returns
 // consumer.Detach, and the job settles its message when it ends.
 func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outcome {
+	ctx, watch := r.watch(ctx, d)
 	bctx, span := r.startSpan(ctx, "decode and validate")
 	j, out, done := r.begin(bctx, d)
 	span.End()
+	if j != nil {
+		j.watch = watch
+	}
 	if done {
 		j.unregister()
 		r.settleQuota(j, out)
 		return out
 	}
+	r.resumeStep(j)
 	r.markScheduler(ctx, j)
 	switch j.kind {
 	case "video", "speech":

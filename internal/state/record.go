@@ -72,6 +72,10 @@ type Record struct {
 	// job is not failed): why a job stays at its step. It is cleared when
 	// the job moves to another step, and on the terminal record.
 	LastError *StepError `json:"last_error,omitempty"`
+	// Stuck is set by the worker's watchdog when the job stayed in one
+	// step far longer than the step's bound (internal/watchdog). It
+	// counts while the record is still at that step (StuckNow).
+	Stuck *StuckMark `json:"stuck,omitempty"`
 	// QuotaWaits counts the deliveries that ended because upstream
 	// answered the submit with an exhausted quota (nothing was created);
 	// they do not count against SLUICE_MAX_DELIVER.
@@ -146,6 +150,7 @@ func (r *Record) clone() *Record {
 	c.Cancel = clonePtr(r.Cancel)
 	c.Error = clonePtr(r.Error)
 	c.LastError = clonePtr(r.LastError)
+	c.Stuck = clonePtr(r.Stuck)
 	c.SubmittedAt = clonePtr(r.SubmittedAt)
 	c.PreflightAt = clonePtr(r.PreflightAt)
 	c.FinishedAt = clonePtr(r.FinishedAt)
@@ -153,6 +158,23 @@ func (r *Record) clone() *Record {
 	c.Cost = clonePtr(r.Cost)
 	c.Upstream.ExitCode = clonePtr(r.Upstream.ExitCode)
 	return &c
+}
+
+// StuckMark is where and since when a job was found stuck.
+type StuckMark struct {
+	// Step is the step the job stayed in (a Status), Since when it
+	// entered it, At when the watchdog found it past the step's bound.
+	Step  Status    `json:"step"`
+	Since time.Time `json:"since"`
+	At    time.Time `json:"at"`
+	// Worker is the worker whose watchdog found it.
+	Worker string `json:"worker,omitempty"`
+}
+
+// StuckNow reports whether r is a job found stuck at the step it is still
+// at: a job that moved on or ended since is not.
+func (r *Record) StuckNow() bool {
+	return r.Stuck != nil && !r.Status.Terminal() && r.Stuck.Step == r.Status
 }
 
 func clonePtr[T any](p *T) *T {

@@ -17,6 +17,9 @@ import (
 // armed, forwards a client's next publish to a subject under a prefix and
 // drops the server's answer to it: the request is applied, its answer is
 // lost, as when a connection or a leader goes away at the wrong moment.
+// Armed with ArmUnapplied it drops the publish itself: the request is
+// never applied, and the client hears nothing either, the other side of
+// the same doubt.
 // It understands the client protocol's PUB, HPUB, MSG and HMSG; every
 // other line passes as it is.
 type ReplyDropper struct {
@@ -26,6 +29,7 @@ type ReplyDropper struct {
 	mu      sync.Mutex
 	prefix  string
 	armed   int
+	swallow bool            // drop the armed publishes themselves (ArmUnapplied)
 	replies map[string]bool // reply subjects whose answer is dropped
 	dropped int
 	// decide, when set, chooses the fate of every publish (SetDecide);
@@ -57,13 +61,21 @@ func (d *ReplyDropper) URL() string { return "nats://" + d.ln.Addr().String() }
 
 // Arm drops the answers to the next n publishes to a subject that starts
 // with prefix (e.g. "$KV.SLUICE_STATE." for writes to the state bucket).
-func (d *ReplyDropper) Arm(prefix string, n int) {
+func (d *ReplyDropper) Arm(prefix string, n int) { d.arm(prefix, n, false) }
+
+// ArmUnapplied drops the next n publishes to a subject that starts with
+// prefix before they reach the server: the writer waits for an answer to
+// a request that was never applied.
+func (d *ReplyDropper) ArmUnapplied(prefix string, n int) { d.arm(prefix, n, true) }
+
+func (d *ReplyDropper) arm(prefix string, n int, swallow bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.prefix, d.armed = prefix, n
+	d.prefix, d.armed, d.swallow = prefix, n, swallow
 }
 
-// Dropped is how many answers were dropped so far.
+// Dropped is how many answers (or, armed with ArmUnapplied, publishes)
+// were dropped so far.
 func (d *ReplyDropper) Dropped() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -208,7 +220,8 @@ func payloadLen(op []string) int {
 	return -1
 }
 
-// fromClient notes the reply subject of an armed publish.
+// fromClient notes the reply subject of an armed publish, or drops the
+// publish when armed with ArmUnapplied.
 func (d *ReplyDropper) fromClient(op []string) bool {
 	var subject, reply string
 	switch {
@@ -239,6 +252,10 @@ func (d *ReplyDropper) fromClient(op []string) bool {
 	defer d.mu.Unlock()
 	if d.armed > 0 && len(subject) >= len(d.prefix) && subject[:len(d.prefix)] == d.prefix {
 		d.armed--
+		if d.swallow {
+			d.dropped++
+			return false
+		}
 		d.replies[reply] = true
 	}
 	return true

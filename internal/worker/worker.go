@@ -43,6 +43,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/tracing"
+	"github.com/sluice-dev/sluice/internal/watchdog"
 )
 
 // Endpoints tells where a running worker's parts listen; with SLUICE_DEV
@@ -311,7 +312,12 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
-		Tenants: p.tenants,
+		Tenants:         p.tenants,
+		StepMinDeadline: cfg.StuckMinDeadline,
+		Watchdog: watchdog.New(watchdog.Config{
+			Factor: cfg.StuckFactor, HandBackFactor: cfg.StuckHandBack, Interval: cfg.AckWait / 4,
+			Now: clock, Log: log, Counted: m.Stuck, Mark: runner.MarkStuck(p.state, cfg.WorkerName, clock),
+		}),
 	}
 	if err := openUpstreams(&p.rcfg, cfg, m, p.fleet, tr, log); err != nil {
 		return p, err
@@ -421,6 +427,7 @@ func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Log
 	}
 	go p.stores.run(bg)
 	go p.clock.Run(bg)
+	go p.rcfg.Watchdog.Run(bg)
 	done := make(chan struct{})
 	go func() { p.fleet.Run(bg); close(done) }()
 	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {
