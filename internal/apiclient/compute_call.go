@@ -207,6 +207,14 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			}
 		case outEnvelope:
 			env := o.env
+			if rq.class == classSubmit {
+				fresh, err := c.paidEnvelope(ctx, s, rq, tok, env, refreshed)
+				if fresh == nil {
+					return nil, err
+				}
+				refreshed, tok = true, fresh
+				continue
+			}
 			if rq.auth && !refreshed && tok.expiryPossible(c.cfg.Now()) {
 				// The token worked before: the error may be its expiry.
 				// A refresh that hands back the same token says it was not.
@@ -241,6 +249,25 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			return nil, c.wrap(rq, err)
 		}
 	}
+}
+
+// paidEnvelope judges an error envelope answered to a paid call. Only an
+// answer that says the token was refused proves the platform did not act:
+// the fresh token is returned, and the call is sent again once with it. A
+// busy answer (10001) may come after the platform acted, so it is
+// ambiguous; any other envelope is the platform's refusal.
+func (c *Compute) paidEnvelope(ctx context.Context, s *ClusterSession, rq *request, tok *tokenState, env *EnvelopeError, refreshed bool) (*tokenState, error) {
+	switch {
+	case env.saysTokenRejected() && rq.auth && !refreshed:
+		fresh, err := c.refresh(ctx, s.clusterID, tok)
+		if err != nil {
+			return nil, fmt.Errorf("apiclient: compute %s: token refused (code %s) and refresh failed: %w", rq.op, env.Code, err)
+		}
+		return fresh, nil
+	case env.busy():
+		return nil, c.ambiguous(rq, env)
+	}
+	return nil, env
 }
 
 // repeatable reports whether repeating rq after an ambiguous failure is

@@ -36,6 +36,13 @@ func (c *Compute) busyFirst(endpoint string, next http.HandlerFunc) http.Handler
 		}
 		c.busy.mu.Unlock()
 		if busy {
+			// The platform goes on while it answers busy: its instances
+			// move along as any answer would move them.
+			if c.ctr != nil {
+				c.ctr.mu.Lock()
+				c.settleInstances(c.cfg.Now())
+				c.ctr.mu.Unlock()
+			}
 			writeEnvelopeError(w, http.StatusOK, ComputeCodePlatformInternal, "internal error, please try again later")
 			return
 		}
