@@ -19,15 +19,16 @@ type cannedAnswer struct {
 	body   string
 }
 
-// withCanned answers requests whose "METHOD path" has a suffix in match
-// with the current canned answer (none: the simulator answers).
+// withCanned answers the routes that read a job, an instance, the history
+// or a list, and the cancel, with the current canned answer (none: the
+// simulator answers).
 func withCanned(cur *atomic.Pointer[cannedAnswer]) func(http.Handler) http.Handler {
 	return func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a := cur.Load()
-			target := strings.HasSuffix(r.URL.Path, "/detail") ||
-				strings.HasPrefix(r.URL.Path, "/hpc/openapi/v2/jobs/") ||
-				(r.Method == http.MethodDelete && r.URL.Path == "/hpc/openapi/v2/jobs")
+			p := r.URL.Path
+			target := strings.HasSuffix(p, "/detail") || strings.HasSuffix(p, "/task/list") ||
+				strings.HasPrefix(p, "/hpc/openapi/v2/jobs") || strings.HasPrefix(p, "/hpc/openapi/v2/historyjobs")
 			if a == nil || !target {
 				h.ServeHTTP(w, r)
 				return
