@@ -79,7 +79,9 @@ type ComputeConfig struct {
 	Now func() time.Time
 	// AttemptTimeout bounds one attempt of a JSON call, the wait for a
 	// download's response headers, and the wait for an upload's answer
-	// after its last byte was sent. Defaults to 60s.
+	// after its last byte was sent; it is also how long one read of a
+	// download's body or one write of an upload's may wait for a byte
+	// before the transfer fails as stalled. Defaults to 60s.
 	AttemptTimeout time.Duration
 }
 

@@ -99,15 +99,55 @@ type outcome struct {
 }
 
 // errAttemptTimeout is the cause set when an attempt outlives
-// AttemptTimeout.
-var errAttemptTimeout = errors.New("attempt timeout")
+// AttemptTimeout; errStalled when a body stopped moving for as long.
+var (
+	errAttemptTimeout = errors.New("attempt timeout")
+	errStalled        = errors.New("transfer stalled")
+)
+
+// stallGuard cancels an attempt when one read or write of its body waits
+// longer than d for a byte: the rule of artifacts' stallConn (a deadline
+// before every read), applied to the body rather than the connection
+// because the HTTP client may be the caller's. Time the caller spends
+// between reads does not count: only a transfer that stopped moving.
+type stallGuard struct {
+	d      time.Duration
+	cancel context.CancelCauseFunc
+}
+
+// during runs one read or write of a body under the guard.
+func (g stallGuard) during(f func() (int, error)) (int, error) {
+	t := time.AfterFunc(g.d, func() { g.cancel(errStalled) })
+	defer t.Stop()
+	return f()
+}
+
+// causeError replaces err by a timeoutError when cause says the attempt
+// ran out of time or stalled.
+func causeError(err, cause error, d time.Duration) error {
+	switch {
+	case errors.Is(cause, errStalled):
+		return &timeoutError{d: d, stalled: true}
+	case errors.Is(cause, errAttemptTimeout):
+		return &timeoutError{d: d}
+	}
+	return err
+}
 
 // timeoutError reports an attempt that got no answer in time. It is a
 // net.Error with Timeout true and matches context.DeadlineExceeded, so
 // IsTransient treats it like any network timeout.
-type timeoutError struct{ d time.Duration }
+type timeoutError struct {
+	d       time.Duration
+	stalled bool // a body stopped moving (see stallGuard)
+}
 
-func (e *timeoutError) Error() string   { return fmt.Sprintf("no answer within %s", e.d) }
+func (e *timeoutError) Error() string {
+	if e.stalled {
+		return fmt.Sprintf("transfer stalled: no byte moved for %s", e.d)
+	}
+	return fmt.Sprintf("no answer within %s", e.d)
+}
 func (e *timeoutError) Timeout() bool   { return true }
 func (e *timeoutError) Temporary() bool { return true }
 func (e *timeoutError) Is(target error) bool {
@@ -207,6 +247,14 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			}
 		case outEnvelope:
 			env := o.env
+			if rq.class == classSubmit {
+				fresh, err := c.paidEnvelope(ctx, s, rq, tok, env, refreshed)
+				if fresh == nil {
+					return nil, err
+				}
+				refreshed, tok = true, fresh
+				continue
+			}
 			if rq.auth && !refreshed && tok.expiryPossible(c.cfg.Now()) {
 				// The token worked before: the error may be its expiry.
 				// A refresh that hands back the same token says it was not.
@@ -241,6 +289,25 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			return nil, c.wrap(rq, err)
 		}
 	}
+}
+
+// paidEnvelope judges an error envelope answered to a paid call. Only an
+// answer that says the token was refused proves the platform did not act:
+// the fresh token is returned, and the call is sent again once with it. A
+// busy answer (10001) may come after the platform acted, so it is
+// ambiguous; any other envelope is the platform's refusal.
+func (c *Compute) paidEnvelope(ctx context.Context, s *ClusterSession, rq *request, tok *tokenState, env *EnvelopeError, refreshed bool) (*tokenState, error) {
+	switch {
+	case env.saysTokenRejected() && rq.auth && !refreshed:
+		fresh, err := c.refresh(ctx, s.clusterID, tok)
+		if err != nil {
+			return nil, fmt.Errorf("apiclient: compute %s: token refused (code %s) and refresh failed: %w", rq.op, env.Code, err)
+		}
+		return fresh, nil
+	case env.busy():
+		return nil, c.ambiguous(rq, env)
+	}
+	return nil, env
 }
 
 // repeatable reports whether repeating rq after an ambiguous failure is
@@ -299,8 +366,9 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 			t.Stop()
 		}
 	}()
+	guard := stallGuard{d: c.cfg.AttemptTimeout, cancel: cancel}
 	if rq.upload == nil {
-		arm() // uploads arm it once their last byte is sent
+		arm() // uploads arm it once their last byte is sent; the guard watches them until then
 	}
 
 	// sent is the clients' one rule for "may upstream have seen it"
@@ -319,7 +387,7 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 	switch {
 	case rq.upload != nil:
 		var err error
-		up, err = rq.upload.start(arm)
+		up, err = rq.upload.start(arm, guard)
 		if err != nil {
 			return nil, outcome{kind: outFatal, err: err}
 		}
@@ -378,7 +446,7 @@ func (c *Compute) attempt(ctx context.Context, rq *request, base *url.URL, tok *
 		if t := timer.Load(); t != nil {
 			t.Stop()
 		}
-		res, o := c.openStream(rq, resp, cancel)
+		res, o := c.openStream(rq, resp, actx, guard)
 		if o.kind == outOK {
 			keepCtx = true
 		}
@@ -431,8 +499,8 @@ func (c *Compute) envelopeError(rq *request, status int, h http.Header, body []b
 // name or a file path) by the address and the path template, and reports
 // an attempt timeout as such.
 func (c *Compute) transportError(rq *request, base *url.URL, err error, cause error) error {
-	if errors.Is(cause, errAttemptTimeout) {
-		err = &timeoutError{d: c.cfg.AttemptTimeout}
+	if te := causeError(nil, cause, c.cfg.AttemptTimeout); te != nil {
+		err = te
 	} else if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
@@ -454,7 +522,7 @@ const maxEnvelopePeek = 64 << 10
 // openStream turns a 2xx download answer into a DownloadBody, unless it is
 // an error envelope (Content-Type application/json with a code other than
 // "0").
-func (c *Compute) openStream(rq *request, resp *http.Response, cancel context.CancelCauseFunc) (*result, outcome) {
+func (c *Compute) openStream(rq *request, resp *http.Response, actx context.Context, guard stallGuard) (*result, outcome) {
 	var prefix []byte
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxEnvelopePeek+1))
@@ -475,9 +543,10 @@ func (c *Compute) openStream(rq *request, resp *http.Response, cancel context.Ca
 	}
 	size := resp.ContentLength
 	return &result{body: &DownloadBody{
-		r:      io.MultiReader(bytes.NewReader(prefix), resp.Body),
-		body:   resp.Body,
-		cancel: cancel,
-		size:   size,
+		r:     io.MultiReader(bytes.NewReader(prefix), resp.Body),
+		body:  resp.Body,
+		ctx:   actx,
+		guard: guard,
+		size:  size,
 	}}, outcome{kind: outOK}
 }

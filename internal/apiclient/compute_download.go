@@ -11,19 +11,27 @@ import (
 // DownloadBody is the open content of a downloaded file. Close it when
 // done; closing early abandons the transfer.
 type DownloadBody struct {
-	r      io.Reader
-	body   io.ReadCloser
-	cancel context.CancelCauseFunc
-	size   int64
+	r     io.Reader
+	body  io.ReadCloser
+	ctx   context.Context // the attempt's; guard cancels it on a stall
+	guard stallGuard
+	size  int64
 }
 
-// Read reads the file content.
-func (d *DownloadBody) Read(p []byte) (int, error) { return d.r.Read(p) }
+// Read reads the file content. A read that waits AttemptTimeout without a
+// byte fails with a transient timeout naming the stall.
+func (d *DownloadBody) Read(p []byte) (int, error) {
+	n, err := d.guard.during(func() (int, error) { return d.r.Read(p) })
+	if err != nil && err != io.EOF {
+		err = causeError(err, context.Cause(d.ctx), d.guard.d)
+	}
+	return n, err
+}
 
 // Close releases the connection.
 func (d *DownloadBody) Close() error {
 	err := d.body.Close()
-	d.cancel(nil)
+	d.guard.cancel(nil)
 	return err
 }
 

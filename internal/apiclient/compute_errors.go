@@ -98,32 +98,6 @@ func (e *EnvelopeError) authRejected() bool {
 	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 }
 
-// missingMarkers are the message texts by which the platform says a job
-// does not exist. The platform has no documented "not found" code, so its
-// message is the only signal; clients of the platform read the same texts.
-var missingMarkers = []string{"不存在", "does not exist", "not exist", "not found", "no such job"}
-
-// saysMissing reports whether the answer says the requested job is not
-// there: HTTP 404 with an envelope, or a 2xx error envelope whose message
-// says so. A token refusal never does.
-func (e *EnvelopeError) saysMissing() bool {
-	switch {
-	case e.authRejected():
-		return false
-	case e.Status == http.StatusNotFound:
-		return true
-	case e.Status < 200 || e.Status > 299:
-		return false
-	}
-	msg := strings.ToLower(e.Msg)
-	for _, m := range missingMarkers {
-		if strings.Contains(msg, m) {
-			return true
-		}
-	}
-	return false
-}
-
 // noRoute reports whether the answer says the gateway has no such route:
 // HTTP 404 or 405 without an envelope code.
 func (e *EnvelopeError) noRoute() bool {

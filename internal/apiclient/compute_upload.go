@@ -38,8 +38,9 @@ type uploadRun struct {
 }
 
 // start opens the source and starts streaming the form into a pipe. arm is
-// called once the last byte has been handed to the transport.
-func (u *uploadSpec) start(arm func()) (*uploadRun, error) {
+// called once the last byte has been handed to the transport; until then
+// guard ends the attempt when the transport takes no byte for its time.
+func (u *uploadSpec) start(arm func(), guard stallGuard) (*uploadRun, error) {
 	src, err := u.open()
 	if err != nil {
 		return nil, fmt.Errorf("open upload source: %w", err)
@@ -48,7 +49,7 @@ func (u *uploadSpec) start(arm func()) (*uploadRun, error) {
 		return nil, fmt.Errorf("open upload source: %w: open returned a nil reader", ErrInvalidArgument)
 	}
 	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
+	mw := multipart.NewWriter(guardedWriter{w: pw, guard: guard})
 	run := &uploadRun{body: pr, contentType: mw.FormDataContentType(), done: make(chan error, 1)}
 	go func() {
 		rec := &sourceReader{r: src}
@@ -70,6 +71,17 @@ func (u *uploadSpec) start(arm func()) (*uploadRun, error) {
 		}
 	}()
 	return run, nil
+}
+
+// guardedWriter runs each write into the pipe (which returns once the
+// transport took the bytes) under a stallGuard.
+type guardedWriter struct {
+	w     io.Writer
+	guard stallGuard
+}
+
+func (g guardedWriter) Write(p []byte) (int, error) {
+	return g.guard.during(func() (int, error) { return g.w.Write(p) })
 }
 
 // writeForm writes the fields before the file, so a streaming server

@@ -24,9 +24,9 @@ var (
 	// gateway answers HTTP 404 without an envelope to an /ai/ path.
 	ErrNoContainerService = errors.New("apiclient: the region has no container service")
 
-	// ErrInstanceNotFound is matched when the detail call answers an error
-	// envelope, HTTP 404 with an envelope, or no data for an instance id:
-	// the platform does not know the instance (any more).
+	// ErrInstanceNotFound is matched when the detail call's answer says
+	// the instance is not there (see Instance): the platform does not
+	// know it (any more).
 	ErrInstanceNotFound = errors.New("apiclient: container instance not found")
 )
 
@@ -209,8 +209,12 @@ func (s *ClusterSession) ExecuteScript(ctx context.Context, instanceID, script s
 }
 
 // Instance fetches an instance's detail (GET .../instance-service/{id}/detail),
-// retried like any read. An error envelope that is not a token problem, an
-// HTTP 404 with an envelope, or a null data matches ErrInstanceNotFound.
+// retried like any read. Only an answer that says the instance is not
+// there matches ErrInstanceNotFound: a null data, HTTP 404 with an
+// envelope, or an error envelope whose message says it does not exist
+// (EnvelopeError.saysMissing, the rule Job follows). A busy answer (10001)
+// or any other error envelope is returned as it is: it says nothing about
+// the instance, which may be running and billed.
 func (s *ClusterSession) Instance(ctx context.Context, instanceID string) (*Instance, error) {
 	if err := checkInstanceID(instanceID); err != nil {
 		return nil, err
@@ -222,8 +226,7 @@ func (s *ClusterSession) Instance(ctx context.Context, instanceID string) (*Inst
 		class:    classIdempotent,
 	})
 	if err != nil {
-		if env, ok := errors.AsType[*EnvelopeError](err); ok && !env.authRejected() &&
-			(env.Status == http.StatusNotFound || (env.Status >= 200 && env.Status < 300)) {
+		if env, ok := errors.AsType[*EnvelopeError](err); ok && env.saysMissing() {
 			return nil, fmt.Errorf("apiclient: compute container %s: %w: %w", instanceID, ErrInstanceNotFound, err)
 		}
 		return nil, err
@@ -371,7 +374,8 @@ var instanceStatusWords = []struct {
 // English (Waiting, Deploying, Running, Completed, Failed, Stopped and
 // their usual synonyms) or as the console's Chinese names (等待, 部署, 运行,
 // 完成, 失败, 停止). A status it does not know reads Unknown, or Stopped
-// when the detail carries an endTime. A nil instance is Unknown.
+// when the detail carries an endTime; a status it knows is read as it is,
+// end time or not (a Running instance bills). A nil instance is Unknown.
 func InstancePhaseOf(in *Instance) InstancePhase {
 	if in == nil {
 		return InstanceUnknown
@@ -387,7 +391,7 @@ func InstancePhaseOf(in *Instance) InstancePhase {
 			}
 		}
 	}
-	if !p.Ended() && present(&in.EndTime) && strings.Trim(in.EndTime, "-") != "" {
+	if p == InstanceUnknown && present(&in.EndTime) && strings.Trim(in.EndTime, "-") != "" {
 		return InstanceStopped
 	}
 	return p

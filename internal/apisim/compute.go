@@ -258,6 +258,7 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
+	busy     busyAnswers   // requests to answer busy (AnswerBusy)
 	// saved is the state file's content, rewritten in part by the jobs
 	// (under mu) and by the container service (under ctr.mu); its own
 	// lock is taken last.
@@ -371,7 +372,7 @@ func (c *Compute) Close() error {
 // handle registers h under pattern with the endpoint's faults and request
 // counter around it.
 func (c *Compute) handle(mux *http.ServeMux, pattern, endpoint string, h http.HandlerFunc) {
-	mux.HandleFunc(pattern, c.counters.countRequests(endpoint, c.faults.Wrap(endpoint, c.writeFaultError, h)))
+	mux.HandleFunc(pattern, c.counters.countRequests(endpoint, c.busyFirst(endpoint, c.faults.Wrap(endpoint, c.writeFaultError, h))))
 }
 
 // envelope is the code/msg/data wrapper of every JSON answer.

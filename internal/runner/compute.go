@@ -503,18 +503,24 @@ func (r *Runner) cancelJob(ctx context.Context, j *job, sess *apiclient.ClusterS
 	jobID := j.rec.Upstream.JobID
 	j.log.Info().Msg("cancelling upstream compute job")
 	err := sess.CancelJob(ctx, "", "", jobID)
-	switch {
-	case err == nil:
+	switch apiclient.Classify(err) {
+	case apiclient.ClassOK:
 		j.log.Info().Msg("upstream compute job deleted; waiting for the platform to show its end")
 		return true
-	case errors.Is(err, apiclient.ErrNotSupported):
-		j.log.Warn().Err(err).Msg(LogComputeCancelUnsupported)
-		return true
-	case errors.Is(err, apiclient.ErrJobNotFound) || !isTransientCompute(err):
-		// Ended already, or refused: its end tells the outcome.
+	case apiclient.ClassRefused:
+		if errors.Is(err, apiclient.ErrNotSupported) {
+			j.log.Warn().Err(err).Msg(LogComputeCancelUnsupported)
+			return true
+		}
+		// Refused: its end tells the outcome.
 		j.log.Warn().Err(err).Msg("the platform refused the cancel; the job keeps the outcome it shows")
 		return true
+	case apiclient.ClassMissing:
+		// Ended already: its end tells the outcome.
+		j.log.Warn().Err(err).Msg("the platform no longer has the job; it keeps the outcome it shows")
+		return true
 	}
+	// Busy (10001, 5xx, no answer): the job may still run and bill.
 	j.log.Warn().Err(err).Msg("cancel request failed; sent again at the next poll")
 	return false
 }

@@ -351,15 +351,16 @@ func (r *Runner) waitScript(ctx context.Context, j *job, sess *apiclient.Cluster
 			return 0, errCancelled
 		}
 		in, err := sess.Instance(ctx, id)
-		switch {
-		case errors.Is(err, apiclient.ErrInstanceNotFound):
+		switch apiclient.Classify(err) {
+		case apiclient.ClassMissing:
 			misses++
 			if misses >= notFoundPolls {
 				return 0, fail(CodeInstanceEnded, state.StagePoll, false, "instance %s disappeared from the platform before the script's exit status was written", id)
 			}
-		case err != nil:
+		case apiclient.ClassBusy, apiclient.ClassRefused, apiclient.ClassAmbiguous:
+			// Says nothing about the instance, which may run and bill.
 			j.log.Warn().Err(err).Msg("instance query failed")
-		default:
+		case apiclient.ClassOK:
 			misses = 0
 			phase := apiclient.InstancePhaseOf(in)
 			if err := r.observeInstance(ctx, j, in, phase); err != nil {
@@ -460,7 +461,9 @@ func (r *Runner) deleteOnce(ctx context.Context, j *job, sess *apiclient.Cluster
 		j.log.Info().Msg("container instance deleted")
 		return true, nil
 	}
-	if _, derr := sess.Instance(ctx, id); errors.Is(derr, apiclient.ErrInstanceNotFound) {
+	// Only the platform saying the instance is not there confirms a
+	// failed delete; a busy or refused detail leaves it billing.
+	if _, derr := sess.Instance(ctx, id); apiclient.Classify(derr) == apiclient.ClassMissing {
 		return true, nil
 	}
 	j.log.Warn().Err(err).Int("try", try+1).Msg("container instance delete failed")
