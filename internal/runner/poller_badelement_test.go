@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -44,5 +45,29 @@ func TestPollerAsksABadElementsTaskAlone(t *testing.T) {
 		if bad := i == 1; bad != (got[0].Err != nil) || !bad && got[0].Task == nil {
 			t.Errorf("task %d: update %+v", i, got[0])
 		}
+	}
+}
+
+// TestUnreadableTaskShowsWhy: a task whose batch element is malformed and
+// whose own query cannot be read either keeps its job waiting (the task
+// may be running, and was paid), but the job's record says why it makes
+// no progress instead of staying silent until the task's deadline.
+func TestUnreadableTaskShowsWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.media.Faults().Set(apisim.EndpointTask, apisim.Fault{MalformedRate: 1})
+	id := "unreadable-task"
+	out := b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, "a paper boat [sim:bad-element]"), 1))
+	if out.Action != consumer.Detach {
+		t.Fatalf("Handle settled %v, want a detached wait", out.Action)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	rec := b.record(t, id)
+	for rec.LastError == nil && !rec.Status.Terminal() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		rec = b.record(t, id)
+	}
+	if rec.Status.Terminal() || rec.LastError == nil || rec.LastError.Code != CodeUpstreamUnavailable {
+		t.Fatalf("record %+v (last error %+v): want the job waiting with last error %s", rec, rec.LastError, CodeUpstreamUnavailable)
 	}
 }
