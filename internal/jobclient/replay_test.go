@@ -15,8 +15,8 @@ import (
 
 // TestReplayFollowsRetrysRules: a dead letter of a job that has not ended
 // (a stray copy of a job a worker holds) or that succeeded is not replayed
-// (without Force for the succeeded one), by id, by reason or all at once;
-// a letter of a job that failed, or that never got a record, is.
+// (without Force for the succeeded one and the one without a record), by
+// id, by reason or all at once; a letter of a job that failed is.
 func TestReplayFollowsRetrysRules(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
@@ -71,6 +71,10 @@ func TestReplayFollowsRetrysRules(t *testing.T) {
 			if !errors.Is(err, jobclient.ErrSucceeded) {
 				t.Errorf("replay of a succeeded job: %v, want ErrSucceeded", err)
 			}
+		case "unseen":
+			if !jobclient.NeedsForce(err) {
+				t.Errorf("replay of a job without a record: %v, want a refusal Force lifts", err)
+			}
 		default:
 			if err != nil {
 				t.Errorf("replay of %s: %v", d.JobID, err)
@@ -78,8 +82,8 @@ func TestReplayFollowsRetrysRules(t *testing.T) {
 		}
 	}
 	left, err := jc.DeadLetters(ctx, jobclient.DLQFilter{})
-	if err != nil || len(left) != 2 {
-		t.Errorf("letters left = %+v, %v; want the two refused", left, err)
+	if err != nil || len(left) != 3 {
+		t.Errorf("letters left = %+v, %v; want the three refused", left, err)
 	}
 }
 
