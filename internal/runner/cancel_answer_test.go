@@ -33,3 +33,24 @@ func TestCancelAnsweredRunningIsAskedAgain(t *testing.T) {
 		t.Fatalf("record %+v, task upstream %s: want cancelled upstream and here", rec, task.Output.TaskStatus)
 	}
 }
+
+// TestCancelOfATaskUpstreamForgot: a cancel answered 404 (upstream no
+// longer knows the task) ends the job as a poll answered 404 does,
+// failed upstream_failed, instead of sending it back to be redelivered
+// and ask again for ever.
+func TestCancelOfATaskUpstreamForgot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "cancel-forgotten"
+	b.write(t, id, func(r *state.Record) {
+		now := time.Now().UTC()
+		r.JobID, r.Kind, r.Status, r.Attempts, r.Submits, r.SubmittedAt = id, "video", state.StatusSubmitted, 1, 1, &now
+		r.Upstream = state.Upstream{TaskID: "vt-forgotten-000001", Status: string(apiclient.TaskPending)}
+	})
+	b.cancel(t, id)
+	b.r.Handle(testenv.Context(t, 30*time.Second), b.deliver(t, videoSpec(id, "a paper boat"), 2))
+	rec := b.waitEnd(t, id)
+	if rec.Status != state.StatusFailed || rec.Error == nil || rec.Error.Code != CodeUpstreamFailed {
+		t.Fatalf("record %+v (error %+v), want failed %s", rec, rec.Error, CodeUpstreamFailed)
+	}
+}
