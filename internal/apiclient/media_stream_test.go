@@ -145,3 +145,25 @@ func TestMediaStreamStall(t *testing.T) {
 		t.Error("no audio read before the stall")
 	}
 }
+
+// TestMediaStreamSlowButMoving: the stall check gives up a stream that
+// sends nothing, not a slow one: a stream whose frames each come inside
+// StreamStallTimeout is read whole although it lasts longer than that.
+func TestMediaStreamSlowButMoving(t *testing.T) {
+	t.Parallel()
+	const stall = 2 * time.Second
+	b := setupMedia(t, func(c *apiclient.MediaConfig) { c.StreamStallTimeout = stall })
+	s, err := b.client.StreamSpeech(t.Context(), speechReq("slow but moving [sim:frames=8] [sim:frame-gap=400ms]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	n, err := io.Copy(io.Discard, s)
+	if err != nil || n == 0 {
+		t.Fatalf("read %d bytes, then %v; want the whole stream", n, err)
+	}
+	if took := time.Since(start); took <= stall {
+		t.Fatalf("the stream took %s, not longer than the stall timeout %s: the test proves nothing", took, stall)
+	}
+}

@@ -109,6 +109,8 @@ func (c MediaConfig) withDefaults() MediaConfig {
 //	                       (running or pending) and does not cancel it
 //	[sim:sse-stall]        a stream sends half its frames, then nothing,
 //	                       holding the connection open
+//	[sim:frame-gap=400ms]  a stream pauses this long before each frame
+//	                       after the first
 //
 // A directive with a bad value is a 400 invalid_parameter on the prompt or
 // text.

@@ -57,6 +57,13 @@ func (m *Media) streamSpeech(w http.ResponseWriter, r *http.Request, text string
 		stopAfter = 1
 	}
 	for i := range stopAfter {
+		if i > 0 && d.frameGap > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(d.frameGap):
+			}
+		}
 		chunk := d.size/int64(frames) + boolInt(int64(i) < d.size%int64(frames))
 		b := make([]byte, chunk)
 		if _, err := io.ReadFull(audio, b); err != nil {

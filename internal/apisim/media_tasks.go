@@ -202,6 +202,9 @@ type directives struct {
 	// sseStall makes a stream stop sending after half its frames while
 	// holding the connection open.
 	sseStall bool
+	// frameGap is the pause before each stream frame after the first: a
+	// slow stream that keeps moving.
+	frameGap time.Duration
 }
 
 var directiveRE = regexp.MustCompile(`\[sim:([a-z-]+)(?:=([^\]]*))?\]`)
@@ -279,6 +282,11 @@ func (m *Media) parseDirectives(s string) (directives, error) {
 			d.cancelRunning = true
 		case "sse-stall":
 			d.sseStall = true
+		case "frame-gap":
+			d.frameGap, err = time.ParseDuration(val)
+			if err == nil && (d.frameGap < 0 || d.frameGap > time.Minute) {
+				err = fmt.Errorf("out of range [0, 1m]")
+			}
 		default:
 			err = fmt.Errorf("unknown directive")
 		}

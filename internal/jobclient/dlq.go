@@ -128,8 +128,8 @@ func parseSize(s string) (int, error) {
 
 // Replay runs the job of dead letter d again as a retry (see Retry): its
 // message, as it arrived, is the spec. Retry's rules hold for the job the
-// letter names: one that has not ended is refused, one that succeeded or
-// ended submit_ambiguous needs o.Force. A letter whose spec is invalid
+// letter names: one that has not ended is refused, one that succeeded,
+// ended submit_ambiguous or has no record needs o.Force. A letter whose spec is invalid
 // cannot be replayed. Once
 // the retry is queued the letter is removed from SLUICE_DLQ.
 func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*RetryResult, error) {
@@ -144,11 +144,16 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 		return nil, fmt.Errorf("%w dead letter %d: it has no job id", ErrNotRetryable, d.Seq)
 	}
 	// A letter may be a stray copy of a job a worker holds, or of one that
-	// ended since: Retry's rules apply to the job it names. A job no worker
-	// recorded nor queued (its spec was refused on arrival) is replayed.
+	// ended since: Retry's rules apply to the job it names. Without a
+	// record sluice cannot tell a job no worker recorded from one whose
+	// record expired (SLUICE_STATE_TTL) or was purged after it ran, even
+	// succeeded: that replay may pay twice and needs o.Force.
 	job, err := c.Status(ctx, id)
 	switch {
 	case errors.Is(err, ErrNoSuchJob):
+		if !o.Force {
+			return nil, fmt.Errorf("replay %s: it has no record (never recorded, expired or purged): %w", id, ErrMayPayTwice)
+		}
 	case err != nil:
 		return nil, err
 	default:

@@ -15,8 +15,8 @@ import (
 
 // TestReplayFollowsRetrysRules: a dead letter of a job that has not ended
 // (a stray copy of a job a worker holds) or that succeeded is not replayed
-// (without Force for the succeeded one), by id, by reason or all at once;
-// a letter of a job that failed, or that never got a record, is.
+// (without Force for the succeeded one and the one without a record), by
+// id, by reason or all at once; a letter of a job that failed is.
 func TestReplayFollowsRetrysRules(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
@@ -71,6 +71,10 @@ func TestReplayFollowsRetrysRules(t *testing.T) {
 			if !errors.Is(err, jobclient.ErrSucceeded) {
 				t.Errorf("replay of a succeeded job: %v, want ErrSucceeded", err)
 			}
+		case "unseen":
+			if !jobclient.NeedsForce(err) {
+				t.Errorf("replay of a job without a record: %v, want a refusal Force lifts", err)
+			}
 		default:
 			if err != nil {
 				t.Errorf("replay of %s: %v", d.JobID, err)
@@ -78,7 +82,41 @@ func TestReplayFollowsRetrysRules(t *testing.T) {
 		}
 	}
 	left, err := jc.DeadLetters(ctx, jobclient.DLQFilter{})
-	if err != nil || len(left) != 2 {
-		t.Errorf("letters left = %+v, %v; want the two refused", left, err)
+	if err != nil || len(left) != 3 {
+		t.Errorf("letters left = %+v, %v; want the three refused", left, err)
+	}
+}
+
+// TestReplayWithoutRecordNeedsForce: a letter whose job has no record
+// (it expired with SLUICE_STATE_TTL, or was purged) may be of a job that
+// ran, even succeeded: sluice cannot tell, so the replay needs Force, as
+// for any run that may pay twice.
+func TestReplayWithoutRecordNeedsForce(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(contract.DLQSubject("video"))
+	m.Header.Set(contract.HeaderJobID, "forgotten")
+	m.Header.Set(contract.HeaderError, "too_many_deliveries: held by a worker")
+	m.Data = []byte(`{"id":"forgotten","kind":"video","video":{"model":"m","input":{"prompt":"p"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`)
+	if _, err := n.JS.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := jobclient.New(n.Conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, err := jc.DeadLetters(ctx, jobclient.DLQFilter{WithData: true})
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("letters = %+v, %v", letters, err)
+	}
+	if _, err := jc.Replay(ctx, letters[0], jobclient.RetryOptions{}); !jobclient.NeedsForce(err) {
+		t.Fatalf("replay of a letter without a record: %v, want a refusal Force lifts", err)
+	}
+	if _, err := jc.Replay(ctx, letters[0], jobclient.RetryOptions{Force: true}); err != nil {
+		t.Fatalf("forced replay: %v", err)
 	}
 }

@@ -419,6 +419,10 @@ func (r *Runner) cancelTask(ctx context.Context, j *job) (task *apiclient.Task, 
 	if errors.Is(err, apiclient.ErrTaskTerminal) {
 		t, err = r.cfg.Media.GetTask(ctx, taskID)
 	}
+	if errors.Is(err, apiclient.ErrTaskNotFound) {
+		// Asking again would get the same answer at each redelivery.
+		return nil, taskForgotten(taskID), true
+	}
 	if err != nil {
 		return nil, transient(fmt.Errorf("cancel task: %w", err)), true
 	}
@@ -446,6 +450,12 @@ const NoteSubmitMayHaveHappened = "submit_may_have_happened"
 // window with no task id recorded (NoteSubmitMayHaveHappened).
 func unrecordedSubmit(rec *state.Record) bool {
 	return (rec.Kind == "video" || rec.Kind == "speech") && rec.Status == state.StatusSubmitting && rec.Upstream.TaskID == ""
+}
+
+// taskForgotten is the failure of a job whose task upstream answers 404
+// for, to a poll or to a cancel: nothing of it can be learnt any more.
+func taskForgotten(taskID string) error {
+	return fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID)
 }
 
 // taskFailure is the failure of an upstream task that ended failed.

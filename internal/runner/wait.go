@@ -191,9 +191,14 @@ func (w *waiter) handle(ev waitEvent, u PollUpdate) (task *apiclient.Task, err e
 		cancel()
 		switch {
 		case errors.Is(err, apiclient.ErrTaskNotFound):
-			return nil, fail(CodeUpstreamFailed, state.StagePoll, false, "upstream no longer knows task %s", taskID), true
+			return nil, taskForgotten(taskID), true
 		case err != nil:
+			// The task may run and bill on: keep waiting, but let the
+			// record say why the job makes no progress (a task that is
+			// never readable would otherwise wait silently to its
+			// deadline).
 			j.log.Warn().Err(err).Msg("task query failed")
+			r.noteRetry(ctx, j, &retry{err: err, code: CodeUpstreamUnavailable})
 			return nil, nil, false
 		}
 	}

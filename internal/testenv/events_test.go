@@ -55,3 +55,27 @@ func TestEventWithAnAddedFieldPassesASubscribersChecks(t *testing.T) {
 		t.Error("strict schema accepts an added field")
 	}
 }
+
+// A note value a later version adds (a terminal status qualified another
+// way) keeps passing the published schema, as an added field does: the
+// schema names the notes known today without closing the list.
+func TestEventWithALaterNotePassesThePublishedSchema(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(testenv.SchemaDir(), "examples", "event-succeeded.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["data"].(map[string]any)["note"] = "a_note_added_later"
+	grown, _ := json.Marshal(doc)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(grown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.EventSchema(t, false).Validate(inst); err != nil {
+		t.Errorf("published schema rejects a later note: %v", err)
+	}
+}
