@@ -13,7 +13,7 @@ import (
 func TestTenantAndPriorityFlags(t *testing.T) {
 	b := setupLocal(t)
 	for kind, args := range map[jobspec.Kind][]string{
-		jobspec.KindVideo:  {"video", "--model", "m", "--prompt", "p", "--resolution", "768P", "--duration", "5"},
+		jobspec.KindVideo:  {"video", "--model", "m", "--prompt", "p", "--resolution", "768P", "--duration", "5", "--ratio", "16:9"},
 		jobspec.KindSpeech: {"speech", "--model", "m", "--text", "hello", "--voice", "v"},
 		jobspec.KindCompute: {"compute", "--template", "BASIC/BASE", "--queue", "normal", "--nodes", "1", "--ppn", "4",
 			"--wall-time", "01:00:00", "--script", "/home/alice/run.sh"},
