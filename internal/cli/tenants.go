@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,8 +29,9 @@ settings with the jobs in flight (open budget reservations), the spend
 this period (a month without a budget) and whether the tenant's jobs wait
 for budget.
 
-Exit codes: 0 done, 2 usage error or invalid setting (nothing written),
-5 NATS unreachable or another runtime error.`
+Exit codes: 0 done, 2 usage error or invalid setting (nothing written;
+every bad flag is named), 6 "show" of a tenant with no settings, no spend
+and no waiting job, 5 NATS unreachable or another runtime error.`
 
 // tenantFlags are the flags of "tenants set".
 type tenantFlags struct {
@@ -106,32 +109,22 @@ func runTenants(ctx context.Context, a *app, args []string) error {
 	return usageErrorf("tenants: unknown subcommand %q (want set, list or show)", sub)
 }
 
-// tenantChange checks the flags of "tenants set" and returns the change
-// they make to a tenant's settings.
+// tenantChange checks the flags of "tenants set", reporting every bad
+// one at once, and returns the change they make to a tenant's settings.
 func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings), error) {
-	switch {
-	case seen["weight"] && !(f.weight > 0):
-		return nil, usageErrorf("--weight: must be a number above 0, got %v", f.weight)
-	case seen["per"] && !seen["budget"]:
-		return nil, usageErrorf("--per: needs --budget")
-	case seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail":
-		return nil, usageErrorf("--on-budget: want wait or fail, got %q", f.onBudget)
-	case len(seen) == 0:
+	if len(seen) == 0 {
 		return nil, usageErrorf("tenants set: nothing to set (give --weight, --max-tasks, --budget or --on-budget)")
 	}
-	var budget *tenants.Budget
-	if seen["budget"] && f.budget != "none" {
-		credits, err := strconv.ParseFloat(f.budget, 64)
-		if err != nil || credits < 0 {
-			return nil, usageErrorf("--budget: want credits, 0 or more, or none, got %q", f.budget)
-		}
-		budget = &tenants.Budget{Credits: credits, Per: tenants.Period(f.per)}
-		if f.per == "" {
-			budget.Per = tenants.PerMonth
-		}
-		if err := (tenants.Settings{Budget: budget}).Validate(); err != nil {
-			return nil, usageErrorf("--per: want day, week or month, got %q", f.per)
-		}
+	var bad []string
+	if seen["weight"] && !(f.weight > 0) || math.IsInf(f.weight, 0) {
+		bad = append(bad, fmt.Sprintf("--weight: must be a number above 0, got %v", f.weight))
+	}
+	if seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail" {
+		bad = append(bad, fmt.Sprintf("--on-budget: want wait or fail, got %q", f.onBudget))
+	}
+	budget, problems := budgetFlags(f, seen)
+	if bad = append(bad, problems...); len(bad) > 0 {
+		return nil, usageErrorf("%s", strings.Join(bad, "\n"))
 	}
 	return func(s *tenants.Settings) {
 		if seen["weight"] {
@@ -148,6 +141,28 @@ func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings)
 			s.OnBudget = tenants.OnBudget(f.onBudget)
 		}
 	}, nil
+}
+
+// budgetFlags is the budget --budget and --per set (nil for none), and
+// what is wrong with them.
+func budgetFlags(f *tenantFlags, seen map[string]bool) (*tenants.Budget, []string) {
+	if seen["per"] && !seen["budget"] {
+		return nil, []string{"--per: needs --budget"}
+	}
+	if !seen["budget"] || f.budget == "none" {
+		return nil, nil
+	}
+	var bad []string
+	credits, err := strconv.ParseFloat(f.budget, 64)
+	if err != nil || credits < 0 || math.IsNaN(credits) || math.IsInf(credits, 0) {
+		bad = append(bad, fmt.Sprintf("--budget: want credits, a finite number 0 or more, or none, got %q", f.budget))
+	}
+	budget := &tenants.Budget{Credits: 0, Per: tenants.Period(cmp.Or(f.per, string(tenants.PerMonth)))}
+	if err := (tenants.Settings{Budget: budget}).Validate(); err != nil {
+		bad = append(bad, fmt.Sprintf("--per: want day, week or month, got %q", f.per))
+	}
+	budget.Credits = credits
+	return budget, bad
 }
 
 func (a *app) setTenant(ctx context.Context, f *tenantFlags, seen map[string]bool, rest []string) error {
@@ -220,6 +235,10 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	}
 	slices.Sort(ids)
 	if only != nil {
+		if !slices.Contains(ids, only[0]) {
+			return &exitError{code: ExitNoSuchJob, err: fmt.Errorf("tenant %s has no settings and no spend, and no job of it waits "+
+				"(its jobs would count with weight 1, no cap and no budget)", only[0])}
+		}
 		ids = only
 	}
 	reports := make([]tenantReport, 0, len(ids))
