@@ -217,6 +217,16 @@ func TestBudgetWaitIsShown(t *testing.T) {
 		if out := b.enqueueOut(t, "jobs", "--tenant", j.tenant); !strings.Contains(out, j.id) {
 			t.Errorf("enqueue jobs --tenant %s does not list the waiting job:\n%s", j.tenant, out)
 		}
+		var shown struct {
+			Tenants []struct {
+				WaitingForBudget bool `json:"waiting_for_budget"`
+				BudgetReached    bool `json:"budget_reached"`
+			}
+		}
+		if out := b.enqueueOut(t, "tenants", "show", j.tenant, "--json"); json.Unmarshal([]byte(out), &shown) != nil ||
+			len(shown.Tenants) != 1 || !shown.Tenants[0].WaitingForBudget || shown.Tenants[0].BudgetReached != (j.tenant == "spent") {
+			t.Errorf("tenants show %s: %s; want waiting_for_budget true, budget_reached %v", j.tenant, out, j.tenant == "spent")
+		}
 		resp, err := http.Get("http://" + b.ep.HTTPAddr + "/console/jobs/" + j.id)
 		if err != nil {
 			t.Fatal(err)
