@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
@@ -203,11 +204,20 @@ type tenantReport struct {
 	// (docs/lifecycle.md, "Order of starts").
 	Waiting uint64 `json:"waiting"`
 	// Spent and Reserved are this period's credits.
-	Spent            float64        `json:"spent"`
-	Reserved         float64        `json:"reserved"`
-	Period           tenants.Period `json:"period"`
-	WaitingForBudget bool           `json:"waiting_for_budget"`
+	Spent    float64        `json:"spent"`
+	Reserved float64        `json:"reserved"`
+	Period   tenants.Period `json:"period"`
+	// BudgetReached: the period's spent and reserved credits reach the
+	// budget (on_budget wait), so the scheduler starts none of its jobs.
+	BudgetReached bool `json:"budget_reached"`
+	// WaitingForBudget: one of its jobs waits for budget now, before a
+	// worker took it or in a worker (among the first waitingScan read).
+	WaitingForBudget bool `json:"waiting_for_budget"`
 }
+
+// waitingScan bounds the waiting messages tenants show reads per tenant
+// to find one waiting for budget: one request each.
+const waitingScan = 200
 
 func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) error {
 	client, err := a.dial(ctx, cf)
@@ -246,8 +256,12 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 		s, _ := v.Settings(id)
 		spent, reserved := v.Spend(id)
 		s.WriteID = ""
-		reports = append(reports, tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
-			Spent: spent, Reserved: reserved, Period: v.Period(id), WaitingForBudget: v.WaitingForBudget(id)})
+		r := tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
+			Spent: spent, Reserved: reserved, Period: v.Period(id), BudgetReached: v.WaitingForBudget(id)}
+		if r.WaitingForBudget, err = waitsForBudget(ctx, client, id, s, waiting[id]); err != nil {
+			return err
+		}
+		reports = append(reports, r)
 	}
 	if cf.json {
 		return writeJSON(a.env.Stdout, map[string]any{"tenants": reports})
@@ -256,16 +270,29 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	return nil
 }
 
+// waitsForBudget reports whether one of tenant's waiting jobs waits for
+// budget; only a tenant with a budget and jobs waiting is read.
+func waitsForBudget(ctx context.Context, client *jobclient.Client, tenant string, s tenants.Settings, waiting uint64) (bool, error) {
+	if s.Budget == nil || waiting == 0 {
+		return false, nil
+	}
+	jobs, err := client.TenantWaiting(ctx, tenant, waitingScan)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(jobs, func(j jobclient.Job) bool { return j.WaitingFor == jobclient.WaitingForBudget }), nil
+}
+
 func printTenants(w io.Writer, rs []tenantReport) {
 	if len(rs) == 0 {
 		fmt.Fprintln(w, "no tenant has settings or spend (every job counts as tenant default, weight 1, no budget)")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tWAITING\tSPENT\tRESERVED\tPERIOD\tWAITING FOR BUDGET\tSETTINGS")
+	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tWAITING\tSPENT\tRESERVED\tPERIOD\tBUDGET REACHED\tWAITING FOR BUDGET\tSETTINGS")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%s\n", r.Tenant, r.InFlight, r.Waiting, tenants.Credits(r.Spent),
-			tenants.Credits(r.Reserved), r.Period, r.WaitingForBudget, settingsText(r.Settings))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.InFlight, r.Waiting, tenants.Credits(r.Spent),
+			tenants.Credits(r.Reserved), r.Period, yesNo(r.BudgetReached), yesNo(r.WaitingForBudget), settingsText(r.Settings))
 	}
 	_ = tw.Flush()
 }
@@ -280,4 +307,11 @@ func settingsText(s tenants.Settings) string {
 		parts = append(parts, fmt.Sprintf("budget %s per %s, on-budget %s", tenants.Credits(b.Credits), b.Per, s.EffectiveOnBudget()))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -58,6 +58,21 @@ func (c *Client) addTenantWaiting(ctx context.Context, jobs map[string]*Job, o L
 	return c.markBudgetWait(ctx, queued)
 }
 
+// TenantWaiting returns tenant's jobs that have no event yet, at most
+// limit of them (all when limit is 0 or less), read as addTenantWaiting
+// reads them; WaitingFor says which wait for budget.
+func (c *Client) TenantWaiting(ctx context.Context, tenant string, limit int) ([]Job, error) {
+	jobs := map[string]*Job{}
+	if err := c.addTenantWaiting(ctx, jobs, ListOptions{Tenant: tenant, Limit: limit}); err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, *j)
+	}
+	return out, nil
+}
+
 // waitingJob is the Job of a message in SLUICE_JOBS: as its record shows
 // it when a worker wrote one (store may be nil), else queued.
 func (c *Client) waitingJob(ctx context.Context, store *state.Store, raw *jetstream.RawStreamMsg) *Job {
