@@ -244,6 +244,34 @@ func TestBudgetWaitIsShown(t *testing.T) {
 			}
 		}
 	}
+	checkConsoleTenantFilter(t, b)
+}
+
+// checkConsoleTenantFilter: the console's jobs list filters on a tenant
+// (its jobs waiting for budget included), the Tenants page links each
+// tenant to it, and the job page shows the job's tenant and priority.
+func checkConsoleTenantFilter(t *testing.T, b *bundle) {
+	t.Helper()
+	get := func(path string) string {
+		resp, err := http.Get("http://" + b.ep.HTTPAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		return string(page)
+	}
+	list := get("/console/?tenant=acme")
+	if !strings.Contains(list, `data-id="acme-w"`) || strings.Contains(list, `data-id="spent-1"`) {
+		t.Errorf("/console/?tenant=acme does not list only acme's jobs")
+	}
+	if !strings.Contains(get("/console/tenants"), `href="/console/?tenant=acme"`) {
+		t.Error("the Tenants page does not link acme to its jobs")
+	}
+	if page := get("/console/jobs/spent-1"); !strings.Contains(page, "<dt>tenant</dt><dd>spent</dd>") ||
+		!strings.Contains(page, "<dt>priority</dt><dd>3</dd>") || !strings.Contains(page, "<dt>cost</dt><dd>5 credits</dd>") {
+		t.Error("the job page of spent-1 lacks its tenant, priority or cost")
+	}
 }
 
 // enqueueOut runs enqueue with args and returns its output, failing the
