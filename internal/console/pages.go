@@ -93,16 +93,19 @@ var windows = []time.Duration{time.Hour, 24 * time.Hour}
 
 // filters are the jobs list's query parameters.
 type filters struct {
-	Status, Kind, Label, Since, Q string
+	Status, Kind, Label, Since, Q, Tenant string
 }
 
 func parseFilters(q url.Values) filters {
 	return filters{Status: q.Get("status"), Kind: q.Get("kind"), Label: strings.TrimSpace(q.Get("label")),
-		Since: q.Get("since"), Q: strings.TrimSpace(q.Get("q"))}
+		Since: q.Get("since"), Q: strings.TrimSpace(q.Get("q")), Tenant: strings.TrimSpace(q.Get("tenant"))}
 }
 
 func (f filters) options() (jobclient.ListOptions, error) {
-	o := jobclient.ListOptions{Status: f.Status, Kind: jobspec.Kind(f.Kind), IDContains: f.Q, Limit: 100}
+	o := jobclient.ListOptions{Status: f.Status, Kind: jobspec.Kind(f.Kind), IDContains: f.Q, Limit: 100, Tenant: f.Tenant}
+	if f.Tenant != "" && !jobspec.ValidID(f.Tenant) {
+		return o, fmt.Errorf("tenant: want a tenant id, got %q", f.Tenant)
+	}
 	if f.Since != "" {
 		d, err := time.ParseDuration(f.Since)
 		if err != nil || d <= 0 {
