@@ -198,16 +198,7 @@ func TestBudgetWaitIsShown(t *testing.T) {
 	}
 	for _, j := range []struct{ id, tenant string }{{"acme-w", "acme"}, {"spent-w", "spent"}} {
 		b.publish(t, "video", j.id, tenantVideo(j.id, j.tenant))
-		// Only a job that never says it waits gets to the deadline.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			out := b.enqueueOut(t, "status", j.id)
-			if strings.Contains(out, "waiting for budget") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("enqueue status %s never says it waits for budget:\n%s", j.id, out)
-			}
-		}
+		awaitBudgetWait(t, b, j.id)
 		var js struct {
 			WaitingFor string `json:"waiting_for"`
 		}
@@ -271,6 +262,21 @@ func checkConsoleTenantFilter(t *testing.T, b *bundle) {
 	if page := get("/console/jobs/spent-1"); !strings.Contains(page, "<dt>tenant</dt><dd>spent</dd>") ||
 		!strings.Contains(page, "<dt>priority</dt><dd>3</dd>") || !strings.Contains(page, "<dt>cost</dt><dd>5 credits</dd>") {
 		t.Error("the job page of spent-1 lacks its tenant, priority or cost")
+	}
+}
+
+// awaitBudgetWait waits until enqueue status says job id waits for
+// budget; only a job that never says so gets to the deadline.
+func awaitBudgetWait(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out := b.enqueueOut(t, "status", id)
+		if strings.Contains(out, "waiting for budget") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("enqueue status %s never says it waits for budget:\n%s", id, out)
+		}
 	}
 }
 
