@@ -86,8 +86,12 @@ func TestBudgetWaitInBrowser(t *testing.T) {
 	awaitBudgetWait(t, b, "spent-w")
 
 	var row, badge, tenant string
+	var full bool
 	err := chromedp.Do(ctx,
 		chromedp.Navigate("http://"+b.ep.HTTPAddr+"/console/tenants"),
+		// A budget spent to the last credit is not shown as fine: the
+		// meter's value is in its high region and its optimum low.
+		into(chromedp.Evaluate[bool](`(function(m){return m.value >= m.high && m.optimum < m.low})(document.querySelector('tr[data-tenant="spent"] meter'))`), &full),
 		chromedp.Click(chromedp.CSS(`tr[data-tenant="spent"] td.id a`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="spent-w"]`)),
 		into(chromedp.Text(chromedp.CSS(`tr[data-id="spent-w"]`)), &row),
@@ -101,6 +105,9 @@ func TestBudgetWaitInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(row, "waiting for budget") || badge != "waiting for budget" || !strings.Contains(tenant, "spent") {
 		t.Errorf("row %q, badge %q, facts %q; want the job marked waiting for budget, of tenant spent", row, badge, tenant)
+	}
+	if !full {
+		t.Error("the budget meter of a spent budget is in its optimum (green) region")
 	}
 	screenshot(t, ctx, t.TempDir(), "budget-wait")
 }
