@@ -66,3 +66,23 @@ func TestFirstMistakes(t *testing.T) {
 		t.Errorf("truncated spec: exit %d: %s", code, stderr)
 	}
 }
+
+// TestEmptyScriptFileOneWording: an empty --script-file is reported the
+// same way by compute and container, naming the file.
+func TestEmptyScriptFileOneWording(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.sh")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"compute", "--template", "BASIC/BASE", "--queue", "normal", "--nodes", "1", "--ppn", "1", "--wall-time", "00:10:00",
+			"--script-file", empty, "--work-dir", "/x", "--dry-run"},
+		{"container", "--image", "i", "--version", "v", "--accelerator", "gpu", "--resource-group", "g", "--cpus", "1",
+			"--gpus", "1", "--ram-mb", "1", "--instance-timeout", "00:10:00", "--script-file", empty, "--dry-run"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, "--script-file "+empty+": the file is empty") {
+			t.Errorf("%s: exit %d: %s", args[0], code, stderr)
+		}
+	}
+}
