@@ -3,7 +3,12 @@
 // outcomes and artifacts checked. It exits 0 only when every outcome is the
 // expected one.
 //
-// It prints the address of the web console; with -keep the embedded
+// It prints the address of the web console, on a free port unless -http,
+// DEMO_HTTP or SLUICE_HTTP_ADDR names one; a worker that cannot start is
+// reported and the demo exits 1. Ctrl-C or SIGTERM stops it at any point
+// and removes its temporary directory.
+//
+// With -keep the embedded
 // default stays up after the jobs, console and NATS included, until Ctrl-C
 // (make demo-keep).
 //
@@ -31,12 +36,19 @@ func main() {
 	flag.StringVar(&x.S3Bucket, "s3-bucket", "sluice", "with -nats-url: the workers' bucket (SLUICE_S3_BUCKET)")
 	flag.StringVar(&x.S3Region, "s3-region", "us-east-1", "with -nats-url: the bucket's region")
 	keep := flag.Bool("keep", false, "leave the embedded default running after the jobs, with its web console, until Ctrl-C")
-	httpAddr := flag.String("http", "", "address of the worker's /metrics and web console (default: a free port on 127.0.0.1)")
+	httpAddr := flag.String("http", os.Getenv("DEMO_HTTP"), "address of the worker's /metrics and web console (default: DEMO_HTTP, else SLUICE_HTTP_ADDR, else a free port on 127.0.0.1)")
 	flag.Parse()
 	x.S3AccessKeyID, x.S3SecretAccessKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The first Ctrl-C or SIGTERM stops the demo cleanly (its worker
+	// stopped, its temporary directory removed); a second one, while that
+	// runs, ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := demo.Run(ctx, os.Stdout, demo.Options{DataDir: os.Getenv("SLUICE_DEMO_DIR"), External: x, Keep: *keep, HTTPAddr: *httpAddr}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -716,7 +716,7 @@ func TestUsage(t *testing.T) {
 		{"command help", []string{"submit", "--help"}, 0, []string{"--skip-invalid", "Examples:", "DOES\nqueue every job again"}},
 		{"help command", []string{"help", "watch"}, 0, []string{"--since", "Examples:"}},
 		{"unknown command", []string{"frob"}, 2, []string{`unknown command "frob"`}},
-		{"unknown flag", []string{"video", "--frob"}, 2, []string{"flag provided but not defined: -frob"}},
+		{"unknown flag", []string{"video", "--frob"}, 2, []string{"flag provided but not defined: --frob"}},
 		{"missing fields", []string{"video", "--prompt", "p"}, 2, []string{
 			"invalid video job", "--model (video.model): required", "--duration (video.parameters.duration)",
 		}},
@@ -751,7 +751,7 @@ func TestUsage(t *testing.T) {
 		{"container script file missing", []string{"container", "--script-file", "/nonexistent/train.sh"}, 2, []string{
 			"--script-file /nonexistent/train.sh: no such file or directory",
 		}},
-		{"misspelt flag", []string{"video", "--modle", "m"}, 2, []string{"flag provided but not defined: -modle; did you mean --model?"}},
+		{"misspelt flag", []string{"video", "--modle", "m"}, 2, []string{"flag provided but not defined: --modle; did you mean --model?"}},
 		{"misspelt command", []string{"stauts", "x"}, 2, []string{`unknown command "stauts"; did you mean status?`}},
 	}
 	for _, tt := range tests {

@@ -30,7 +30,12 @@ func (s *Store) Copy(ctx context.Context, key string, maxBytes int64, open OpenF
 		if err == nil {
 			return a, nil
 		}
-		if ctx.Err() != nil || attempt >= s.cfg.MaxAttempts || !IsTemporary(err) {
+		if ctx.Err() == nil && !IsTemporary(err) {
+			// Never going to be retried: an attempt count would read as
+			// if more were coming.
+			return Artifact{}, fmt.Errorf("artifacts: copy %s: permanent error, not retried: %w", key, err)
+		}
+		if ctx.Err() != nil || attempt >= s.cfg.MaxAttempts {
 			return Artifact{}, fmt.Errorf("artifacts: copy %s: attempt %d of %d: %w", key, attempt, s.cfg.MaxAttempts, err)
 		}
 		if serr := s.cfg.Sleep(ctx, s.delay(attempt, err)); serr != nil {

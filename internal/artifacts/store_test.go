@@ -369,6 +369,11 @@ func TestCopy(t *testing.T) {
 		if got := src.hits.Load(); got != 1 {
 			t.Fatalf("source opened %d times, want 1", got)
 		}
+		// A permanent error was never going to be retried: no "attempt 1
+		// of 4", which reads as if three more were coming.
+		if strings.Contains(err.Error(), "attempt 1 of") || !strings.Contains(err.Error(), "not retried") {
+			t.Errorf("Copy = %v, want it said not retried, without an attempt count", err)
+		}
 		if got := b.sleeps.Waits(); len(got) != 0 {
 			t.Fatalf("slept %v before giving up, want no sleep", got)
 		}

@@ -14,8 +14,9 @@ import (
 
 // specFlags are the flags every flag-built spec has.
 type specFlags struct {
-	id, prefix string
-	labels     labelFlag
+	id, prefix, tenant string
+	priority           int
+	labels             labelFlag
 }
 
 func (f *specFlags) register(fs *flag.FlagSet) {
@@ -23,11 +24,13 @@ func (f *specFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.id, "id", "", "job id, ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ (default: generated from kind, time and random bits)")
 	fs.Var(f.labels, "label", "label `key=value`, echoed in every event (repeatable)")
 	fs.StringVar(&f.prefix, "prefix", "", "output key prefix below the worker's S3 prefix, e.g. spring/clips")
+	fs.StringVar(&f.tenant, "tenant", "", "who the job is for, an id (default: the tenant \"default\"; see docs/tenants.md)")
+	fs.IntVar(&f.priority, "priority", 0, "1 (most urgent) to 5 (default 3)")
 }
 
 func (f *specFlags) apply(s *jobspec.Spec) {
 	s.Version = jobspec.Version
-	s.ID = f.id
+	s.ID, s.Tenant, s.Priority = f.id, f.tenant, f.priority
 	if len(f.labels) > 0 {
 		s.Labels = f.labels
 	}
@@ -39,7 +42,8 @@ func (f *specFlags) apply(s *jobspec.Spec) {
 // flagNames maps spec field paths to the flags that set them.
 type flagNames map[string]string
 
-var commonFlagNames = flagNames{"id": "--id", "labels": "--label", "output": "--prefix", "output.prefix": "--prefix"}
+var commonFlagNames = flagNames{"id": "--id", "labels": "--label", "output": "--prefix", "output.prefix": "--prefix",
+	"tenant": "--tenant", "priority": "--priority"}
 
 // flagFor returns the flag of the longest known path that is path or
 // encloses it, or "".

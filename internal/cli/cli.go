@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -158,7 +160,42 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintf(env.Stdout, "enqueue %s\n", buildinfo.Read())
 		return ExitOK
 	}
+	if strings.HasPrefix(name, "-") {
+		args = globalFlagsAfter(args)
+		name = args[0]
+	}
 	return a.run(ctx, name, args[1:])
+}
+
+// globalFlagsAfter moves the flags every command takes (--nats-url,
+// --creds, --json), given before the command, to after it: enqueue
+// --nats-url URL video ... is enqueue video ... --nats-url URL. Anything
+// else before the command is left for the unknown-command message.
+func globalFlagsAfter(args []string) []string {
+	var moved []string
+	for len(args) > 0 {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		if !strings.HasPrefix(args[0], "-") || !slices.Contains([]string{"nats-url", "creds", "json"}, name) {
+			break
+		}
+		n := 1
+		if name != "json" && !hasValue && len(args) > 1 {
+			n = 2
+		}
+		moved, args = append(moved, args[:n]...), args[n:]
+	}
+	if len(args) == 0 || len(moved) == 0 {
+		return append(moved, args...)
+	}
+	// After the command's own arguments, but before a "--" that ends them.
+	rest := args[1:]
+	end := slices.Index(rest, "--")
+	if end < 0 {
+		end = len(rest)
+	}
+	out := append([]string{args[0]}, rest[:end]...)
+	out = append(out, moved...)
+	return append(out, rest[end:]...)
 }
 
 func (a *app) run(ctx context.Context, name string, args []string) int {

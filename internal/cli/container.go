@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -147,21 +146,14 @@ inline, --script-file reads it from a local file.` + "\n" + publishAbout,
 // size is checked before it is read (the spec's own limit, with a hint);
 // the spec's validation checks the rest (blank, NUL).
 func readContainerScript(p string) (string, error) {
-	fh, err := os.Open(p)
+	fh, _, err := openScriptFile(p, "container", jobspec.MaxContainerScriptBytes)
 	if err != nil {
-		return "", errors.Unwrap(err) // "no such file or directory", without repeating the path
+		return "", err
 	}
 	defer func() { _ = fh.Close() }()
-	st, err := fh.Stat()
-	switch {
-	case err != nil:
-		return "", err
-	case !st.Mode().IsRegular():
-		return "", errors.New("not a regular file")
-	case st.Size() > jobspec.MaxContainerScriptBytes:
-		return "", fmt.Errorf("%d bytes; a container script may have at most %d (put data in S3 and name it with --input)",
-			st.Size(), jobspec.MaxContainerScriptBytes)
-	}
 	b, err := io.ReadAll(io.LimitReader(fh, jobspec.MaxContainerScriptBytes+1))
+	if err == nil && strings.TrimSpace(string(b)) == "" {
+		err = errors.New("the file is empty")
+	}
 	return string(b), err
 }

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/natsconn"
+	"github.com/sluice-dev/sluice/internal/redact"
 )
 
 // newFlagSet returns a flag set that reports errors instead of exiting
@@ -36,7 +39,7 @@ func (a *app) parse(fs *flag.FlagSet, help func(io.Writer), args []string) ([]st
 			return nil, exitCode(ExitOK)
 		}
 		if err != nil {
-			return nil, usageErrorf("%s: %v%s (see enqueue %s --help)", fs.Name(), err, flagSuggestion(fs, err), fs.Name())
+			return nil, usageErrorf("%s: %s%s (see enqueue %s --help)", fs.Name(), flagErrorText(fs, err), flagSuggestion(fs, err), fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -123,11 +126,28 @@ func (a *app) dial(ctx context.Context, f *connFlags) (*jobclient.Client, error)
 	if _, err := sec.Options(); err != nil {
 		return nil, usageErrorf("%v", err)
 	}
+	url := cmp.Or(f.url, a.env.Getenv("SLUICE_NATS_URL"))
+	if err := natsURLScheme(url); err != nil {
+		return nil, err
+	}
 	return jobclient.Dial(ctx, jobclient.Config{
-		URL:      cmp.Or(f.url, a.env.Getenv("SLUICE_NATS_URL")),
+		URL:      url,
 		Security: sec,
 		Now:      a.env.Now,
 	})
+}
+
+// natsURLScheme refuses at once a NATS URL whose scheme is not NATS's (an
+// http:// address copied from a monitoring page), which would otherwise
+// fail as "no servers available" after the connection attempts.
+func natsURLScheme(urls string) error {
+	for _, u := range strings.Split(urls, ",") {
+		scheme, _, ok := strings.Cut(strings.TrimSpace(u), "://")
+		if ok && !slices.Contains([]string{"nats", "tls", "ws", "wss"}, strings.ToLower(scheme)) {
+			return usageErrorf("--nats-url (or SLUICE_NATS_URL): %s is not a NATS URL: want nats://HOST:4222 (or tls://, ws://, wss://)", redact.URL(strings.TrimSpace(u)))
+		}
+	}
+	return nil
 }
 
 // newID is the IDFunc of the run.
@@ -141,6 +161,26 @@ func positiveDuration(name string, d time.Duration) error {
 		return usageErrorf("--%s must not be negative, got %s", name, d)
 	}
 	return nil
+}
+
+// oneDashFlag is a flag named with one dash in the flag package's errors
+// ("for flag -since", "not defined: -tenantt").
+var oneDashFlag = regexp.MustCompile(`(flag|defined:|argument:) -([A-Za-z0-9][A-Za-z0-9-]+)`)
+
+// flagErrorText is the flag package's error as this CLI writes flags, with
+// two dashes, and with an example of a duration when one was bad.
+func flagErrorText(fs *flag.FlagSet, err error) string {
+	text := oneDashFlag.ReplaceAllString(err.Error(), "$1 --$2")
+	if m := oneDashFlag.FindStringSubmatch(err.Error()); m != nil && strings.HasPrefix(text, "invalid value") {
+		if f := fs.Lookup(m[2]); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isDuration := g.Get().(time.Duration); isDuration {
+					text = strings.TrimSuffix(text, ": parse error") + ": want a duration such as 24h, 90m or 30s"
+				}
+			}
+		}
+	}
+	return text
 }
 
 // flagSuggestion returns "; did you mean --x?" when err is about an

@@ -142,7 +142,7 @@ func printJobList(w io.Writer, list *jobclient.JobList, now time.Time) {
 		if j.Error != nil {
 			code = j.Error.Code
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Kind, j.Status, age(j.UpdatedAt, now), j.Attempts, code)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.Kind, statusText(&j), age(j.UpdatedAt, now), j.Attempts, code)
 	}
 	_ = tw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,15 +220,21 @@ func printSpend(w io.Writer, by string, rows []spendRow) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tCREDITS\tJOBS\n", strings.ToUpper(by))
+	// The total is the sum of the rows as printed, so that it adds up.
 	var total float64
 	for _, r := range rows {
-		total += r.Credits
+		c := spendCredits(r.Credits)
+		total += c
 		jobs := strconv.Itoa(r.Jobs)
 		if by == "kind" {
 			jobs = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, tenants.Credits(r.Credits), jobs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, strconv.FormatFloat(c, 'f', -1, 64), jobs)
 	}
-	fmt.Fprintf(tw, "total\t%s\t\n", tenants.Credits(total))
+	fmt.Fprintf(tw, "total\t%s\t\n", strconv.FormatFloat(spendCredits(total), 'f', -1, 64))
 	_ = tw.Flush()
 }
+
+// spendCredits is c to 4 decimals, the precision spend prints: a plain
+// number however large.
+func spendCredits(c float64) float64 { return math.Round(c*1e4) / 1e4 }

@@ -99,6 +99,15 @@ Exit codes: 0 every job was found, 6 some job was not, 2 usage error,
 	return nil
 }
 
+// statusText is j's status, and what it waits for when it waits for its
+// tenant's budget (nothing is submitted meanwhile).
+func statusText(j *jobclient.Job) string {
+	if j.WaitingFor == jobclient.WaitingForBudget {
+		return j.Status + ", waiting for budget"
+	}
+	return j.Status
+}
+
 // printStatus writes a job as labelled lines.
 func printStatus(w io.Writer, j *jobclient.Job) {
 	row := func(k, v string) {
@@ -108,7 +117,7 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 	}
 	fmt.Fprintf(w, "%s\n", j.ID)
 	row("kind", j.Kind)
-	row("status", j.Status)
+	row("status", statusText(j))
 	row("tenant", j.Tenant)
 	if j.Priority != 0 {
 		row("priority", fmt.Sprint(j.Priority))

@@ -101,6 +101,9 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 			return usageErrorf("submit: %v", err)
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			return usageErrorf("submit: %s is a directory; -f takes a file of job specs (or - for stdin)", file)
+		}
 		in = f
 	}
 	subs, invalid, err := jobclient.ReadSpecs(in, a.newID)

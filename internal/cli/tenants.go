@@ -1,16 +1,19 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
@@ -27,8 +30,9 @@ settings with the jobs in flight (open budget reservations), the spend
 this period (a month without a budget) and whether the tenant's jobs wait
 for budget.
 
-Exit codes: 0 done, 2 usage error or invalid setting (nothing written),
-5 NATS unreachable or another runtime error.`
+Exit codes: 0 done, 2 usage error or invalid setting (nothing written;
+every bad flag is named), 6 "show" of a tenant with no settings, no spend
+and no waiting job, 5 NATS unreachable or another runtime error.`
 
 // tenantFlags are the flags of "tenants set".
 type tenantFlags struct {
@@ -106,32 +110,22 @@ func runTenants(ctx context.Context, a *app, args []string) error {
 	return usageErrorf("tenants: unknown subcommand %q (want set, list or show)", sub)
 }
 
-// tenantChange checks the flags of "tenants set" and returns the change
-// they make to a tenant's settings.
+// tenantChange checks the flags of "tenants set", reporting every bad
+// one at once, and returns the change they make to a tenant's settings.
 func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings), error) {
-	switch {
-	case seen["weight"] && !(f.weight > 0):
-		return nil, usageErrorf("--weight: must be a number above 0, got %v", f.weight)
-	case seen["per"] && !seen["budget"]:
-		return nil, usageErrorf("--per: needs --budget")
-	case seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail":
-		return nil, usageErrorf("--on-budget: want wait or fail, got %q", f.onBudget)
-	case len(seen) == 0:
+	if len(seen) == 0 {
 		return nil, usageErrorf("tenants set: nothing to set (give --weight, --max-tasks, --budget or --on-budget)")
 	}
-	var budget *tenants.Budget
-	if seen["budget"] && f.budget != "none" {
-		credits, err := strconv.ParseFloat(f.budget, 64)
-		if err != nil || credits < 0 {
-			return nil, usageErrorf("--budget: want credits, 0 or more, or none, got %q", f.budget)
-		}
-		budget = &tenants.Budget{Credits: credits, Per: tenants.Period(f.per)}
-		if f.per == "" {
-			budget.Per = tenants.PerMonth
-		}
-		if err := (tenants.Settings{Budget: budget}).Validate(); err != nil {
-			return nil, usageErrorf("--per: want day, week or month, got %q", f.per)
-		}
+	var bad []string
+	if seen["weight"] && !(f.weight > 0) || math.IsInf(f.weight, 0) {
+		bad = append(bad, fmt.Sprintf("--weight: must be a number above 0, got %v", f.weight))
+	}
+	if seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail" {
+		bad = append(bad, fmt.Sprintf("--on-budget: want wait or fail, got %q", f.onBudget))
+	}
+	budget, problems := budgetFlags(f, seen)
+	if bad = append(bad, problems...); len(bad) > 0 {
+		return nil, usageErrorf("%s", strings.Join(bad, "\n"))
 	}
 	return func(s *tenants.Settings) {
 		if seen["weight"] {
@@ -148,6 +142,28 @@ func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings)
 			s.OnBudget = tenants.OnBudget(f.onBudget)
 		}
 	}, nil
+}
+
+// budgetFlags is the budget --budget and --per set (nil for none), and
+// what is wrong with them.
+func budgetFlags(f *tenantFlags, seen map[string]bool) (*tenants.Budget, []string) {
+	if seen["per"] && !seen["budget"] {
+		return nil, []string{"--per: needs --budget"}
+	}
+	if !seen["budget"] || f.budget == "none" {
+		return nil, nil
+	}
+	var bad []string
+	credits, err := strconv.ParseFloat(f.budget, 64)
+	if err != nil || credits < 0 || math.IsNaN(credits) || math.IsInf(credits, 0) {
+		bad = append(bad, fmt.Sprintf("--budget: want credits, a finite number 0 or more, or none, got %q", f.budget))
+	}
+	budget := &tenants.Budget{Credits: 0, Per: tenants.Period(cmp.Or(f.per, string(tenants.PerMonth)))}
+	if err := (tenants.Settings{Budget: budget}).Validate(); err != nil {
+		bad = append(bad, fmt.Sprintf("--per: want day, week or month, got %q", f.per))
+	}
+	budget.Credits = credits
+	return budget, bad
 }
 
 func (a *app) setTenant(ctx context.Context, f *tenantFlags, seen map[string]bool, rest []string) error {
@@ -188,11 +204,20 @@ type tenantReport struct {
 	// (docs/lifecycle.md, "Order of starts").
 	Waiting uint64 `json:"waiting"`
 	// Spent and Reserved are this period's credits.
-	Spent            float64        `json:"spent"`
-	Reserved         float64        `json:"reserved"`
-	Period           tenants.Period `json:"period"`
-	WaitingForBudget bool           `json:"waiting_for_budget"`
+	Spent    float64        `json:"spent"`
+	Reserved float64        `json:"reserved"`
+	Period   tenants.Period `json:"period"`
+	// BudgetReached: the period's spent and reserved credits reach the
+	// budget (on_budget wait), so the scheduler starts none of its jobs.
+	BudgetReached bool `json:"budget_reached"`
+	// WaitingForBudget: one of its jobs waits for budget now, before a
+	// worker took it or in a worker (among the first waitingScan read).
+	WaitingForBudget bool `json:"waiting_for_budget"`
 }
+
+// waitingScan bounds the waiting messages tenants show reads per tenant
+// to find one waiting for budget: one request each.
+const waitingScan = 200
 
 func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) error {
 	client, err := a.dial(ctx, cf)
@@ -220,6 +245,10 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	}
 	slices.Sort(ids)
 	if only != nil {
+		if !slices.Contains(ids, only[0]) {
+			return &exitError{code: ExitNoSuchJob, err: fmt.Errorf("tenant %s has no settings and no spend, and no job of it waits "+
+				"(its jobs would count with weight 1, no cap and no budget)", only[0])}
+		}
 		ids = only
 	}
 	reports := make([]tenantReport, 0, len(ids))
@@ -227,8 +256,12 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 		s, _ := v.Settings(id)
 		spent, reserved := v.Spend(id)
 		s.WriteID = ""
-		reports = append(reports, tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
-			Spent: spent, Reserved: reserved, Period: v.Period(id), WaitingForBudget: v.WaitingForBudget(id)})
+		r := tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
+			Spent: spent, Reserved: reserved, Period: v.Period(id), BudgetReached: v.WaitingForBudget(id)}
+		if r.WaitingForBudget, err = waitsForBudget(ctx, client, id, s, waiting[id]); err != nil {
+			return err
+		}
+		reports = append(reports, r)
 	}
 	if cf.json {
 		return writeJSON(a.env.Stdout, map[string]any{"tenants": reports})
@@ -237,16 +270,29 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	return nil
 }
 
+// waitsForBudget reports whether one of tenant's waiting jobs waits for
+// budget; only a tenant with a budget and jobs waiting is read.
+func waitsForBudget(ctx context.Context, client *jobclient.Client, tenant string, s tenants.Settings, waiting uint64) (bool, error) {
+	if s.Budget == nil || waiting == 0 {
+		return false, nil
+	}
+	jobs, err := client.TenantWaiting(ctx, tenant, waitingScan)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(jobs, func(j jobclient.Job) bool { return j.WaitingFor == jobclient.WaitingForBudget }), nil
+}
+
 func printTenants(w io.Writer, rs []tenantReport) {
 	if len(rs) == 0 {
 		fmt.Fprintln(w, "no tenant has settings or spend (every job counts as tenant default, weight 1, no budget)")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tWAITING\tSPENT\tRESERVED\tPERIOD\tWAITING FOR BUDGET\tSETTINGS")
+	fmt.Fprintln(tw, "TENANT\tIN FLIGHT\tWAITING\tSPENT\tRESERVED\tPERIOD\tBUDGET REACHED\tWAITING FOR BUDGET\tSETTINGS")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%v\t%s\n", r.Tenant, r.InFlight, r.Waiting, tenants.Credits(r.Spent),
-			tenants.Credits(r.Reserved), r.Period, r.WaitingForBudget, settingsText(r.Settings))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.InFlight, r.Waiting, tenants.Credits(r.Spent),
+			tenants.Credits(r.Reserved), r.Period, yesNo(r.BudgetReached), yesNo(r.WaitingForBudget), settingsText(r.Settings))
 	}
 	_ = tw.Flush()
 }
@@ -261,4 +307,11 @@ func settingsText(s tenants.Settings) string {
 		parts = append(parts, fmt.Sprintf("budget %s per %s, on-budget %s", tenants.Credits(b.Credits), b.Per, s.EffectiveOnBudget()))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -152,3 +152,32 @@ func TestPublishMarksScheduler(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantsSetAndShowMistakes: --budget NaN or Inf is refused on
+// --budget; every bad flag of one tenants set is reported at once; and
+// tenants show of a tenant with no settings and no spend says so and
+// exits as for an unknown job.
+func TestTenantsSetAndShowMistakes(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"NaN", "Inf", "-Inf", "+Inf"} {
+		code, _, stderr := enqueueOn(ctx, n.URL, "tenants", "set", "acme", "--budget", v)
+		if code != ExitUsage || !strings.Contains(stderr, "--budget") {
+			t.Errorf("--budget %s: exit %d, stderr %q; want exit 2 naming --budget", v, code, stderr)
+		}
+	}
+	code, _, stderr := enqueueOn(ctx, n.URL, "tenants", "set", "acme", "--weight", "0", "--budget", "-1", "--on-budget", "drop")
+	for _, want := range []string{"--weight", "--budget", "--on-budget"} {
+		if code != ExitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("three bad flags: exit %d, stderr %q lacks %s", code, stderr, want)
+		}
+	}
+	code, out, stderr := enqueueOn(ctx, n.URL, "tenants", "show", "nosuch")
+	if code != ExitNoSuchJob || !strings.Contains(out+stderr, "nosuch has no settings and no spend") {
+		t.Errorf("tenants show nosuch: exit %d, out %q, stderr %q; want exit %d saying it has no settings and no spend", code, out, stderr, ExitNoSuchJob)
+	}
+}

@@ -93,18 +93,22 @@ var windows = []time.Duration{time.Hour, 24 * time.Hour}
 
 // filters are the jobs list's query parameters.
 type filters struct {
-	Status, Kind, Label, Since, Q string
+	Status, Kind, Label, Since, Q, Tenant string
 	// Stuck lists the jobs a worker's watchdog found stuck instead.
 	Stuck bool
 }
 
 func parseFilters(q url.Values) filters {
 	return filters{Status: q.Get("status"), Kind: q.Get("kind"), Label: strings.TrimSpace(q.Get("label")),
-		Since: q.Get("since"), Q: strings.TrimSpace(q.Get("q")), Stuck: q.Get("stuck") == "1"}
+		Since: q.Get("since"), Q: strings.TrimSpace(q.Get("q")), Tenant: strings.TrimSpace(q.Get("tenant")),
+		Stuck: q.Get("stuck") == "1"}
 }
 
 func (f filters) options() (jobclient.ListOptions, error) {
-	o := jobclient.ListOptions{Status: f.Status, Kind: jobspec.Kind(f.Kind), IDContains: f.Q, Limit: 100, Stuck: f.Stuck}
+	o := jobclient.ListOptions{Status: f.Status, Kind: jobspec.Kind(f.Kind), IDContains: f.Q, Limit: 100, Tenant: f.Tenant, Stuck: f.Stuck}
+	if f.Tenant != "" && !jobspec.ValidID(f.Tenant) {
+		return o, fmt.Errorf("tenant: want a tenant id, got %q", f.Tenant)
+	}
 	if f.Since != "" {
 		d, err := time.ParseDuration(f.Since)
 		if err != nil || d <= 0 {

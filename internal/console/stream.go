@@ -17,6 +17,7 @@ type liveEvent struct {
 	JobID   string `json:"job_id"`
 	Kind    string `json:"kind"`
 	Status  string `json:"status"`
+	Tenant  string `json:"tenant,omitempty"`
 	Attempt int    `json:"attempt"`
 	Time    string `json:"time"`
 	Code    string `json:"code,omitempty"`
@@ -77,7 +78,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 				return nil
 			}
 			d := we.Event.Data
-			le := liveEvent{JobID: d.JobID, Kind: d.Kind, Status: d.Status, Attempt: d.Attempt, Time: we.Event.Time, seq: we.Seq}
+			le := liveEvent{JobID: d.JobID, Kind: d.Kind, Status: d.Status, Tenant: d.Tenant, Attempt: d.Attempt, Time: we.Event.Time, seq: we.Seq}
 			if d.Error != nil {
 				le.Code = d.Error.Code
 			}

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -38,12 +39,16 @@ type tenantRow struct {
 	Spent    float64
 	Reserved float64
 	// Used is Spent and Reserved, what the budget is checked against.
-	Used             float64
-	WaitingForBudget bool
-	NextPeriod       time.Time
-	Waiting          []jobclient.ClassWaiting
-	WaitingTotal     uint64
-	Chart            chart
+	Used float64
+	// MeterLow and MeterHigh split the budget meter: fine below 3/4 of
+	// the budget, a warning up to just below it, and reached at it (the
+	// browser draws them green, yellow, red with optimum 0).
+	MeterLow, MeterHigh float64
+	WaitingForBudget    bool
+	NextPeriod          time.Time
+	Waiting             []jobclient.ClassWaiting
+	WaitingTotal        uint64
+	Chart               chart
 }
 
 func (c *Console) tenantsPage(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +102,9 @@ func tenantRows(view *tenants.View, classes []jobclient.ClassWaiting, now time.T
 		}
 		row.Spent, row.Reserved = view.Spend(id)
 		row.Used = row.Spent + row.Reserved
+		if b := row.Budget; b != nil {
+			row.MeterLow, row.MeterHigh = 0.75*b.Credits, math.Nextafter(b.Credits, 0)
+		}
 		row.NextPeriod = tenants.NextPeriod(row.Period, now)
 		for _, cl := range row.Waiting {
 			row.WaitingTotal += cl.Messages

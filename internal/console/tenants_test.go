@@ -103,7 +103,7 @@ func checkTenantsPage(t *testing.T, page string) {
 	if got, want := row("beta"), "beta 1 none none 0 1 p4 speech 1 no 0 credits this month"; got != want {
 		t.Errorf("beta's row:\n got %q\nwant %q", got, want)
 	}
-	for _, want := range []string{`<meter min="0" max="100" value="20"`, `<section class="panel tenant" id="tenant-acme">`,
+	for _, want := range []string{`<meter min="0" max="100" low="75" high="99.99999999999999" optimum="0" value="20"`, `<section class="panel tenant" id="tenant-acme">`,
 		`<svg class="spend"`, "13 credits", "2026-11-16: 6.5 credits spent by 1 jobs, 0 reserved by 0 open",
 		"2026-11-20: 6.5 credits spent by 1 jobs, 7 reserved by 1 open", `class="on">Tenants</a>`} {
 		if !strings.Contains(page, want) {

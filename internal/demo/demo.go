@@ -128,9 +128,12 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0", cmp.Or(o.HTTPAddr, "127.0.0.1:0")
-	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
+	// The dev defaults first, then the demo's own choices: the dev default
+	// 127.0.0.1:9090 is Prometheus's port, often taken, and the demo must
+	// start beside a running dev worker or Prometheus.
 	cfg.DevDefaults()
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr, cfg.HTTPAddr = true, o.DataDir, -1, "127.0.0.1:0", httpAddr(o.HTTPAddr)
+	cfg.DevSimTaskTime, cfg.DevSimComputeTime = o.TaskTime, o.TaskTime+time.Second
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -147,9 +150,14 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	fmt.Fprintf(w, "sluice demo: starting the embedded default in %s (worker log: worker.log there; %s)\n", o.DataDir, kept)
 	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan worker.Endpoints, 1)
-	done := make(chan error, 1)
+	// done is closed, not sent on, when the worker returns: both the wait
+	// for its start and the deferred wait for its stop read it, and a
+	// value taken by one would leave the other waiting for ever.
+	done := make(chan struct{})
+	var werr error
 	go func() {
-		done <- worker.Run(wctx, *cfg, logging.New(logFile, "json", "debug"), func(ep worker.Endpoints) { ready <- ep })
+		defer close(done)
+		werr = worker.Run(wctx, *cfg, logging.New(logFile, "json", "debug"), func(ep worker.Endpoints) { ready <- ep })
 	}()
 	defer func() {
 		stopWorker()
@@ -158,20 +166,40 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	var ep worker.Endpoints
 	select {
 	case ep = <-ready:
-	case err := <-done:
-		return fmt.Errorf("worker did not start: %w", err)
+	case <-done:
+		return fmt.Errorf("sluice demo: the worker did not start: %w (its log: %s)", werr, logFile.Name())
 	case <-ctx.Done():
-		return ctx.Err()
+		return interrupted(parent, ctx)
 	}
 	fmt.Fprintf(w, "  NATS %s, S3 %s (objects under %s), simulators %s\n", ep.NATSURL, ep.S3Endpoint, ep.S3Dir, ep.SimURL)
 	console := "http://" + ep.HTTPAddr + "/console/"
 	fmt.Fprintf(w, "  web console %s (read-only unless SLUICE_CONSOLE_TOKEN is set)\n\n", console)
 	err = drive(ctx, w, ep, s3dev.Region, s3dev.AccessKeyID, s3dev.SecretAccessKey, "")
+	if parent.Err() != nil {
+		return interrupted(parent, ctx)
+	}
 	if o.Keep && parent.Err() == nil {
 		fmt.Fprintf(w, "\nsluice keeps running: web console %s, NATS %s (enqueue --nats-url %s ...). Ctrl-C stops it.\n", console, ep.NATSURL, ep.NATSURL)
 		<-parent.Done()
 	}
 	return err
+}
+
+// httpAddr is where the demo's worker serves its console: flag (the -http
+// flag or DEMO_HTTP), else SLUICE_HTTP_ADDR when set, else a free port on
+// loopback.
+func httpAddr(flag string) string {
+	env, _ := os.LookupEnv(config.Prefix + "_HTTP_ADDR")
+	return cmp.Or(flag, env, "127.0.0.1:0")
+}
+
+// interrupted is the error of a run stopped before its end: by the caller
+// (Ctrl-C, SIGTERM) or by the run's own timeout.
+func interrupted(parent, ctx context.Context) error {
+	if parent.Err() != nil {
+		return errors.New("sluice demo: interrupted")
+	}
+	return fmt.Errorf("sluice demo: %w", ctx.Err())
 }
 
 // drive runs the demo's jobs on the sluice at ep, each id followed by

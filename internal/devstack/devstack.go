@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -65,7 +66,8 @@ type Stack struct {
 	SimURL string
 	Bucket string
 
-	sim *http.Server
+	sim  *http.Server
+	lock *os.File
 }
 
 // Start starts every part; on error nothing is left running.
@@ -79,6 +81,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			s.Close()
 		}
 	}()
+	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	s.NATS, err = natsembed.Start(natsembed.Config{Port: cmp.Or(cfg.NATSPort, 4222), StoreDir: filepath.Join(cfg.DataDir, "nats")})
 	if err != nil {
 		return nil, err
@@ -146,5 +151,9 @@ func (s *Stack) Close() {
 	}
 	if s.NATS != nil {
 		s.NATS.Shutdown()
+	}
+	// Last: the directory is free only once nothing uses it.
+	if s.lock != nil {
+		_ = s.lock.Close()
 	}
 }

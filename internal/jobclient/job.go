@@ -49,6 +49,11 @@ type Job struct {
 	// LastError is the last error of the step a job retries (not failed):
 	// why it stays at its status. Only a state record carries it.
 	LastError *state.StepError `json:"last_error,omitempty"`
+	// WaitingFor is "budget" while the job waits for its tenant's budget
+	// (docs/tenants.md#budgets): before any worker takes it, the tenant's
+	// budget reached, or in a worker, its estimate beyond what is left.
+	// Nothing is submitted meanwhile.
+	WaitingFor string `json:"waiting_for,omitempty"`
 	// Worker names the worker that last wrote the record.
 	Worker string `json:"worker,omitempty"`
 	// Stuck is set while the job is at the step a worker's watchdog found
@@ -66,6 +71,14 @@ type Job struct {
 	// error.
 	fromEvent bool
 }
+
+// WaitingForBudget is Job.WaitingFor of a job waiting for its tenant's
+// budget.
+const WaitingForBudget = "budget"
+
+// codeBudgetExhausted is the error code of a wait for budget in a record's
+// last error (and of a job failed for budget).
+const codeBudgetExhausted = "budget_exhausted"
 
 // Terminal reports whether the job has ended: succeeded, failed or
 // cancelled.
@@ -97,6 +110,9 @@ func JobFromRecord(r *state.Record) Job {
 	}
 	if r.StuckNow() {
 		j.Stuck = r.Stuck
+	}
+	if !r.Status.Terminal() && r.LastError != nil && r.LastError.Code == codeBudgetExhausted {
+		j.WaitingFor = WaitingForBudget
 	}
 	if r.Upstream != (state.Upstream{}) {
 		u := r.Upstream

@@ -85,8 +85,9 @@ type JobList struct {
 // (sluice.events.<kind>.<status>) and start time, so that listing the
 // failed jobs of the last hour reads those failed events and nothing else:
 // never every record of SLUICE_STATE. A job with no event yet (queued, or
-// received and not yet submitted) is not listed: Overview counts those,
-// and Status finds one by id.
+// received and not yet submitted) is listed only with Tenant and no
+// Status, from that tenant's class queues (addTenantWaiting): Overview
+// counts the others, and Status finds one by id.
 func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -114,6 +115,12 @@ func (c *Client) ListJobs(ctx context.Context, o ListOptions) (*JobList, error) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A tenant's jobs without an event yet, waiting for budget among them.
+	if o.Tenant != "" && o.Status == "" {
+		if err := c.addTenantWaiting(ctx, jobs, o); err != nil {
+			return nil, err
+		}
 	}
 	var out []Job
 	for _, j := range jobs {

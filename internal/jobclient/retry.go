@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -134,17 +135,35 @@ func mayRunAgain(job *Job, o RetryOptions) error {
 	return nil
 }
 
-// Spec returns job id's spec as received, or an error wrapping ErrSpecGone.
+// Spec returns job id's spec as received, or, while no worker has kept it
+// yet (a job queued, or waiting for budget before its submit), its
+// message as published in SLUICE_JOBS; else an error wrapping
+// ErrSpecGone.
 func (c *Client) Spec(ctx context.Context, id string) ([]byte, error) {
 	specs, err := c.specs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	spec, err := specs.Get(ctx, id)
-	if errors.Is(err, state.ErrNoSpec) {
+	if !errors.Is(err, state.ErrNoSpec) {
+		return spec, c.jsErr(err)
+	}
+	w, ferr := jobqueue.Find(ctx, c.js, id)
+	if errors.Is(ferr, jobqueue.ErrNotWaiting) {
 		return nil, fmt.Errorf("%s: %w", id, ErrSpecGone)
 	}
-	return spec, c.jsErr(err)
+	if ferr != nil {
+		return nil, c.jsErr(ferr)
+	}
+	raw, err := c.js.Stream(ctx, contract.JobsStream)
+	if err != nil {
+		return nil, c.jsErr(err)
+	}
+	msg, err := raw.GetMsg(ctx, w.Seq)
+	if err != nil {
+		return nil, c.jsErr(fmt.Errorf("read %s's message in %s: %w", id, contract.JobsStream, err))
+	}
+	return msg.Data, nil
 }
 
 // Retries returns the retries of job id that have a record, X-r1 first.

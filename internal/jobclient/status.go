@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobqueue"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -45,18 +46,51 @@ func (c *Client) Status(ctx context.Context, id string) (*Job, error) {
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	return queuedJob(w, rec), nil
+	j := queuedJob(w, rec)
+	if err := c.markBudgetWait(ctx, []*Job{j}); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // queuedJob is the Job of a message waiting in SLUICE_JOBS, with the
-// cancel flag of rec when a cancel was requested for it.
+// cancel flag of rec when a cancel was requested for it. A message in a
+// class queue names its tenant and priority.
 func queuedJob(w *jobqueue.Waiting, rec *state.Record) *Job {
 	published := w.Published
 	j := Job{ID: w.JobID, Kind: w.Kind, Status: StatusQueued, Artifacts: []state.Artifact{}, CreatedAt: &published}
+	if cl, ok := contract.ParseClassSubject(w.Subject); ok {
+		j.Tenant, j.Priority = cl.Tenant, cl.Priority
+	}
 	if rec != nil {
 		j.CancelRequested = rec.Cancel != nil
 	}
 	return &j
+}
+
+// markBudgetWait sets WaitingFor on the queued jobs whose tenant waits
+// for budget: the scheduler starts none of that tenant's jobs until its
+// budget has room again (docs/tenants.md#budgets).
+func (c *Client) markBudgetWait(ctx context.Context, jobs []*Job) error {
+	var queued []*Job
+	for _, j := range jobs {
+		if j.Status == StatusQueued && j.Tenant != "" {
+			queued = append(queued, j)
+		}
+	}
+	if len(queued) == 0 {
+		return nil
+	}
+	v, err := c.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, j := range queued {
+		if v.WaitingForBudget(j.Tenant) {
+			j.WaitingFor = WaitingForBudget
+		}
+	}
+	return nil
 }
 
 // record reads job id's state record: an error wrapping ErrNoSuchJob when

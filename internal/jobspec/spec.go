@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,7 +133,11 @@ func Decode(data []byte, kind Kind) (*Spec, error) {
 	if !json.Valid(data) {
 		rule := "not valid JSON"
 		var syn *json.SyntaxError
-		if err := json.Unmarshal(data, new(json.RawMessage)); errors.As(err, &syn) {
+		switch err := json.Unmarshal(data, new(json.RawMessage)); {
+		case errors.As(err, &syn) && int(syn.Offset) >= len(bytes.TrimRight(data, " \t\r\n")):
+			// A file cut short: say so rather than give a byte offset.
+			rule = "not valid JSON (unexpected end of input: the spec is cut short)"
+		case errors.As(err, &syn):
 			rule = fmt.Sprintf("not valid JSON (syntax error at byte %d)", syn.Offset)
 		}
 		return nil, &Error{Problems: []Problem{{Rule: rule}}}

@@ -3,7 +3,9 @@ package worker_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +176,117 @@ func TestSchedulerMarker(t *testing.T) {
 			t.Errorf("unexpected key %s in %s", k, contract.TenantsBucket)
 		}
 	}
+}
+
+// TestBudgetWaitIsShown: a job waiting for its tenant's budget says so
+// wherever a user looks — enqueue status, status --json (waiting_for),
+// enqueue jobs --tenant (which lists it though it has no event yet) and
+// the console's job page (with its spec as published). acme-w waits in
+// the runner (4 credits left, it needs 5); spent-w waits before any worker
+// takes it, its tenant's budget reached by spent-1.
+func TestBudgetWaitIsShown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "acme", "--budget", "4"}, {"tenants", "set", "spent", "--budget", "5"}} {
+		b.enqueueOut(t, args...)
+	}
+	b.start(t)
+	b.publish(t, "video", "spent-1", tenantVideo("spent-1", "spent"))
+	if ev := b.await(t, "spent-1", time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Fatalf("spent-1 = %s", ev.Data.Status)
+	}
+	for _, j := range []struct{ id, tenant string }{{"acme-w", "acme"}, {"spent-w", "spent"}} {
+		b.publish(t, "video", j.id, tenantVideo(j.id, j.tenant))
+		awaitBudgetWait(t, b, j.id)
+		var js struct {
+			WaitingFor string `json:"waiting_for"`
+		}
+		if out := b.enqueueOut(t, "status", "--json", j.id); json.Unmarshal([]byte(out), &js) != nil || js.WaitingFor != "budget" {
+			t.Errorf("status --json %s: waiting_for %q, want budget: %s", j.id, js.WaitingFor, out)
+		}
+		if out := b.enqueueOut(t, "jobs", "--tenant", j.tenant); !strings.Contains(out, j.id) {
+			t.Errorf("enqueue jobs --tenant %s does not list the waiting job:\n%s", j.tenant, out)
+		}
+		var shown struct {
+			Tenants []struct {
+				WaitingForBudget bool `json:"waiting_for_budget"`
+				BudgetReached    bool `json:"budget_reached"`
+			}
+		}
+		if out := b.enqueueOut(t, "tenants", "show", j.tenant, "--json"); json.Unmarshal([]byte(out), &shown) != nil ||
+			len(shown.Tenants) != 1 || !shown.Tenants[0].WaitingForBudget || shown.Tenants[0].BudgetReached != (j.tenant == "spent") {
+			t.Errorf("tenants show %s: %s; want waiting_for_budget true, budget_reached %v", j.tenant, out, j.tenant == "spent")
+		}
+		resp, err := http.Get("http://" + b.ep.HTTPAddr + "/console/jobs/" + j.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{"waiting for budget", "a budgeted harbour " + j.id} {
+			if !strings.Contains(string(page), want) {
+				t.Errorf("the console's page of %s lacks %q", j.id, want)
+			}
+		}
+		for _, wrong := range []string{"No worker has seen", "no longer kept"} {
+			if strings.Contains(string(page), wrong) {
+				t.Errorf("the console's page of %s says %q", j.id, wrong)
+			}
+		}
+	}
+	checkConsoleTenantFilter(t, b)
+}
+
+// checkConsoleTenantFilter: the console's jobs list filters on a tenant
+// (its jobs waiting for budget included), the Tenants page links each
+// tenant to it, and the job page shows the job's tenant and priority.
+func checkConsoleTenantFilter(t *testing.T, b *bundle) {
+	t.Helper()
+	get := func(path string) string {
+		resp, err := http.Get("http://" + b.ep.HTTPAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		return string(page)
+	}
+	list := get("/console/?tenant=acme")
+	if !strings.Contains(list, `data-id="acme-w"`) || strings.Contains(list, `data-id="spent-1"`) {
+		t.Errorf("/console/?tenant=acme does not list only acme's jobs")
+	}
+	if !strings.Contains(get("/console/tenants"), `href="/console/?tenant=acme"`) {
+		t.Error("the Tenants page does not link acme to its jobs")
+	}
+	if page := get("/console/jobs/spent-1"); !strings.Contains(page, "<dt>tenant</dt><dd>spent</dd>") ||
+		!strings.Contains(page, "<dt>priority</dt><dd>3</dd>") || !strings.Contains(page, "<dt>cost</dt><dd>5 credits</dd>") {
+		t.Error("the job page of spent-1 lacks its tenant, priority or cost")
+	}
+}
+
+// awaitBudgetWait waits until enqueue status says job id waits for
+// budget; only a job that never says so gets to the deadline.
+func awaitBudgetWait(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out := b.enqueueOut(t, "status", id)
+		if strings.Contains(out, "waiting for budget") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("enqueue status %s never says it waits for budget:\n%s", id, out)
+		}
+	}
+}
+
+// enqueueOut runs enqueue with args and returns its output, failing the
+// test on a non-zero exit.
+func (b *bundle) enqueueOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, code := b.enqueue(t, "", args...)
+	if code != 0 {
+		t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+	}
+	return out
 }

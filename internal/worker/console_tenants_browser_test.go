@@ -66,3 +66,48 @@ func TestTenantsPageInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, t.TempDir(), "tenants")
 }
+
+// TestBudgetWaitInBrowser: a tenant whose budget is spent has a job
+// waiting before any worker takes it. From the Tenants page, the tenant's
+// name leads to its jobs, where the job is listed marked waiting for
+// budget, and its page says so with its tenant and spec.
+func TestBudgetWaitInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := setup(t, setupOpts{})
+	b.enqueueOut(t, "prices", "set", "video.768P.second=1")
+	b.enqueueOut(t, "tenants", "set", "spent", "--budget", "5")
+	b.start(t)
+	b.publish(t, "video", "spent-1", tenantVideo("spent-1", "spent"))
+	if ev := b.await(t, "spent-1", time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Fatalf("spent-1 = %s", ev.Data.Status)
+	}
+	b.publish(t, "video", "spent-w", tenantVideo("spent-w", "spent"))
+	awaitBudgetWait(t, b, "spent-w")
+
+	var row, badge, tenant string
+	var full bool
+	err := chromedp.Do(ctx,
+		chromedp.Navigate("http://"+b.ep.HTTPAddr+"/console/tenants"),
+		// A budget spent to the last credit is not shown as fine: the
+		// meter's value is in its high region and its optimum low.
+		into(chromedp.Evaluate[bool](`(function(m){return m.value >= m.high && m.optimum < m.low})(document.querySelector('tr[data-tenant="spent"] meter'))`), &full),
+		chromedp.Click(chromedp.CSS(`tr[data-tenant="spent"] td.id a`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="spent-w"]`)),
+		into(chromedp.Text(chromedp.CSS(`tr[data-id="spent-w"]`)), &row),
+		chromedp.Click(chromedp.CSS(`tr[data-id="spent-w"] td.id a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#waitingfor`)),
+		into(chromedp.Text(chromedp.CSS(`#waitingfor`)), &badge),
+		into(chromedp.Text(chromedp.CSS(`dl.facts`)), &tenant),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(row, "waiting for budget") || badge != "waiting for budget" || !strings.Contains(tenant, "spent") {
+		t.Errorf("row %q, badge %q, facts %q; want the job marked waiting for budget, of tenant spent", row, badge, tenant)
+	}
+	if !full {
+		t.Error("the budget meter of a spent budget is in its optimum (green) region")
+	}
+	screenshot(t, ctx, t.TempDir(), "budget-wait")
+}

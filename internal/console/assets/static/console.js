@@ -70,6 +70,7 @@
       return;
     }
     if (want.label) { return; } // events carry labels, but the page keeps it simple: reload to refresh
+    if (want.tenant && (ev.tenant || "default") !== want.tenant) { return; }
     if (row) {
       var cur = row.querySelector(".st");
       if (cur && (rank[cur.textContent] || 0) > (rank[ev.status] || 0)) { return; }
