@@ -19,15 +19,7 @@ import (
 // id, by reason or all at once; a letter of a job that failed is.
 func TestReplayFollowsRetrysRules(t *testing.T) {
 	t.Parallel()
-	n := testenv.StartNATS(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := n.JS.KeyValue(ctx, contract.StateBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, ctx, kv := stateBucket(t)
 	leave := func(id string, st state.Status) {
 		_, err := state.NewStore(kv, "w", time.Now).UpdateNew(ctx, id, func(r *state.Record) error {
 			*r = state.Record{JobID: id, Kind: "video", Status: st, Attempts: 1}

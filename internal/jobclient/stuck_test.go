@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
-	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // TestListStuck lists the jobs a worker's watchdog marked stuck (through
@@ -18,15 +16,7 @@ import (
 // marked, and a job without a record is not created by the mark.
 func TestListStuck(t *testing.T) {
 	t.Parallel()
-	n := testenv.StartNATS(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := n.JS.KeyValue(ctx, contract.StateBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, ctx, kv := stateBucket(t)
 	st := state.NewStore(kv, "w1", nil)
 	set := func(id, kind string, status state.Status) {
 		t.Helper()
