@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
-	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -668,13 +667,17 @@ func sourcePath(from string) string {
 	return from
 }
 
-// isTransientCompute reports whether a compute client error may pass.
+// isTransientCompute reports whether a compute client error may pass: the
+// platform answered busy (its internal error 10001 as HTTP 200, 429, 5xx,
+// no answer), or the call was cut by a deadline or a stopping worker
+// (context.Canceled). The class is the one reading of an answer
+// (apiclient.Classify); an HTTP status alone would take a 10001 for a
+// refusal.
 func isTransientCompute(err error) bool {
-	temporary, _ := backoff.Temporary(err)
-	return apiclient.IsTransient(err) || temporary
+	return apiclient.Classify(err) == apiclient.ClassBusy
 }
 
-// computeError maps a compute client error at stage: transient errors
+// computeError maps a compute client error at stage: busy answers
 // redeliver the job, the rest fail it.
 func computeError(stage state.Stage, what string, err error) error {
 	if isTransientCompute(err) {
