@@ -27,11 +27,11 @@ import (
 func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	sess, err := r.openSession(ctx, j, j.spec.Compute.Cluster, "compute.cluster", "open cluster session")
 	if err != nil {
-		return err
+		return r.settleFailed(ctx, j, err)
 	}
 	if !submittedOrLater(j.rec.Status) {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
-			return err
+			return r.settleFailed(ctx, j, err)
 		}
 	} else {
 		// Resumed: the job is upstream already.

@@ -60,7 +60,9 @@ func InstanceName(jobID string) string { return "sluice-" + jobID }
 func (r *Runner) runContainer(ctx context.Context, j *job) error {
 	sess, err := r.openSession(ctx, j, j.spec.Container.Cluster, "container.cluster", "open region session")
 	if err != nil {
-		return err
+		// An earlier delivery's instance may live on: it is deleted
+		// (or looked for) before the job ends.
+		return r.settleFailed(ctx, j, err)
 	}
 	err = r.driveContainer(ctx, j, sess)
 	return r.endContainer(ctx, j, sess, err)
