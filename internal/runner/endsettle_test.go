@@ -14,20 +14,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
-// refuseLogins points the runner at the compute simulator through a
-// front that answers the next n region logins (the center route) with
-// the platform's "permission denied" (HTTP 200, code 10008): a refusal.
-func (b *bundle) refuseLogins(t *testing.T, n int64) *atomic.Int64 {
+// frontCompute points the runner at the compute simulator through a
+// front: intercept answers a request itself when it returns true.
+func (b *bundle) frontCompute(t *testing.T, intercept func(w http.ResponseWriter, r *http.Request) bool) {
 	t.Helper()
-	left := &atomic.Int64{}
-	left.Store(n)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/ac/openapi/v2/center" && left.Add(-1) >= 0 {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"code":"10008","msg":"permission denied","data":null}`))
-			return
+		if !intercept(w, r) {
+			b.compute.ServeHTTP(w, r)
 		}
-		b.compute.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	client, err := apiclient.NewCompute(apiclient.ComputeConfig{BaseURL: srv.URL, User: "alice", Password: "pw-compute", OrgID: "org-1"})
@@ -35,7 +29,22 @@ func (b *bundle) refuseLogins(t *testing.T, n int64) *atomic.Int64 {
 		t.Fatal(err)
 	}
 	b.r.cfg.Compute = client
-	return left
+}
+
+// refuseLogins answers the next n region logins (the center route) with
+// the platform's "permission denied" (HTTP 200, code 10008): a refusal.
+func (b *bundle) refuseLogins(t *testing.T, n int64) {
+	t.Helper()
+	left := &atomic.Int64{}
+	left.Store(n)
+	b.frontCompute(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/ac/openapi/v2/center" || left.Add(-1) < 0 {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"code":"10008","msg":"permission denied","data":null}`))
+		return true
+	})
 }
 
 // createEarlier plays a first delivery of container job spec that
