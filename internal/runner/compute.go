@@ -113,7 +113,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	// answer's job is found (settleUnrecorded).
 	req.MapAppJobInfo[apiclient.KeyJobName] = platformJobName(j)
 
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	// A record at "submitting" is a submit whose answer nobody recorded:
 	// the platform may hold that job, and a second one would be paid twice.
@@ -140,8 +140,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		return transient(err)
 	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
+	wctx, wcancel := r.paidBudget(ctx)
+	defer wcancel()
 	if errors.Is(err, apiclient.ErrAmbiguous) {
-		id, ferr := r.findLost(sctx, j, sess)
+		id, ferr := r.findLost(wctx, j, sess)
 		if id != "" {
 			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
 			jobID, err = id, nil
@@ -151,11 +153,22 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	if err != nil {
 		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
-			return r.submitError(sctx, j, asPermanent(err))
+			return r.submitError(wctx, j, asPermanent(err))
 		}
-		return r.submitError(sctx, j, err)
+		return r.submitError(wctx, j, err)
 	}
-	return r.adoptSubmitted(sctx, j, sess, jobID)
+	return r.adoptSubmitted(wctx, j, sess, jobID)
+}
+
+// paidBudget is the budget of one side of a paid submit or create
+// (media, compute, container): the claim and the call, then, a budget of
+// its own, the lookup and the write of what it returned, each
+// Config.SubmitTimeout. Both are detached from shutdown: a stop must not
+// cut the window between a paid call and the record of what it made, and
+// a call answered late must not leave that record seconds (a redelivery
+// would pay again, or the job end submit_ambiguous).
+func (r *Runner) paidBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
 }
 
 // checkQueue checks that the spec's queue, if it names one, is available

@@ -171,7 +171,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		return err
 	}
 	again := j.rec.Status == state.StatusSubmitting
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
 		return transient(err)
@@ -194,9 +194,12 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	}
 	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
+	// What the paid create returned gets a budget of its own (paidBudget).
+	wctx, wcancel := r.paidBudget(ctx)
+	defer wcancel()
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
-		if found, _ := r.findLost(sctx, j, sess); found != "" {
+		if found, _ := r.findLost(wctx, j, sess); found != "" {
 			id, err = found, nil
 		}
 		if id == "" {
@@ -207,9 +210,9 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		}
 	}
 	if err != nil {
-		return r.backOutCreate(sctx, j, err)
+		return r.backOutCreate(wctx, j, err)
 	}
-	return r.recordInstance(ctx, sctx, j, sess, id)
+	return r.recordInstance(ctx, wctx, j, sess, id)
 }
 
 // clearExit empties the exit status file an earlier instance of the job
