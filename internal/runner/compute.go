@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/artifacts"
-	"github.com/sluice-dev/sluice/internal/backoff"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -28,11 +27,11 @@ import (
 func (r *Runner) runCompute(ctx context.Context, j *job) error {
 	sess, err := r.openSession(ctx, j, j.spec.Compute.Cluster, "compute.cluster", "open cluster session")
 	if err != nil {
-		return err
+		return r.settleFailed(ctx, j, err)
 	}
 	if !submittedOrLater(j.rec.Status) {
 		if err := r.submitCompute(ctx, j, sess); err != nil {
-			return err
+			return r.settleFailed(ctx, j, err)
 		}
 	} else {
 		// Resumed: the job is upstream already.
@@ -114,7 +113,7 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	// answer's job is found (settleUnrecorded).
 	req.MapAppJobInfo[apiclient.KeyJobName] = platformJobName(j)
 
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	// A record at "submitting" is a submit whose answer nobody recorded:
 	// the platform may hold that job, and a second one would be paid twice.
@@ -141,8 +140,10 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		return transient(err)
 	}
 	jobID, err := sess.SubmitJob(sctx, spec.Template.Type, spec.Template.Name, req)
+	wctx, wcancel := r.paidBudget(ctx)
+	defer wcancel()
 	if errors.Is(err, apiclient.ErrAmbiguous) {
-		id, ferr := r.findLost(sctx, j, sess)
+		id, ferr := r.findLost(wctx, j, sess)
 		if id != "" {
 			j.log.Warn().Err(err).Str("upstream_job_id", id).Msg("submit answer lost; found the job it created")
 			jobID, err = id, nil
@@ -152,11 +153,22 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	}
 	if err != nil {
 		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
-			return r.submitError(sctx, j, asPermanent(err))
+			return r.submitError(wctx, j, asPermanent(err))
 		}
-		return r.submitError(sctx, j, err)
+		return r.submitError(wctx, j, err)
 	}
-	return r.adoptSubmitted(sctx, j, sess, jobID)
+	return r.adoptSubmitted(wctx, j, sess, jobID)
+}
+
+// paidBudget is the budget of one side of a paid submit or create
+// (media, compute, container): the claim and the call, then, a budget of
+// its own, the lookup and the write of what it returned, each
+// Config.SubmitTimeout. Both are detached from shutdown: a stop must not
+// cut the window between a paid call and the record of what it made, and
+// a call answered late must not leave that record seconds (a redelivery
+// would pay again, or the job end submit_ambiguous).
+func (r *Runner) paidBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
 }
 
 // checkQueue checks that the spec's queue, if it names one, is available
@@ -668,13 +680,17 @@ func sourcePath(from string) string {
 	return from
 }
 
-// isTransientCompute reports whether a compute client error may pass.
+// isTransientCompute reports whether a compute client error may pass: the
+// platform answered busy (its internal error 10001 as HTTP 200, 429, 5xx,
+// no answer), or the call was cut by a deadline or a stopping worker
+// (context.Canceled). The class is the one reading of an answer
+// (apiclient.Classify); an HTTP status alone would take a 10001 for a
+// refusal.
 func isTransientCompute(err error) bool {
-	temporary, _ := backoff.Temporary(err)
-	return apiclient.IsTransient(err) || temporary
+	return apiclient.Classify(err) == apiclient.ClassBusy
 }
 
-// computeError maps a compute client error at stage: transient errors
+// computeError maps a compute client error at stage: busy answers
 // redeliver the job, the rest fail it.
 func computeError(stage state.Stage, what string, err error) error {
 	if isTransientCompute(err) {

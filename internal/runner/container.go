@@ -60,7 +60,9 @@ func InstanceName(jobID string) string { return "sluice-" + jobID }
 func (r *Runner) runContainer(ctx context.Context, j *job) error {
 	sess, err := r.openSession(ctx, j, j.spec.Container.Cluster, "container.cluster", "open region session")
 	if err != nil {
-		return err
+		// An earlier delivery's instance may live on: it is deleted
+		// (or looked for) before the job ends.
+		return r.settleFailed(ctx, j, err)
 	}
 	err = r.driveContainer(ctx, j, sess)
 	return r.endContainer(ctx, j, sess, err)
@@ -169,7 +171,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		return err
 	}
 	again := j.rec.Status == state.StatusSubmitting
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
 		return transient(err)
@@ -192,9 +194,12 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	}
 	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
+	// What the paid create returned gets a budget of its own (paidBudget).
+	wctx, wcancel := r.paidBudget(ctx)
+	defer wcancel()
 	if errors.Is(err, apiclient.ErrAmbiguous) {
 		j.log.Warn().Err(err).Msg("the create's answer was lost; looking for the instance by its name")
-		if found, _ := r.findLost(sctx, j, sess); found != "" {
+		if found, _ := r.findLost(wctx, j, sess); found != "" {
 			id, err = found, nil
 		}
 		if id == "" {
@@ -205,9 +210,9 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		}
 	}
 	if err != nil {
-		return r.backOutCreate(sctx, j, err)
+		return r.backOutCreate(wctx, j, err)
 	}
-	return r.recordInstance(ctx, sctx, j, sess, id)
+	return r.recordInstance(ctx, wctx, j, sess, id)
 }
 
 // clearExit empties the exit status file an earlier instance of the job

@@ -175,7 +175,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	if err := r.admit(ctx, j); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
+	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(*state.Record) {}); err != nil {
 		return nil, transient(err)
@@ -187,7 +187,7 @@ func (r *Runner) submitMedia(ctx context.Context, j *job, submit func(context.Co
 	// What the paid submit returned gets a budget of its own: a submit
 	// answered late must not leave its write seconds, and a redelivery
 	// submitting (paying) again.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SubmitTimeout)
+	wctx, wcancel := r.paidBudget(ctx)
 	defer wcancel()
 	now := r.cfg.Now().UTC()
 	taskID := func(rec *state.Record) string { return rec.Upstream.TaskID }

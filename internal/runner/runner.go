@@ -71,8 +71,9 @@ type Config struct {
 	MaxArtifactBytes int64
 	// TaskTimeout bounds a media task from submit to terminal. Defaults to 6h.
 	TaskTimeout time.Duration
-	// SubmitTimeout bounds one paid media submit call, and then, with a
-	// budget of its own, the write of what it returned. Defaults to 2m.
+	// SubmitTimeout bounds one paid submit or create call (media,
+	// compute, container), and then, with a budget of its own, the lookup
+	// and the write of what it returned. Defaults to 2m.
 	SubmitTimeout time.Duration
 	// QuotaRetry is how long after a media submit answered with an
 	// exhausted quota (HTTP 433) the job is submitted again, the spacing

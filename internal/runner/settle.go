@@ -315,21 +315,7 @@ func submittedAfter(platformTime string, t time.Time) bool {
 // ends, returned unchanged once nothing is left upstream, or a failure
 // saying what could not be deleted. Media jobs pass through.
 func (r *Runner) settleEnd(ctx context.Context, j *job, err error) error {
-	var serr error
-	switch {
-	case j.kind == string(jobspec.KindContainer) && r.instanceKnown(j):
-		sess, e := r.clusterSessionOf(ctx, j)
-		if serr = e; e == nil {
-			serr = r.deleteInstance(ctx, j, sess)
-		}
-	case j.kind == string(jobspec.KindCompute) && r.submitKnown(j):
-		sess, e := r.clusterSessionOf(ctx, j)
-		if serr = e; e == nil {
-			serr = r.settleRetried(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
-		}
-	default:
-		return err
-	}
+	serr := r.settleUpstream(ctx, j)
 	if serr == nil {
 		return err
 	}
@@ -350,6 +336,52 @@ func (r *Runner) settleEnd(ctx context.Context, j *job, err error) error {
 	return fail(CodeInstanceNotDeleted, stageOf(j.rec.Status), false,
 		"%s, but its container instance %q (name %s) could not be deleted and is still billed: %v",
 		what, j.rec.Upstream.InstanceID, InstanceName(j.id), serr)
+}
+
+// settleFailed settles what j may have upstream when err ends it before
+// its run got under way (its session did not open, or its submit or
+// create did not go through): an earlier delivery may have left an
+// instance or a platform job at "submitting", or recorded one. Once
+// nothing is left, err ends the job as it says. While the platform
+// cannot be reached to settle, the job does not end: it is redelivered,
+// and at SLUICE_MAX_DELIVER settleEnd ends it job_not_cancelled or
+// instance_not_deleted, never a plain failure that hides what bills.
+func (r *Runner) settleFailed(ctx context.Context, j *job, err error) error {
+	var f *failure
+	if !errors.As(err, &f) && !errors.Is(err, errCancelled) {
+		return err
+	}
+	serr := r.settleUpstream(ctx, j)
+	if serr == nil {
+		return err
+	}
+	j.log.Warn().Err(serr).AnErr("ends_with", err).Msg(LogSettleBeforeEnd)
+	return transient(fmt.Errorf("%v; %s: %w", err, LogSettleBeforeEnd, serr))
+}
+
+// LogSettleBeforeEnd is logged when a job that would end cannot settle
+// what an earlier delivery may have left upstream: it is redelivered.
+const LogSettleBeforeEnd = "what an earlier delivery may have made upstream could not be settled; the job is redelivered before it ends"
+
+// settleUpstream deletes j's instance or cancels its platform job, the
+// recorded one or those an unrecorded create or submit made, when j may
+// have one; nil when nothing is left (media jobs have nothing here).
+func (r *Runner) settleUpstream(ctx context.Context, j *job) error {
+	switch {
+	case j.kind == string(jobspec.KindContainer) && r.instanceKnown(j):
+		sess, err := r.clusterSessionOf(ctx, j)
+		if err != nil {
+			return err
+		}
+		return r.deleteInstance(ctx, j, sess)
+	case j.kind == string(jobspec.KindCompute) && r.submitKnown(j):
+		sess, err := r.clusterSessionOf(ctx, j)
+		if err != nil {
+			return err
+		}
+		return r.settleRetried(ctx, j, sess, settlement{created: j.rec.Upstream.JobID, why: "the job ends before it ran"})
+	}
+	return nil
 }
 
 // submitKnown reports whether j may have a platform job upstream that
