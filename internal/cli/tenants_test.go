@@ -181,3 +181,47 @@ func TestTenantsSetAndShowMistakes(t *testing.T) {
 		t.Errorf("tenants show nosuch: exit %d, out %q, stderr %q; want exit %d saying it has no settings and no spend", code, out, stderr, ExitNoSuchJob)
 	}
 }
+
+// TestSpendByKindCountsJobs: spend --by kind fills its JOBS column from the
+// ledger's day keys, as --by tenant does.
+func TestSpendByKindCountsJobs(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := n.JS.KeyValue(ctx, contract.TenantsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := tenants.Day{Spent: 7, ByKind: map[string]float64{"video": 5, "speech": 2},
+		Jobs: 3, JobsByKind: map[string]int{"video": 2, "speech": 1}}
+	data, _ := json.Marshal(day)
+	if _, err := kv.Put(ctx, tenants.SpendKey("acme", time.Now()), data); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := enqueueOn(ctx, n.URL, "spend", "--by", "kind", "--json")
+	if code != ExitOK {
+		t.Fatalf("spend --by kind: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Spend []struct {
+			Key  string `json:"key"`
+			Jobs int    `json:"jobs"`
+		} `json:"spend"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]int{}
+	for _, r := range got.Spend {
+		jobs[r.Key] = r.Jobs
+	}
+	if jobs["video"] != 2 || jobs["speech"] != 1 {
+		t.Errorf("jobs by kind = %v, want video 2, speech 1", jobs)
+	}
+	if code, out, _ := enqueueOn(ctx, n.URL, "spend", "--by", "kind"); code != ExitOK || strings.Contains(out, " -\n") {
+		t.Errorf("spend --by kind table leaves JOBS empty:\n%s", out)
+	}
+}
