@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/tenants"
@@ -223,5 +226,51 @@ func TestSpendByKindCountsJobs(t *testing.T) {
 	}
 	if code, out, _ := enqueueOn(ctx, n.URL, "spend", "--by", "kind"); code != ExitOK || strings.Contains(out, " -\n") {
 		t.Errorf("spend --by kind table leaves JOBS empty:\n%s", out)
+	}
+}
+
+// TestTenantsWaitingIsNotStarted: WAITING counts a tenant's jobs no worker
+// has taken; one a worker holds (running) is in flight, not waiting.
+func TestTenantsWaitingIsNotStarted(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	subject := contract.ClassSubject("speech", 3, "acme")
+	for i := range 2 {
+		spec := fmt.Sprintf(`{"kind":"speech","id":"s-%d","tenant":"acme","speech":{"model":"m","input":{"text":"hi","voice":"v"}}}`, i)
+		if _, err := n.JS.Publish(ctx, subject, []byte(spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := n.JS.CreateOrUpdateConsumer(ctx, contract.JobsStream, jetstream.ConsumerConfig{
+		Durable: contract.ClassConsumerName("speech", 3, "acme"), FilterSubject: subject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	code, out, stderr := enqueueOn(ctx, n.URL, "tenants", "show", "acme", "--json")
+	if code != ExitOK {
+		t.Fatalf("tenants show acme: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Tenants []struct {
+			Waiting uint64 `json:"waiting"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Tenants) != 1 {
+		t.Fatalf("tenants show acme --json = %s (%v)", out, err)
+	}
+	if got.Tenants[0].Waiting != 1 {
+		t.Errorf("waiting = %d, want 1 (two jobs, one held by a worker)", got.Tenants[0].Waiting)
 	}
 }
