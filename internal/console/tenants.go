@@ -107,7 +107,7 @@ func tenantRows(view *tenants.View, classes []jobclient.ClassWaiting, now time.T
 		}
 		row.NextPeriod = tenants.NextPeriod(row.Period, now)
 		for _, cl := range row.Waiting {
-			row.WaitingTotal += cl.Messages
+			row.WaitingTotal += cl.NotStarted()
 		}
 		row.Chart = spendChart(days[id], s.Budget, now)
 		rows = append(rows, row)
