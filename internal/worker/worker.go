@@ -91,6 +91,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	// waits for until it consumes.
 	m := metrics.New()
 	m.BuildInfo(buildinfo.Read())
+	m.Zero(knownSeries(cfg.Kinds))
 	readyz := &readiness{}
 	readyz.wait("connecting to NATS")
 	ops, consoleSlot, err := serveOps(cfg.HTTPAddr, cfg.Console, readyz, m, log)
@@ -718,4 +719,18 @@ func serveOps(addr string, withConsole bool, ready *readiness, m *metrics.Metric
 	}()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + paths)
 	return srv, cons, nil
+}
+
+// knownSeries are the label values the worker's metrics export at 0 from
+// its start: the kinds it serves, every terminal status and every way a
+// message is settled.
+func knownSeries(kinds []string) metrics.Known {
+	k := metrics.Known{Kinds: kinds}
+	for _, s := range []state.Status{state.StatusSucceeded, state.StatusFailed, state.StatusCancelled} {
+		k.Statuses = append(k.Statuses, string(s))
+	}
+	for _, a := range []consumer.Action{consumer.Ack, consumer.Retry, consumer.Release, consumer.DeadLetter} {
+		k.Actions = append(k.Actions, a.String())
+	}
+	return k
 }
