@@ -453,6 +453,20 @@ func startConsole(slot *lateHandler, nc *nats.Conn, store *artifacts.Store, toke
 	return nil
 }
 
+// disconnected warns of a lost connection. The client calls it with no
+// error, and none recorded, when the worker closes the connection itself
+// on a clean stop: that is no news.
+func disconnected(log zerolog.Logger) nats.ConnErrHandler {
+	return func(nc *nats.Conn, err error) {
+		if err == nil {
+			err = nc.LastError()
+		}
+		if err != nil {
+			log.Warn().Err(err).Msg("NATS disconnected")
+		}
+	}
+}
+
 // connect dials NATS, retrying with backoff until ctx ends so that a
 // worker may start before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
@@ -466,9 +480,7 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.Timeout(5 * time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("NATS disconnected")
-		}),
+		nats.DisconnectErrHandler(disconnected(log)),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
