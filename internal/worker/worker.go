@@ -672,14 +672,15 @@ func (r *readiness) check(ctx context.Context) error {
 	return contract.Present(ctx, js)
 }
 
-// storeWhere names the artifact store of cfg for messages: its endpoint
+// storeWhere names the artifact store of cfg for messages by the
+// variables that set it, so the line says what to fix: its endpoint
 // without credentials (or AWS S3's region), and the bucket.
 func storeWhere(cfg config.Config) string {
-	endpoint := "AWS S3 in " + cfg.S3Region
+	endpoint := "AWS S3 in SLUICE_S3_REGION=" + cfg.S3Region
 	if cfg.S3Endpoint != "" {
-		endpoint = redact.URL(cfg.S3Endpoint)
+		endpoint = "SLUICE_S3_ENDPOINT=" + redact.URL(cfg.S3Endpoint)
 	}
-	return fmt.Sprintf("%s, bucket %s", endpoint, cfg.S3Bucket)
+	return fmt.Sprintf("%s, SLUICE_S3_BUCKET=%s", endpoint, cfg.S3Bucket)
 }
 
 // lateHandler serves a handler set once the worker has reached NATS (the
