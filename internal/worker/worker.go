@@ -67,6 +67,13 @@ type Endpoints struct {
 // worker is still starting (a SIGTERM while NATS is unreachable) is a clean
 // stop too: Run returns nil, since no job was taken and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	// The embedded default points every upstream left unset at its
+	// simulators; otherwise a served kind needs its upstream's address.
+	if !cfg.Dev {
+		if err := cfg.CheckUpstreams(); err != nil {
+			return err
+		}
+	}
 	err := run(ctx, cfg, log, ready)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
