@@ -60,6 +60,10 @@ type ComputeConfig struct {
 	// Logger receives the client's warnings (a suspended region). Defaults
 	// to a disabled logger.
 	Logger *zerolog.Logger
+	// Simulated: the platform is sluice's simulator (the embedded
+	// default), whose suspended region is one of its features, said once
+	// at info rather than warned.
+	Simulated bool
 	// HTTPClient sends every request, never following a redirect (a copy
 	// with its own CheckRedirect is used). Its Timeout should be zero: uploads
 	// and downloads are long streams, and each call is bounded by its ctx
@@ -339,6 +343,18 @@ func (t TokenEntry) platform() bool { return t.ClusterID == "0" || t.ClusterName
 // can use: not the platform's entry, and not suspended (token null).
 func (t TokenEntry) usable() bool { return t.Token != "" && !t.platform() }
 
+// suspended says that region e is suspended: a warning, or on the
+// simulator a note on one of its features.
+func (c *Compute) suspended(e TokenEntry) {
+	if c.cfg.Simulated {
+		c.cfg.Logger.Info().Str("region", e.ClusterName).Str("cluster_id", e.ClusterID).
+			Msg("the simulated compute platform lists a suspended region, as a real one may; jobs do not use it")
+		return
+	}
+	c.cfg.Logger.Warn().Str("region", e.ClusterName).Str("cluster_id", e.ClusterID).
+		Msg("compute region is suspended (the token answer gives it no token); jobs cannot use it")
+}
+
 // fetchTokens calls the token endpoint (the AK/SK login when an access
 // key is configured, else the token form) and replaces the cache. A token
 // that did not change keeps its state. The caller holds tokSem.
@@ -373,8 +389,7 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 	for i, e := range entries {
 		if e.Token == "" && !e.platform() && !c.warned[e.ClusterID] {
 			c.warned[e.ClusterID] = true
-			c.cfg.Logger.Warn().Str("region", e.ClusterName).Str("cluster_id", e.ClusterID).
-				Msg("compute region is suspended (the token answer gives it no token); jobs cannot use it")
+			c.suspended(e)
 		}
 		for _, old := range c.tokens {
 			if old.entry == e {

@@ -289,3 +289,21 @@ func hmacHex(key, msg string) string {
 	m.Write([]byte(msg))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// TestComputeSimulatedSuspendedRegionIsInfo: on sluice's own simulator the
+// suspended region is one of its features: said once at info, not warned.
+func TestComputeSimulatedSuspendedRegionIsInfo(t *testing.T) {
+	var logs bytes.Buffer
+	log := zerolog.New(&logs)
+	b := setupCompute(t, computeOpts{client: func(c *apiclient.ComputeConfig) { c.Logger, c.Simulated = &log, true }})
+	for range 2 {
+		if _, err := b.client.Tokens(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := logs.String()
+	if strings.Contains(out, `"level":"warn"`) || strings.Count(out, `"region":"cluster-c"`) != 1 ||
+		!strings.Contains(out, `"level":"info"`) || !strings.Contains(out, "simulat") {
+		t.Errorf("want one info line naming the simulated platform's suspended region, got: %s", out)
+	}
+}

@@ -184,6 +184,17 @@ var jobStatusTable = map[string]statusClass{
 	"DELETED": stCancelled, "CANCELLED": stCancelled, "CANCELED": stCancelled,
 }
 
+// statusReadings say in words what each class of status value means.
+var statusReadings = map[statusClass]string{
+	stQueued: "queued", stRunning: "running", stExiting: "exiting", stDone: "ended",
+	stFailed: "failed", stNodeFail: "node failure", stTimeout: "timed out", stCancelled: "cancelled",
+}
+
+// StatusMeaning says what a platform status value (jobStatus, JobState:
+// "statR", "Q", ...) means as JobPhaseOf reads it, "" for a value it does
+// not know.
+func StatusMeaning(v string) string { return statusReadings[classify(v)] }
+
 func classify(v string) statusClass {
 	v = strings.ToUpper(strings.TrimSpace(v))
 	if c, ok := jobStatusTable[v]; ok {

@@ -203,7 +203,7 @@ func ledgerSpend(days []tenants.DaySpend, by string) []spendRow {
 			continue
 		}
 		for kind, credits := range d.Value.ByKind {
-			add(kind, credits, 0)
+			add(kind, credits, d.Value.JobsByKind[kind])
 		}
 	}
 	rows := []spendRow{}
@@ -225,11 +225,7 @@ func printSpend(w io.Writer, by string, rows []spendRow) {
 	for _, r := range rows {
 		c := spendCredits(r.Credits)
 		total += c
-		jobs := strconv.Itoa(r.Jobs)
-		if by == "kind" {
-			jobs = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, strconv.FormatFloat(c, 'f', -1, 64), jobs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", r.Key, strconv.FormatFloat(c, 'f', -1, 64), r.Jobs)
 	}
 	fmt.Fprintf(tw, "total\t%s\t\n", strconv.FormatFloat(spendCredits(total), 'f', -1, 64))
 	_ = tw.Flush()

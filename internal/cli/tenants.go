@@ -199,9 +199,9 @@ type tenantReport struct {
 	Settings tenants.Settings `json:"settings"`
 	// InFlight counts the tenant's open budget reservations.
 	InFlight int `json:"in_flight"`
-	// Waiting counts the messages in the tenant's class queues: jobs
-	// admitted and not yet started, held, or waiting for a retry
-	// (docs/lifecycle.md, "Order of starts").
+	// Waiting counts the tenant's jobs in its class queues that no
+	// worker has taken yet (docs/lifecycle.md, "Order of starts"); those
+	// a worker holds are running or waiting in it for budget or a retry.
 	Waiting uint64 `json:"waiting"`
 	// Spent and Reserved are this period's credits.
 	Spent    float64        `json:"spent"`
@@ -233,12 +233,13 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 	if err != nil {
 		return err
 	}
-	waiting := map[string]uint64{}
+	waiting, queued := map[string]uint64{}, map[string]uint64{}
 	for _, c := range classes {
-		waiting[c.Tenant] += c.Messages
+		waiting[c.Tenant] += c.NotStarted()
+		queued[c.Tenant] += c.Messages
 	}
 	ids := v.Tenants()
-	for t := range waiting {
+	for t := range queued {
 		if !slices.Contains(ids, t) {
 			ids = append(ids, t)
 		}
@@ -258,7 +259,7 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 		s.WriteID = ""
 		r := tenantReport{Tenant: id, Settings: s, InFlight: v.Open(id), Waiting: waiting[id],
 			Spent: spent, Reserved: reserved, Period: v.Period(id), BudgetReached: v.WaitingForBudget(id)}
-		if r.WaitingForBudget, err = waitsForBudget(ctx, client, id, s, waiting[id]); err != nil {
+		if r.WaitingForBudget, err = waitsForBudget(ctx, client, id, s, queued[id]); err != nil {
 			return err
 		}
 		reports = append(reports, r)
@@ -271,9 +272,10 @@ func (a *app) showTenants(ctx context.Context, cf *connFlags, only []string) err
 }
 
 // waitsForBudget reports whether one of tenant's waiting jobs waits for
-// budget; only a tenant with a budget and jobs waiting is read.
-func waitsForBudget(ctx context.Context, client *jobclient.Client, tenant string, s tenants.Settings, waiting uint64) (bool, error) {
-	if s.Budget == nil || waiting == 0 {
+// budget; only a tenant with a budget and jobs queued (taken by a worker
+// or not) is read.
+func waitsForBudget(ctx context.Context, client *jobclient.Client, tenant string, s tenants.Settings, queued uint64) (bool, error) {
+	if s.Budget == nil || queued == 0 {
 		return false, nil
 	}
 	jobs, err := client.TenantWaiting(ctx, tenant, waitingScan)

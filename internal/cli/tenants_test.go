@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/tenants"
@@ -179,5 +182,95 @@ func TestTenantsSetAndShowMistakes(t *testing.T) {
 	code, out, stderr := enqueueOn(ctx, n.URL, "tenants", "show", "nosuch")
 	if code != ExitNoSuchJob || !strings.Contains(out+stderr, "nosuch has no settings and no spend") {
 		t.Errorf("tenants show nosuch: exit %d, out %q, stderr %q; want exit %d saying it has no settings and no spend", code, out, stderr, ExitNoSuchJob)
+	}
+}
+
+// TestSpendByKindCountsJobs: spend --by kind fills its JOBS column from the
+// ledger's day keys, as --by tenant does.
+func TestSpendByKindCountsJobs(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := n.JS.KeyValue(ctx, contract.TenantsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := tenants.Day{Spent: 7, ByKind: map[string]float64{"video": 5, "speech": 2},
+		Jobs: 3, JobsByKind: map[string]int{"video": 2, "speech": 1}}
+	data, _ := json.Marshal(day)
+	if _, err := kv.Put(ctx, tenants.SpendKey("acme", time.Now()), data); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := enqueueOn(ctx, n.URL, "spend", "--by", "kind", "--json")
+	if code != ExitOK {
+		t.Fatalf("spend --by kind: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Spend []struct {
+			Key  string `json:"key"`
+			Jobs int    `json:"jobs"`
+		} `json:"spend"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]int{}
+	for _, r := range got.Spend {
+		jobs[r.Key] = r.Jobs
+	}
+	if jobs["video"] != 2 || jobs["speech"] != 1 {
+		t.Errorf("jobs by kind = %v, want video 2, speech 1", jobs)
+	}
+	if code, out, _ := enqueueOn(ctx, n.URL, "spend", "--by", "kind"); code != ExitOK || strings.Contains(out, " -\n") {
+		t.Errorf("spend --by kind table leaves JOBS empty:\n%s", out)
+	}
+}
+
+// TestTenantsWaitingIsNotStarted: WAITING counts a tenant's jobs no worker
+// has taken; one a worker holds (running) is in flight, not waiting.
+func TestTenantsWaitingIsNotStarted(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	subject := contract.ClassSubject("speech", 3, "acme")
+	for i := range 2 {
+		spec := fmt.Sprintf(`{"kind":"speech","id":"s-%d","tenant":"acme","speech":{"model":"m","input":{"text":"hi","voice":"v"}}}`, i)
+		if _, err := n.JS.Publish(ctx, subject, []byte(spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := n.JS.CreateOrUpdateConsumer(ctx, contract.JobsStream, jetstream.ConsumerConfig{
+		Durable: contract.ClassConsumerName("speech", 3, "acme"), FilterSubject: subject,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+	code, out, stderr := enqueueOn(ctx, n.URL, "tenants", "show", "acme", "--json")
+	if code != ExitOK {
+		t.Fatalf("tenants show acme: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Tenants []struct {
+			Waiting uint64 `json:"waiting"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Tenants) != 1 {
+		t.Fatalf("tenants show acme --json = %s (%v)", out, err)
+	}
+	if got.Tenants[0].Waiting != 1 {
+		t.Errorf("waiting = %d, want 1 (two jobs, one held by a worker)", got.Tenants[0].Waiting)
 	}
 }

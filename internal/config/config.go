@@ -529,3 +529,34 @@ func Usage(w io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// CheckUpstreams reports every served kind whose upstream has no address:
+// video and speech need SLUICE_MEDIA_BASE_URL, compute and container
+// SLUICE_COMPUTE_BASE_URL. The worker checks it once the embedded default
+// (SLUICE_DEV) has pointed the unset ones at its simulators, so that a
+// production worker refuses to start instead of failing each job; Load
+// does not, since a worker may be configured in steps.
+func (c Config) CheckUpstreams() error {
+	needs := []struct {
+		kinds []string
+		name  string
+		url   string
+	}{
+		{[]string{"video", "speech"}, "MEDIA_BASE_URL", c.MediaBaseURL},
+		{[]string{"compute", "container"}, "COMPUTE_BASE_URL", c.ComputeBaseURL},
+	}
+	var errs []error
+	for _, n := range needs {
+		var served []string
+		for _, k := range n.kinds {
+			if slices.Contains(c.Kinds, k) {
+				served = append(served, k)
+			}
+		}
+		if n.url == "" && len(served) > 0 {
+			errs = append(errs, fmt.Errorf("%s_%s: not set, and %s_KINDS serves %s: set it, or leave %s out of %s_KINDS",
+				Prefix, n.name, Prefix, strings.Join(served, " and "), strings.Join(served, " and "), Prefix))
+		}
+	}
+	return errors.Join(errs...)
+}

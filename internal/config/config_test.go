@@ -222,3 +222,19 @@ func TestComponentDefaultsAreTheDocumentedOnes(t *testing.T) {
 		t.Errorf("consumer.DefaultAckWait %s, contract.DefaultAckWait %s", consumer.DefaultAckWait, contract.DefaultAckWait)
 	}
 }
+
+// TestServedKindNeedsItsUpstream: a worker serving a kind whose upstream
+// has no address refuses to start naming the variable, rather than
+// failing each job; the embedded default points every kind at the
+// simulators, and a worker not serving a kind needs none for it.
+func TestServedKindNeedsItsUpstream(t *testing.T) {
+	c := config.Config{Kinds: []string{"video", "container"}}
+	err := c.CheckUpstreams()
+	if err == nil || !strings.Contains(err.Error(), "SLUICE_MEDIA_BASE_URL") || !strings.Contains(err.Error(), "SLUICE_COMPUTE_BASE_URL") {
+		t.Errorf("CheckUpstreams with no upstream = %v, want both variables named", err)
+	}
+	c = config.Config{Kinds: []string{"speech"}, MediaBaseURL: "https://media.example"}
+	if err := c.CheckUpstreams(); err != nil {
+		t.Errorf("speech with its media address: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
@@ -397,6 +398,8 @@ func (c *Console) purge(_ http.ResponseWriter, r *http.Request) (string, error) 
 
 func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
+		// statusMeaning reads a platform status code ("statR") in words.
+		"statusMeaning": apiclient.StatusMeaning,
 		"age": func(t *time.Time) string {
 			if t == nil {
 				return "-"

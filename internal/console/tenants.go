@@ -21,6 +21,14 @@ type tenantsView struct {
 	Enabled bool
 	Days    int
 	Err     string
+	// Prices is the price table, by rule.
+	Prices []priceRow
+}
+
+// priceRow is one rule of the price table.
+type priceRow struct {
+	Rule    string
+	Credits float64
 }
 
 // tenantRow is one tenant as the page shows it; its figures are those of
@@ -65,6 +73,11 @@ func (c *Console) tenantsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Enabled = view.Enabled()
 	v.Tenants = tenantRows(view, classes, c.cfg.Now())
+	if p := view.Prices(); p != nil {
+		for _, rule := range slices.Sorted(maps.Keys(p.Rules)) {
+			v.Prices = append(v.Prices, priceRow{Rule: rule, Credits: p.Rules[rule]})
+		}
+	}
 	c.render(w, "tenants", c.newPage(r, "Tenants", "tenants", v))
 }
 
@@ -107,7 +120,7 @@ func tenantRows(view *tenants.View, classes []jobclient.ClassWaiting, now time.T
 		}
 		row.NextPeriod = tenants.NextPeriod(row.Period, now)
 		for _, cl := range row.Waiting {
-			row.WaitingTotal += cl.Messages
+			row.WaitingTotal += cl.NotStarted()
 		}
 		row.Chart = spendChart(days[id], s.Budget, now)
 		rows = append(rows, row)

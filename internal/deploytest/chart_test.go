@@ -647,3 +647,26 @@ func (r *rendered) checkScaledObject(t *testing.T, so *scaledObject) {
 		t.Log("minReplicaCount 0: no worker answers cancel requests while scaled to zero")
 	}
 }
+
+// TestExamplesSetTheirUpstreams: every example values file gives the
+// upstream address of each kind its workers serve, which a worker needs
+// to start (SLUICE_MEDIA_BASE_URL for video and speech,
+// SLUICE_COMPUTE_BASE_URL for compute and container).
+func TestExamplesSetTheirUpstreams(t *testing.T) {
+	for _, values := range valuesFiles(t)[1:] {
+		t.Run(filepath.Base(values), func(t *testing.T) {
+			r := render(t, "-f", values)
+			env := r.configMap.Data
+			kinds := env["SLUICE_KINDS"]
+			for _, need := range []struct{ kinds, name string }{
+				{"video speech", "SLUICE_MEDIA_BASE_URL"}, {"compute container", "SLUICE_COMPUTE_BASE_URL"},
+			} {
+				for _, k := range strings.Fields(need.kinds) {
+					if strings.Contains(kinds, k) && env[need.name] == "" {
+						t.Errorf("serves %s (SLUICE_KINDS=%s) but sets no %s", k, kinds, need.name)
+					}
+				}
+			}
+		})
+	}
+}

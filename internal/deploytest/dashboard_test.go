@@ -191,3 +191,41 @@ func TestInnermostAggregation(t *testing.T) {
 		}
 	}
 }
+
+// tenantLabelled are the metrics with a tenant label: their panels follow
+// the dashboard's tenant variable.
+var tenantLabelled = []string{"sluice_tenant_spend_credits", "sluice_tenant_budget_credits", "sluice_jobs_waiting_class"}
+
+// TestDashboardTenantVariable: the dashboard has a tenant variable and
+// every query of a tenant-labelled metric filters on it.
+func TestDashboardTenantVariable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), dashboardPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d grafanaDashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	found := false
+	for _, v := range d.Templating.List {
+		found = found || (v.Name == "tenant" && v.Type == "query")
+	}
+	if !found {
+		t.Error("the dashboard has no tenant variable")
+	}
+	var walk func([]grafanaPanel)
+	walk = func(ps []grafanaPanel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			for _, target := range p.Targets {
+				for _, m := range tenantLabelled {
+					if strings.Contains(target.Expr, m) && !strings.Contains(target.Expr, m+`{tenant=~"$tenant"`) {
+						t.Errorf("%s / %s: %s does not filter on $tenant: %s", p.Title, target.RefID, m, target.Expr)
+					}
+				}
+			}
+		}
+	}
+	walk(d.Panels)
+}

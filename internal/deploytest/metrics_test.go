@@ -42,6 +42,8 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.JetStreamFailed("sweep", "timeout")
 	m.NATSMoved()
 	m.ContainerNotDeleted(false)
+	m.Stuck("received", 1)
+	m.Leftovers("container", 1, true)
 	m.Quota("media", 8, 1, 1, 0, 0)
 	m.QuotaRate("media", 5)
 	m.StoreWaiting(true)

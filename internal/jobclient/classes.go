@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -22,12 +23,19 @@ type ClassWaiting struct {
 	Priority int    `json:"priority"`
 	Tenant   string `json:"tenant"`
 	Messages uint64 `json:"messages"`
+	// Held counts those a worker took and has not acknowledged: running,
+	// or waiting in the worker for budget or a retry.
+	Held uint64 `json:"held"`
 }
+
+// NotStarted counts the class queue's jobs no worker has taken yet.
+func (c ClassWaiting) NotStarted() uint64 { return c.Messages - c.Held }
 
 // WaitingByClass returns every class queue of SLUICE_JOBS that holds
 // messages, from one stream info filtered on sluice.jobs.>, by tenant,
-// priority (most urgent first) and kind. None when the stream does not
-// exist yet.
+// priority (most urgent first) and kind, and one consumer info per queue
+// for the messages its workers hold. None when the stream does not exist
+// yet.
 func (c *Client) WaitingByClass(ctx context.Context) ([]ClassWaiting, error) {
 	s, err := c.js.Stream(ctx, contract.JobsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -40,7 +48,29 @@ func (c *Client) WaitingByClass(ctx context.Context) ([]ClassWaiting, error) {
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	return classesOfSubjects(info.State.Subjects), nil
+	classes := classesOfSubjects(info.State.Subjects)
+	for i, cl := range classes {
+		pending, err := c.classPending(ctx, s, cl)
+		if err != nil {
+			return nil, err
+		}
+		classes[i].Held = cl.Messages - min(pending, cl.Messages)
+	}
+	return classes, nil
+}
+
+// classPending counts the messages of cl's queue its consumer has not
+// delivered yet: all of them when no worker has served the queue.
+func (c *Client) classPending(ctx context.Context, s jetstream.Stream, cl ClassWaiting) (uint64, error) {
+	name := contract.ClassConsumerName(cl.Kind, cl.Priority, cl.Tenant)
+	cons, err := s.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return cl.Messages, nil
+	}
+	if err != nil {
+		return 0, c.jsErr(fmt.Errorf("consumer %s: %w", name, err))
+	}
+	return cons.CachedInfo().NumPending, nil
 }
 
 // classesOfSubjects keeps the class queues among a stream's subject

@@ -14,8 +14,10 @@ type Day struct {
 	// Spent is the credits of the jobs settled, by kind in ByKind.
 	Spent  float64            `json:"spent"`
 	ByKind map[string]float64 `json:"by_kind,omitempty"`
-	// Jobs counts the jobs settled.
-	Jobs int `json:"jobs"`
+	// Jobs counts the jobs settled, by kind in JobsByKind (none on days
+	// written before it was kept).
+	Jobs       int            `json:"jobs"`
+	JobsByKind map[string]int `json:"jobs_by_kind,omitempty"`
 	// WriteID names the write that stored this value (internal/kvcas).
 	WriteID string `json:"write_id,omitempty"`
 }
@@ -49,6 +51,10 @@ func (d Day) clone() Day {
 	c.ByKind = make(map[string]float64, len(d.ByKind)+1)
 	for k, v := range d.ByKind {
 		c.ByKind[k] = v
+	}
+	c.JobsByKind = make(map[string]int, len(d.JobsByKind)+1)
+	for k, v := range d.JobsByKind {
+		c.JobsByKind[k] = v
 	}
 	return c
 }

@@ -45,7 +45,8 @@ func (l *Ledger) View() *View { return l.view }
 // its tenant's budget for the current period.
 type OverBudget struct {
 	Tenant   string
-	Spent    float64 // spent and reserved this period
+	Spent    float64 // settled this period
+	Reserved float64 // held by jobs still running this period
 	Estimate float64
 	Budget   Budget
 	OnBudget OnBudget
@@ -54,8 +55,12 @@ type OverBudget struct {
 }
 
 func (e *OverBudget) Error() string {
-	return fmt.Sprintf("tenant %s spent %s of %s credits this %s (this job needs %s)",
-		e.Tenant, Credits(e.Spent), Credits(e.Budget.Credits), e.Budget.Per, Credits(e.Estimate))
+	held := "spent " + Credits(e.Spent)
+	if e.Reserved > 0 {
+		held += " and reserved " + Credits(e.Reserved)
+	}
+	return fmt.Sprintf("tenant %s %s of %s credits %s (this job needs %s)",
+		e.Tenant, held, Credits(e.Budget.Credits), e.Budget.Per.This(), Credits(e.Estimate))
 }
 
 // Credits formats an amount of credits.
@@ -75,18 +80,18 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, jobID, kind string, estima
 	now := l.now().UTC()
 	key := SpendKey(tenant, now)
 	settings, _ := l.view.Settings(tenant)
-	var others float64
+	var spent, reserved float64 // the period's other days
 	if b := settings.Budget; b != nil {
-		others = l.view.otherDays(tenant, key, PeriodStart(b.Per, now))
+		spent, reserved = l.view.otherDays(tenant, key, PeriodStart(b.Per, now))
 	}
 	_, err := l.update(ctx, key, func(cur Day) (Day, error) {
 		if _, ok := cur.Reserved[jobID]; ok {
 			return cur, kvcas.Unchanged
 		}
 		if b := settings.Budget; b != nil {
-			held := others + cur.Spent + cur.ReservedCredits()
-			if held+estimate > b.Credits {
-				return cur, &OverBudget{Tenant: tenant, Spent: held, Estimate: estimate, Budget: *b,
+			spent, reserved := spent+cur.Spent, reserved+cur.ReservedCredits()
+			if spent+reserved+estimate > b.Credits {
+				return cur, &OverBudget{Tenant: tenant, Spent: spent, Reserved: reserved, Estimate: estimate, Budget: *b,
 					OnBudget: settings.EffectiveOnBudget(), Next: NextPeriod(b.Per, now)}
 			}
 		}
@@ -120,6 +125,7 @@ func (l *Ledger) Settle(ctx context.Context, tenant, jobID, key string, cost flo
 		delete(next.Reserved, jobID)
 		next.Spent += cost
 		next.ByKind[r.Kind] += cost
+		next.JobsByKind[r.Kind]++
 		next.Jobs++
 		return next, nil
 	})

@@ -199,3 +199,32 @@ func TestLedgerMarker(t *testing.T) {
 		t.Errorf("default weight = %v", w)
 	}
 }
+
+// TestLedgerOverBudgetSaysSpentAndReserved: the refusal names the credits
+// spent and those reserved by jobs still running apart, and a daily budget
+// says "today"; a settled job is counted under its kind.
+func TestLedgerOverBudgetSaysSpentAndReserved(t *testing.T) {
+	t.Parallel()
+	b := setupLedger(t)
+	b.put(t, tenants.TenantKey("acme"), tenants.Settings{Budget: &tenants.Budget{Credits: 10, Per: tenants.PerDay}})
+	l := b.newLedger(t)
+	waitFor(t, "the settings", func() bool { _, ok := l.View().Settings("acme"); return ok })
+	key, err := l.Reserve(b.ctx, "acme", "clip-1", "video", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(b.ctx, "acme", "clip-1", key, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reserve(b.ctx, "acme", "clip-2", "video", 5); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Reserve(b.ctx, "acme", "clip-3", "video", 5)
+	want := "tenant acme spent 3 and reserved 5 of 10 credits today (this job needs 5)"
+	if err == nil || err.Error() != want {
+		t.Errorf("third reserve = %v, want %q", err, want)
+	}
+	if d := b.day(t, "acme"); d.JobsByKind["video"] != 1 {
+		t.Errorf("jobs by kind = %v, want video 1", d.JobsByKind)
+	}
+}

@@ -100,6 +100,15 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
+// This names the current period of p in a sentence: "today", "this
+// week", "this month".
+func (p Period) This() string {
+	if p == PerDay {
+		return "today"
+	}
+	return "this " + string(p)
+}
+
 // PeriodStart is the start of the period p that holds t (UTC).
 func PeriodStart(p Period, t time.Time) time.Time {
 	t = t.UTC()

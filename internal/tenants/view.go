@@ -313,16 +313,16 @@ func (v *View) known(key string) (Day, uint64, bool) {
 
 // otherDays sums tenant's spent and reserved credits on the days of the
 // period from start, except the day under key.
-func (v *View) otherDays(tenant, key string, start time.Time) float64 {
+func (v *View) otherDays(tenant, key string, start time.Time) (spent, reserved float64) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	var sum float64
 	for k, e := range v.days {
 		if k != key && e.tenant == tenant && !e.day.Before(start) {
-			sum += e.value.Spent + e.value.ReservedCredits()
+			spent += e.value.Spent
+			reserved += e.value.ReservedCredits()
 		}
 	}
-	return sum
+	return spent, reserved
 }
 
 // MetricsSpend is every known tenant's spend this period and budget, for

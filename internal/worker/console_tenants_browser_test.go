@@ -37,7 +37,7 @@ func TestTenantsPageInBrowser(t *testing.T) {
 
 	var row, title string
 	var bars int
-	var drawn bool
+	var drawn, fills bool
 	err := chromedp.Do(ctx,
 		chromedp.Navigate("http://"+b.ep.HTTPAddr+"/console/"),
 		chromedp.Click(chromedp.CSS(`nav a[href="/console/tenants"]`)),
@@ -48,6 +48,9 @@ func TestTenantsPageInBrowser(t *testing.T) {
 		// only parsed.
 		into(chromedp.Evaluate[bool](`document.querySelector("#tenant-acme svg.spend rect.bar").getBBox().height > 0`), &drawn),
 		into(chromedp.Evaluate[string](`document.querySelector("#tenant-acme svg.spend .day title").textContent`), &title),
+		// The chart takes its card's width, not a fixed 640 pixels.
+		into(chromedp.Evaluate[bool](`(() => { const s = document.querySelector("#tenant-acme svg.spend"), p = s.parentElement, cs = getComputedStyle(p);
+			return s.getBoundingClientRect().width >= p.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 1 })()`), &fills),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +63,9 @@ func TestTenantsPageInBrowser(t *testing.T) {
 	}
 	if bars != 1 || !drawn {
 		t.Errorf("acme's chart: %d bars, drawn %v; want today's bar, drawn", bars, drawn)
+	}
+	if !fills {
+		t.Error("acme's chart is narrower than its card")
 	}
 	if today := time.Now().UTC().Format("2006-01-02"); !strings.HasPrefix(title, today+": 5 credits spent by 1 jobs") {
 		t.Errorf("the bar's title %q, want today's spend", title)

@@ -15,7 +15,8 @@ import (
 // TestREADMEComputeCommand runs the README tour's compute block against a
 // worker started with SLUICE_DEV=true, with the store's and the binary's
 // addresses replaced by the test's: the local script is uploaded, run on
-// the simulated cluster, and the job succeeds with its echo in stdout.
+// the simulated cluster, and the job succeeds with its echo in stdout and
+// the file its --output names collected.
 func TestREADMEComputeCommand(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
@@ -56,11 +57,16 @@ func TestREADMEComputeCommand(t *testing.T) {
 	if ev.Data.Status != "succeeded" {
 		t.Fatalf("hello-0001 ended %s (%+v)", ev.Data.Status, ev.Data.Error)
 	}
+	if !strings.Contains(block, "--output ") {
+		t.Error("the README's compute block shows no --output")
+	}
+	echoed, output := false, false
 	for _, a := range ev.Data.Artifacts {
 		body, err := os.ReadFile(filepath.Join(ep.S3Dir, ep.S3Bucket, filepath.FromSlash(a.Key)))
-		if err == nil && strings.Contains(string(body), "hello from the cluster") {
-			return
-		}
+		echoed = echoed || (err == nil && strings.Contains(string(body), "hello from the cluster"))
+		output = output || (err == nil && strings.HasSuffix(a.Key, "/result.nc"))
 	}
-	t.Errorf("no artifact of hello-0001 holds the script's echo: %+v", ev.Data.Artifacts)
+	if !echoed || !output {
+		t.Errorf("hello-0001's artifacts: the script's echo %v, result.nc %v; want both: %+v", echoed, output, ev.Data.Artifacts)
+	}
 }

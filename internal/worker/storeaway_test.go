@@ -71,8 +71,8 @@ func TestStoreAwayTakesNoPaidWork(t *testing.T) {
 	b.start(t, func(c *config.Config) { c.S3Endpoint = endpoint })
 
 	code, body := b.readyz(t)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "artifact store unreachable") || !strings.Contains(body, endpoint) {
-		t.Fatalf("readyz with the store away = %d %q, want 503 naming %s", code, body, endpoint)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "artifact store unreachable") || !strings.Contains(body, "SLUICE_S3_ENDPOINT="+endpoint) {
+		t.Fatalf("readyz with the store away = %d %q, want 503 naming SLUICE_S3_ENDPOINT=%s", code, body, endpoint)
 	}
 	const prompt = "a lighthouse while the store is away"
 	b.publish(t, "video", "store-away", videoSpec("store-away", prompt))
@@ -93,6 +93,9 @@ func TestStoreAwayTakesNoPaidWork(t *testing.T) {
 		t.Errorf("submits = %d, want 1", n)
 	}
 	logs := b.logs.String()
+	if !strings.Contains(logs, "SLUICE_S3_ENDPOINT="+endpoint) {
+		t.Errorf("no log line names SLUICE_S3_ENDPOINT=%s", endpoint)
+	}
 	if strings.Count(logs, "artifact store unreachable: taking no new job") != 1 || strings.Count(logs, "artifact store reachable again") != 1 {
 		t.Errorf("want one log line when the store went away and one when it came back")
 	}

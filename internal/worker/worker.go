@@ -67,6 +67,13 @@ type Endpoints struct {
 // worker is still starting (a SIGTERM while NATS is unreachable) is a clean
 // stop too: Run returns nil, since no job was taken and nothing failed.
 func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+	// The embedded default points every upstream left unset at its
+	// simulators; otherwise a served kind needs its upstream's address.
+	if !cfg.Dev {
+		if err := cfg.CheckUpstreams(); err != nil {
+			return err
+		}
+	}
 	err := run(ctx, cfg, log, ready)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
@@ -91,6 +98,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	// waits for until it consumes.
 	m := metrics.New()
 	m.BuildInfo(buildinfo.Read())
+	m.Zero(knownSeries(cfg.Kinds))
 	readyz := &readiness{}
 	readyz.wait("connecting to NATS")
 	ops, consoleSlot, err := serveOps(cfg.HTTPAddr, cfg.Console, readyz, m, log)
@@ -380,6 +388,8 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
 			AccessKey: cfg.ComputeAccessKey, SecretKey: cfg.ComputeSecretKey, AuthURL: cfg.ComputeAuthURL,
 			Region: cfg.ComputeRegion, ChunkSize: int64(cfg.ComputeChunkSize), Logger: &log,
+			// Only the embedded default points at the simulator with its user.
+			Simulated:  cfg.Dev && cfg.ComputeUser == devstack.ComputeUser,
 			HTTPClient: limitedClient(m, fleet, tr, "compute", cfg.ComputeConc, cfg.ComputeRate),
 		})
 		if err != nil {
@@ -452,6 +462,20 @@ func startConsole(slot *lateHandler, nc *nats.Conn, store *artifacts.Store, toke
 	return nil
 }
 
+// disconnected warns of a lost connection. The client calls it with no
+// error, and none recorded, when the worker closes the connection itself
+// on a clean stop: that is no news.
+func disconnected(log zerolog.Logger) nats.ConnErrHandler {
+	return func(nc *nats.Conn, err error) {
+		if err == nil {
+			err = nc.LastError()
+		}
+		if err != nil {
+			log.Warn().Err(err).Msg("NATS disconnected")
+		}
+	}
+}
+
 // connect dials NATS, retrying with backoff until ctx ends so that a
 // worker may start before its broker.
 func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.Conn, error) {
@@ -465,9 +489,7 @@ func connect(ctx context.Context, cfg config.Config, log zerolog.Logger) (*nats.
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.Timeout(5 * time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("NATS disconnected")
-		}),
+		nats.DisconnectErrHandler(disconnected(log)),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("NATS reconnected")
 		}),
@@ -657,14 +679,15 @@ func (r *readiness) check(ctx context.Context) error {
 	return contract.Present(ctx, js)
 }
 
-// storeWhere names the artifact store of cfg for messages: its endpoint
+// storeWhere names the artifact store of cfg for messages by the
+// variables that set it, so the line says what to fix: its endpoint
 // without credentials (or AWS S3's region), and the bucket.
 func storeWhere(cfg config.Config) string {
-	endpoint := "AWS S3 in " + cfg.S3Region
+	endpoint := "AWS S3 in SLUICE_S3_REGION=" + cfg.S3Region
 	if cfg.S3Endpoint != "" {
-		endpoint = redact.URL(cfg.S3Endpoint)
+		endpoint = "SLUICE_S3_ENDPOINT=" + redact.URL(cfg.S3Endpoint)
 	}
-	return fmt.Sprintf("%s, bucket %s", endpoint, cfg.S3Bucket)
+	return fmt.Sprintf("%s, SLUICE_S3_BUCKET=%s", endpoint, cfg.S3Bucket)
 }
 
 // lateHandler serves a handler set once the worker has reached NATS (the
@@ -718,4 +741,18 @@ func serveOps(addr string, withConsole bool, ready *readiness, m *metrics.Metric
 	}()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + paths)
 	return srv, cons, nil
+}
+
+// knownSeries are the label values the worker's metrics export at 0 from
+// its start: the kinds it serves, every terminal status and every way a
+// message is settled.
+func knownSeries(kinds []string) metrics.Known {
+	k := metrics.Known{Kinds: kinds}
+	for _, s := range []state.Status{state.StatusSucceeded, state.StatusFailed, state.StatusCancelled} {
+		k.Statuses = append(k.Statuses, string(s))
+	}
+	for _, a := range []consumer.Action{consumer.Ack, consumer.Retry, consumer.Release, consumer.DeadLetter} {
+		k.Actions = append(k.Actions, a.String())
+	}
+	return k
 }
