@@ -324,6 +324,7 @@ func (r *Runner) claimSubmit(ctx context.Context, j *job, fn func(*state.Record)
 	if status == state.StatusSubmitting {
 		j.log.Warn().Int("submits", j.rec.Submits).Msg(LogSubmittingAgain)
 	}
+	r.enterStep(j, state.StatusSubmitting) // from here a hand-back may pay twice
 	return r.write(ctx, j, unmoved(status), state.StatusSubmitting, set(func(rec *state.Record) {
 		rec.Submits++
 		if j.reservation != nil {

@@ -46,6 +46,12 @@ func (r *Runner) watch(ctx context.Context, d *consumer.Delivery) (context.Conte
 // multiplies into its bounds: the job's upstream timeout while it is
 // upstream, workerDeadline before.
 func (r *Runner) stepDeadline(j *job, status state.Status) time.Duration {
+	if status == state.StatusSubmitting {
+		// The claim and the paid submit share one SubmitTimeout, the
+		// write of its answer has another: a hand-back inside them would
+		// let the redelivery, finding "submitting", pay again.
+		return max(r.workerDeadline(j.d), 2*r.cfg.SubmitTimeout)
+	}
 	if !status.Active() {
 		return r.workerDeadline(j.d)
 	}
