@@ -187,3 +187,40 @@ func TestRoundRemakesADeletedClassConsumer(t *testing.T) {
 		t.Errorf("the round after A's class consumer was deleted started %v, want A's new job", got)
 	}
 }
+
+// A class whose consumer cannot be read this round (a timeout, its
+// server slow or gone: here a handle on a closed connection) is left out
+// of the round, and so is its tenant (its running jobs count against its
+// cap, unread): the other tenants' jobs still start, and the class is
+// read again the next round.
+func TestRoundLeavesOutAClassItCannotRead(t *testing.T) {
+	t.Parallel()
+	b := newRoundBench(t, &order.Static{On: true})
+	b.publish(t, 1, "a", 1)
+	b.publish(t, 3, "b", 1)
+	ctx := testenv.Context(t, 5*time.Second)
+	subject := contract.ClassSubject("video", 1, "a")
+	if _, err := b.c.classConsumer(ctx, b.q, subject); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(b.n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := js.Consumer(ctx, contract.JobsStream, contract.ClassConsumerName("video", 1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	b.q.consumers[subject] = stale
+	if got := b.round(t, 2); fmt.Sprint(got) != "[b]" {
+		t.Errorf("with A's class unreadable the round started %v, want B's job", got)
+	}
+	if got := b.round(t, 1); fmt.Sprint(got) != "[a]" {
+		t.Errorf("the next round started %v, want A's job", got)
+	}
+}
