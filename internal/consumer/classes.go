@@ -190,6 +190,7 @@ func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, 
 	}
 	now := time.Now()
 	r := classRound{Round: order.Round{Weight: p.Weight, Room: map[string]int{}, Spent: map[string]bool{}, Aging: c.cfg.PriorityAging, Now: now}}
+	unread, lastErr := map[string]bool{}, error(nil)
 	for subject, n := range info.State.Subjects {
 		cl, ok := contract.ParseClassSubject(subject)
 		if !ok || cl.Kind != q.kind || n == 0 {
@@ -197,7 +198,11 @@ func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, 
 		}
 		class, unacked, err := c.readClass(ctx, q, subject, now)
 		if err != nil {
-			return classRound{}, err
+			// One unreadable class stops no other tenant's starts; its
+			// tenant sits the round out, its running jobs uncounted.
+			c.log.Warn().Err(err).Str("class", subject).Msg("class queue unreadable: its tenant waits a round")
+			unread[cl.Tenant], lastErr = true, err
+			continue
 		}
 		r.subjects, r.unacked = append(r.subjects, subject), append(r.unacked, unacked)
 		r.Classes = append(r.Classes, class)
@@ -208,6 +213,12 @@ func (c *Consumer) classRound(ctx context.Context, q *classQueues) (classRound, 
 			}
 			r.Room[cl.Tenant] -= unacked
 		}
+	}
+	if len(r.subjects) == 0 && lastErr != nil {
+		return classRound{}, lastErr
+	}
+	for tenant := range unread {
+		r.Spent[tenant] = true
 	}
 	q.swept.Store(len(r.subjects) > 0)
 	for subject := range q.heads {
