@@ -44,7 +44,9 @@ func TestDevWorkerRestartResumesComputeJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	cfg := b.cfg
-	cfg.Dev, cfg.DataDir, cfg.DevNATSPort = true, t.TempDir(), -1
+	// Any free port for the S3 store too: its default, 7070, may be held
+	// (TestDemo in internal/demo holds it while packages run in parallel).
+	cfg.Dev, cfg.DataDir, cfg.DevNATSPort, cfg.DevS3Addr = true, t.TempDir(), -1, "127.0.0.1:0"
 	cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, cfg.S3AccessKeyID, cfg.S3SecretAccessKey = "", "", "", "", ""
 	cfg.MediaBaseURL, cfg.ComputeBaseURL = "", ""
 	cfg.DevSimComputeTime = 4 * time.Second
