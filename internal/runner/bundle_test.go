@@ -42,7 +42,8 @@ type bundle struct {
 	deliverMu sync.Mutex
 }
 
-func setup(t *testing.T) *bundle {
+// setup builds a bundle; opts tune the compute simulator's config.
+func setup(t *testing.T, opts ...func(*apisim.ComputeConfig)) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
 	b := &bundle{nats: testenv.StartNATS(t), cancels: NewCancels()}
@@ -68,7 +69,7 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(stop)
 	go poller.Run(bg)
 
-	compute := b.startCompute(t)
+	compute := b.startCompute(t, opts...)
 
 	store, err := artifacts.NewStore(artifacts.StoreConfig{Client: s3env.Client, Bucket: s3env.Bucket, Prefix: "sluice"})
 	if err != nil {
@@ -100,13 +101,18 @@ func videoSpec(id, prompt string) []byte {
 }
 
 // startCompute starts the compute simulator, whose jobs queue for a
-// second and run for computeRun, and returns a client of it.
-func (b *bundle) startCompute(t *testing.T) *apiclient.Compute {
+// second and run for computeRun, and returns a client of it; opts tune
+// the simulator's config.
+func (b *bundle) startCompute(t *testing.T, opts ...func(*apisim.ComputeConfig)) *apiclient.Compute {
 	t.Helper()
-	b.compute = apisim.NewCompute(apisim.ComputeConfig{
+	cfg := apisim.ComputeConfig{
 		User: "alice", Password: "pw-compute", OrgID: "org-1",
 		QueuedFor: time.Second, RunFor: computeRun, Root: t.TempDir(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b.compute = apisim.NewCompute(cfg)
 	t.Cleanup(func() { _ = b.compute.Close() })
 	srv := httptest.NewServer(b.compute)
 	t.Cleanup(srv.Close)
