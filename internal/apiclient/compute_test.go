@@ -286,7 +286,7 @@ func TestComputeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(queues) != 2 || queues[0].QueueName != "debug" || queues[1].QueMaxWalltime != "72:00:00" {
+	if len(queues) != 3 || queues[0].QueueName != "debug" || queues[1].QueMaxWalltime != "72:00:00" {
 		t.Errorf("queues = %+v", queues)
 	}
 

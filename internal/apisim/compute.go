@@ -35,6 +35,9 @@ const (
 	EndpointComputeMerge = "compute.merge"
 	// EndpointComputeList lists a directory (platform mode only).
 	EndpointComputeList = "compute.list"
+	// EndpointComputeLimits answers each queue's limits (platform mode
+	// only).
+	EndpointComputeLimits = "compute.limits"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -121,7 +124,8 @@ type ComputeConfig struct {
 	// the real platform differs from it (spec/platform-evidence.md): center
 	// URLs without their service segment, a token answer holding only
 	// usable clusters and no AK/SK login, finished jobs that stay in the
-	// realtime job detail, no history, cancel or chunked upload. Defaults
+	// realtime job detail, no history, cancel, chunked upload or queue
+	// limits (userquotas/queues). Defaults
 	// to false: the simulator behaves like the platform.
 	Letter bool
 	// StateFile, when set, is where the simulator keeps its jobs (and the
@@ -156,22 +160,39 @@ type simCluster struct {
 	managerAddr string
 }
 
-// simQueue is one queue and its limits.
+// simQueue is one queue and its limits; a zero maxGPUPN or maxDCUPN
+// means the queue has no such cards. minDCUs is the scheduler's minimum
+// of DCUs per job (QOSMinGRES), which the limits answer does not show.
 type simQueue struct {
 	name     string
 	maxNodes int
 	maxPPN   int
 	maxWall  time.Duration
+	maxGPUPN int
+	maxDCUPN int
+	minDCUs  int
 }
 
 // Compute simulates the compute platform (spec/compute-api.md): tokens for
 // two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
-// "1002" with scheduler 2002, both with queues "debug" and "normal"; in
-// platform mode also the suspended "cluster-c" id "1003" with token null
-// and the platform's own entry "0"/"ac", see ComputeConfig.Letter), the
-// center, file upload and download on a real directory tree, the cluster
-// and queue lists, job submission (template BASIC/BASE) and job details.
-// Safe for concurrent use.
+// "1002" with scheduler 2002, both with queues "debug", "normal" and
+// "dcu"; in platform mode also the suspended "cluster-c" id "1003" with
+// token null and the platform's own entry "0"/"ac", see
+// ComputeConfig.Letter), the center, file upload and download on a real
+// directory tree, the cluster and queue lists, the queues' limits
+// (platform mode: GET .../userquotas/queues?strJobManagerID=), job
+// submission (template BASIC/BASE) and job details. Safe for concurrent
+// use.
+//
+// # Queues
+//
+// debug takes 1-2 nodes of at most 32 cores for 30 minutes; normal 1-16
+// nodes of at most 64 cores and 4 GPUs for 72 hours; dcu 1-4 nodes of at
+// most 32 cores and 4 DCUs for 24 hours, and, like some DCU queues of the
+// platform, refuses a job without a DCU (GAP_NDCU >= 1) with the
+// scheduler's QOSMinGRES in msg, a minimum its limits do not show. A
+// submit over a queue's limits answers HTTP 200 with ComputeCodeInvalid
+// and a message naming the key and the limit: nothing is created.
 //
 // Failure shapes (the platform's are not documented): bad credentials
 // and bad tokens answer HTTP 401 with an error envelope; every other
@@ -305,6 +326,9 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "GET /efile/openapi/v2/file/download", EndpointComputeDownload, c.download)
 	c.handle(mux, "GET /hpc/openapi/v2/cluster", EndpointComputeCluster, c.cluster)
 	c.handle(mux, "GET /hpc/openapi/v2/queuenames/users/{user}", EndpointComputeQueues, c.queues)
+	if !c.cfg.Letter {
+		c.handle(mux, "GET /hpc/openapi/v2/userquotas/queues", EndpointComputeLimits, c.queueLimits)
+	}
 	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
 	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
 	if !c.cfg.Letter {
@@ -318,7 +342,8 @@ func NewCompute(cfg ComputeConfig) *Compute {
 func defaultQueues() []simQueue {
 	return []simQueue{
 		{name: "debug", maxNodes: 2, maxPPN: 32, maxWall: 30 * time.Minute},
-		{name: "normal", maxNodes: 16, maxPPN: 64, maxWall: 72 * time.Hour},
+		{name: "normal", maxNodes: 16, maxPPN: 64, maxWall: 72 * time.Hour, maxGPUPN: 4},
+		{name: "dcu", maxNodes: 4, maxPPN: 32, maxWall: 24 * time.Hour, maxDCUPN: 4, minDCUs: 1},
 	}
 }
 
@@ -619,18 +644,42 @@ func (c *Compute) queues(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "user_name "+strconv.Quote(user)+" is not a user of this cluster")
 		return
 	}
+	c.writeQueues(w, r, cl)
+}
+
+// queueLimits answers GET .../userquotas/queues?strJobManagerID=: each
+// queue's limits (platform-evidence.md section 7), as the user queues
+// answer gives them.
+func (c *Compute) queueLimits(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	c.writeQueues(w, r, cl)
+}
+
+// writeQueues answers cl's queues with their limits (compute-api.md 2.4
+// and queMinNodect); "-1" is a limit the queue does not set.
+func (c *Compute) writeQueues(w http.ResponseWriter, r *http.Request, cl *simCluster) {
 	if id := r.URL.Query().Get("strJobManagerID"); id != strconv.FormatInt(cl.schedID, 10) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "strJobManagerID "+strconv.Quote(id)+" is not a scheduler of this cluster")
 		return
+	}
+	limit := func(n int) string {
+		if n <= 0 {
+			return "-1"
+		}
+		return strconv.Itoa(n)
 	}
 	out := make([]map[string]string, 0, len(cl.queues))
 	for _, q := range cl.queues {
 		out = append(out, map[string]string{
 			"queueName": q.name, "id": q.name, "text": q.name,
-			"queNodes": "16", "queFreeNodes": "8", "queNcpus": "1024", "queFreeNcpus": "512",
-			"queMaxNcpus": strconv.Itoa(q.maxNodes * q.maxPPN), "queMaxNgpus": "-1", "queMaxNdcus": "-1",
-			"queMaxNmlus": "-1", "queMaxNodect": strconv.Itoa(q.maxNodes), "queMaxPPN": strconv.Itoa(q.maxPPN),
-			"queMaxGpuPN": "-1", "queMaxDcuPN": "-1", "queMaxWalltime": formatHMS(q.maxWall),
+			"queNodes": strconv.Itoa(q.maxNodes), "queFreeNodes": "8", "queNcpus": "1024", "queFreeNcpus": "512",
+			"queMaxNcpus": strconv.Itoa(q.maxNodes * q.maxPPN), "queMaxNgpus": limit(q.maxNodes * q.maxGPUPN),
+			"queMaxNdcus": limit(q.maxNodes * q.maxDCUPN), "queMaxNmlus": "-1",
+			"queMinNodect": "1", "queMaxNodect": strconv.Itoa(q.maxNodes), "queMaxPPN": strconv.Itoa(q.maxPPN),
+			"queMaxGpuPN": limit(q.maxGPUPN), "queMaxDcuPN": limit(q.maxDCUPN), "queMaxWalltime": formatHMS(q.maxWall),
 			"queChargeRate": "1.0", "aclHosts": "node01,node02",
 		})
 	}

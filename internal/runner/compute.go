@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// runCompute runs a compute job: upload inputs, check the queue, submit
+// runCompute runs a compute job: check the queue, upload inputs, submit
 // (unless the record says it was submitted), poll the job until it ends,
 // then collect stdout, stderr and the declared outputs. A cancel before
 // the submit ends the job without it; after the submit the job is deleted
@@ -88,17 +88,23 @@ func (r *Runner) openSession(ctx context.Context, j *job, specCluster, field, wh
 	return sess, nil
 }
 
-// submitCompute uploads the inputs, checks the queue and sends the job.
+// submitCompute checks the queue and the job's shape against it, uploads
+// the inputs and sends the job: a job its queue cannot take fails before
+// anything is uploaded.
 func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
 	spec := j.spec.Compute
-	if err := r.uploadInputs(ctx, j, sess, "compute", spec.Inputs); err != nil {
-		return err
-	}
 	schedID, err := sess.SchedulerID(ctx)
 	if err != nil {
 		return computeError(state.StageSubmit, "query cluster", err)
 	}
 	if err := r.checkQueue(ctx, j, sess, schedID); err != nil {
+		return err
+	}
+	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	if err := r.checkLimits(ctx, j, sess, schedID, req.MapAppJobInfo); err != nil {
+		return err
+	}
+	if err := r.uploadInputs(ctx, j, sess, "compute", spec.Inputs); err != nil {
 		return err
 	}
 	if j.cancelled() {
@@ -107,7 +113,6 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
-	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
 
 	// The platform job carries the job's identity, by which a lost
 	// answer's job is found (settleUnrecorded).
@@ -710,10 +715,15 @@ func computeError(stage state.Stage, what string, err error) error {
 }
 
 // asPermanent wraps a non-transient, non-ambiguous compute submit error so
-// submitError fails the job instead of retrying it.
+// submitError fails the job instead of retrying it. A queue's refusal of
+// a job without its minimum of DCUs is the spec's to change.
 func asPermanent(err error) error {
-	if errors.Is(err, apiclient.ErrAmbiguous) {
+	switch {
+	case errors.Is(err, apiclient.ErrAmbiguous):
 		return err
+	case errors.Is(err, apiclient.ErrMinGRES):
+		return fail(CodeInvalidSpec, state.StageSubmit, true,
+			"compute.job.dcus: the queue wants at least one DCU (or GPU) per job, and its scheduler refused the job (QOSMinGRES); set dcus (GAP_NDCU) to 1 or more, or choose another queue: %v", err)
 	}
 	return computeError(state.StageSubmit, "submit job", err)
 }

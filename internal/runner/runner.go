@@ -167,6 +167,8 @@ type Runner struct {
 	checkpoints, publishes *reach.Loop
 	// probes bounds the media inputs probed at once (preflight.go).
 	probes chan struct{}
+	// limits keeps the compute queues' limits (queuelimits.go).
+	limits *limitsCache
 	// sightings measure how long records left to another delivery stay
 	// unchanged (begin).
 	sightings *sightings
@@ -223,6 +225,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg: cfg, log: *cfg.Logger, tracer: cfg.Tracer.Tracer(tracerName),
 		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
+		limits:      newLimitsCache(cfg.Now),
 		sightings:   newSightings(),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),
