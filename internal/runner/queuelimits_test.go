@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,27 @@ func TestCheckShape(t *testing.T) {
 				t.Fatalf("failure %+v, want invalid_spec %q", f, tc.want)
 			}
 		})
+	}
+}
+
+// A read cut by its caller (a stopping worker) says nothing about the
+// platform: it is not kept, and the next job reads again.
+func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
+	t.Parallel()
+	b := &bundle{}
+	client := b.startCompute(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := newLimitsCache(testenv.NewClock().Now)
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := cache.get(cut, sess, "2001"); err == nil {
+		t.Fatal("a read with an ended context succeeded")
+	}
+	if queues, err := cache.get(ctx, sess, "2001"); err != nil || len(queues) == 0 {
+		t.Fatalf("queues %v, err %v: want the cut read forgotten and a new one", queues, err)
 	}
 }
