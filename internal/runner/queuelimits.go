@@ -46,7 +46,7 @@ func newLimitsCache(now func() time.Time) *limitsCache {
 
 // get returns the queue limits of scheduler schedID in sess's region:
 // the last read while fresh (limitsTTL; limitsRetry for a failed one),
-// else a new one.
+// else a new one. A read cut by ctx is not kept.
 func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, schedID string) ([]apiclient.Queue, error) {
 	key := sess.ClusterID() + "/" + schedID
 	c.mu.Lock()
@@ -66,9 +66,14 @@ func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, s
 	if !e.at.IsZero() && c.now().Sub(e.at) < ttl {
 		return e.queues, e.err
 	}
-	e.queues, e.err = sess.QueueLimits(ctx, schedID)
-	e.at = c.now()
-	return e.queues, e.err
+	queues, err := sess.QueueLimits(ctx, schedID)
+	if ctx.Err() != nil {
+		// Cut by the caller (a stopping worker): it says nothing about
+		// the platform, and the next job reads again.
+		return nil, err
+	}
+	e.queues, e.err, e.at = queues, err, c.now()
+	return queues, err
 }
 
 // checkLimits fails j, invalid_spec, when the job the submit would send
@@ -82,6 +87,9 @@ func (r *Runner) checkLimits(ctx context.Context, j *job, sess *apiclient.Cluste
 	}
 	queue, _ := info[apiclient.KeyQueue].(string)
 	queues, err := r.limits.get(ctx, sess, schedID)
+	if err != nil && (j.stopping() || ctx.Err() != nil) {
+		return errStopping
+	}
 	if err != nil {
 		j.log.Warn().Err(err).Str("queue", queue).Msg(LogLimitsUnread)
 		return nil
