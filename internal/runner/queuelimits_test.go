@@ -99,20 +99,27 @@ func TestComputeQueueLimitsUnreadable(t *testing.T) {
 			}
 			b := setup(t, opts...)
 			tc.spoil(b.compute)
-			id := "compute-limits-unread"
-			spec := b.computeSpec(t, id, func(j map[string]any) { j["ppn"] = 128 })
-			out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
-			rec := b.record(t, id)
-			if out.Action != consumer.DeadLetter || rec.Error == nil || rec.Error.Code == CodeInvalidSpec {
-				t.Fatalf("settled %v, record %s %+v, want the platform's refusal, not sluice's", out.Action, rec.Status, rec.Error)
-			}
-			if n := b.compute.Counters().Requests(apisim.EndpointComputeUpload); n == 0 {
-				t.Error("no upload: the job did not go on")
-			}
-			if n := b.compute.Counters().Requests(apisim.EndpointComputeSubmit); n != 1 {
-				t.Errorf("%d submits, want 1", n)
-			}
+			b.platformJudges(t, "compute-limits-unread")
 		})
+	}
+}
+
+// platformJudges runs a compute job id whose ppn is over its queue's
+// limit and checks that it went on to its uploads and one submit, which
+// the platform refused: sluice did not judge it.
+func (b *bundle) platformJudges(t *testing.T, id string) {
+	t.Helper()
+	spec := b.computeSpec(t, id, func(j map[string]any) { j["ppn"] = 128 })
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
+	rec := b.record(t, id)
+	if out.Action != consumer.DeadLetter || rec.Error == nil || rec.Error.Code == CodeInvalidSpec {
+		t.Fatalf("settled %v, record %s %+v, want the platform's refusal, not sluice's", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeUpload); n == 0 {
+		t.Error("no upload: the job did not go on")
+	}
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeSubmit); n != 1 {
+		t.Errorf("%d submits, want 1", n)
 	}
 }
 
@@ -242,5 +249,17 @@ func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
 	}
 	if queues, err := cache.get(ctx, sess, "2001"); err != nil || len(queues) == 0 {
 		t.Fatalf("queues %v, err %v: want the cut read forgotten and a new one", queues, err)
+	}
+}
+
+// SLUICE_PREFLIGHT=off leaves the shape to the platform: the limits are
+// not read, and the job goes on to its uploads and submit.
+func TestComputePreflightOffSkipsQueueLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.r.cfg.Preflight = PreflightOff
+	b.platformJudges(t, "compute-limits-off")
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeLimits); n != 0 {
+		t.Errorf("%d limit reads, want none", n)
 	}
 }
