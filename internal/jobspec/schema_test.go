@@ -77,6 +77,8 @@ var schemaCannotExpress = map[string]string{
 	"resolution unknown":                  "the model catalog decides, and an operator may extend it",
 	"duration 3":                          "the model catalog decides, and an operator may extend it",
 	"duration 16":                         "the model catalog decides, and an operator may extend it",
+	"ratio unknown":                       "the model catalog decides, and an operator may extend it",
+	"first frame with unlisted ratio":     "the model catalog decides, and an operator may extend it",
 }
 
 // TestSchemaRejectsInvalid runs the invalid-spec table through the schema:
