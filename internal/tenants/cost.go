@@ -27,7 +27,7 @@ func (p *Prices) Estimate(spec *jobspec.Spec) (credits float64, covered bool) {
 	switch {
 	case spec.Video != nil:
 		prm := spec.Video.Parameters
-		parts = []part{{VideoRule(prm.Resolution), float64(prm.Duration)}}
+		parts = []part{{p.videoRule(prm.Resolution), float64(prm.Duration)}}
 	case spec.Speech != nil:
 		parts = []part{{RuleSpeechChar, float64(utf8.RuneCountInString(spec.Speech.Input.Text))}}
 	case spec.Compute != nil:
@@ -75,11 +75,11 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 	u := usageOf(usage)
 	switch {
 	case spec.Video != nil && u.has("video_duration"):
-		res := u.str("resolution")
-		if !p.Has(VideoRule(res)) {
-			res = spec.Video.Parameters.Resolution
+		rule := p.videoRule(u.str("resolution"))
+		if !p.Has(rule) {
+			rule = p.videoRule(spec.Video.Parameters.Resolution)
 		}
-		return p.Price(VideoRule(res)) * u.num("video_duration"), true
+		return p.Price(rule) * u.num("video_duration"), true
 	case spec.Speech != nil && u.has("input_chars_num"):
 		return p.Price(RuleSpeechChar) * u.num("input_chars_num"), true
 	case spec.Compute != nil && (u.has("cpuNuclearHour") || u.has("gpuCardHour") || u.has("dcuCardHour")):
@@ -94,6 +94,22 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 		return estimate, true
 	}
 	return 0, true
+}
+
+// videoRule is the table's rule for a second of video at resolution,
+// matched whatever the resolution's case: upstream's usage may spell it
+// otherwise than the catalog.
+func (p *Prices) videoRule(resolution string) string {
+	want := VideoRule(resolution)
+	if p.Has(want) {
+		return want
+	}
+	for rule := range p.Rules {
+		if strings.EqualFold(rule, want) {
+			return rule
+		}
+	}
+	return want
 }
 
 // containerCost prices the hours a container's instance lived.
