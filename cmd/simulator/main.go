@@ -29,13 +29,14 @@ func main() {
 	accessKey := flag.String("compute-access-key", envOr("SIM_COMPUTE_ACCESS_KEY", devstack.ComputeAccessKey), "compute AK/SK login access key (SIM_COMPUTE_ACCESS_KEY)")
 	secretKey := flag.String("compute-secret-key", envOr("SIM_COMPUTE_SECRET_KEY", devstack.ComputeSecretKey), "compute AK/SK login secret key (SIM_COMPUTE_SECRET_KEY)")
 	letter := flag.Bool("compute-letter", os.Getenv("SIM_COMPUTE_LETTER") == "true", "follow compute-api.md to the letter instead of the platform's behaviour (SIM_COMPUTE_LETTER=true)")
+	mediaLetter := flag.Bool("media-letter", os.Getenv("SIM_MEDIA_LETTER") == "true", "follow media-api.md to the letter instead of the platform's behaviour: video resolutions 768P and 2K only (SIM_MEDIA_LETTER=true)")
 	taskTime := flag.Duration("task-time", 3*time.Second, "how long a media task takes")
 	resultSize := flag.Int64("result-size", 256<<10, "bytes of each media result")
 	runFor := flag.Duration("compute-time", 4*time.Second, "how long a compute job runs")
 	root := flag.String("compute-root", os.Getenv("SIM_COMPUTE_ROOT"), "directory of the compute file tree (SIM_COMPUTE_ROOT; default a temporary one)")
 	flag.Parse()
 
-	media := apisim.NewMedia(apisim.MediaConfig{APIKey: *apiKey, TaskDuration: *taskTime, ResultSize: *resultSize, ResultBaseURL: *baseURL})
+	media := apisim.NewMedia(apisim.MediaConfig{APIKey: *apiKey, TaskDuration: *taskTime, ResultSize: *resultSize, ResultBaseURL: *baseURL, Letter: *mediaLetter})
 	compute := apisim.NewCompute(apisim.ComputeConfig{
 		User: *user, Password: *password, OrgID: *org, AccessKey: *accessKey, SecretKey: *secretKey,
 		BaseURL: *baseURL, Letter: *letter,

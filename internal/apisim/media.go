@@ -59,6 +59,11 @@ type MediaConfig struct {
 	SkipInputChecks bool
 	// Now reads the clock that moves tasks along. Defaults to time.Now.
 	Now func() time.Time
+	// Letter makes the simulator follow media-api.md to the letter where
+	// the platform differs from it (spec/platform-evidence.md section 6):
+	// video resolutions 768P and 2K only. Defaults to false: like the
+	// platform, the models public clients use also take 720p and 1080p.
+	Letter bool
 	// StateFile, when set, is where the simulator keeps its tasks (and
 	// the submit counts), rewritten after each submit and cancel and read
 	// back by NewMedia, so that a restarted simulator still answers for

@@ -32,7 +32,7 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 		m.writeParamError(w, perr.param, perr.msg)
 		return
 	}
-	f, perr := validateVideo(&b)
+	f, perr := validateVideo(&b, m.cfg.Letter)
 	if perr == nil {
 		perr = m.checkInputs(r.Context(), &b)
 	}
