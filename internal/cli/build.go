@@ -136,7 +136,11 @@ func (a *app) submission(spec *jobspec.Spec, names flagNames, pf *publishFlags, 
 	if err != nil {
 		return jobclient.Submission{}, err
 	}
-	sub, err := jobclient.NewSubmission(data, a.newID)
+	cat, err := a.catalog()
+	if err != nil {
+		return jobclient.Submission{}, err
+	}
+	sub, err := jobclient.NewSubmission(data, a.newID, cat)
 	var je *jobspec.Error
 	if err != nil && !errors.As(err, &je) {
 		return jobclient.Submission{}, err

@@ -131,6 +131,7 @@ func commands() []command {
 		{"quota", "show the fleet's upstream quotas in use and the jobs waiting for them", runQuota},
 		{"tenants", "set and show tenants' weights, task caps and budgets", runTenants},
 		{"prices", "set and show the price table of the budgets", runPrices},
+		{"models", "show the video model catalog in force", runModels},
 		{"spend", "show the credits spent by tenant, kind or label", runSpend},
 	}
 }

@@ -106,7 +106,11 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 		}
 		in = f
 	}
-	subs, invalid, err := jobclient.ReadSpecs(in, a.newID)
+	cat, err := a.catalog()
+	if err != nil {
+		return err
+	}
+	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
 	if errors.Is(err, jobclient.ErrNoSpecs) {
 		return usageErrorf("submit: %s: %v", fileName(file), err)
 	}
@@ -192,6 +196,7 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 			return exitCode(ExitUsage)
 		}
 	}
+	a.warnUnknownModels(subs)
 	if pf.dryRun {
 		return a.dryRun(subs, rep, pf)
 	}

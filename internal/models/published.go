@@ -49,3 +49,25 @@ func DecodePublished(data []byte) (*Published, error) {
 	out.Catalog = c
 	return &out, nil
 }
+
+// EntryView is an entry as shown: with the price rule of each resolution.
+type EntryView struct {
+	Entry
+	// Prices maps each resolution to its price rule.
+	Prices map[string]string `json:"prices"`
+}
+
+// CatalogView is a catalog as shown (enqueue models --json).
+type CatalogView struct {
+	Default EntryView            `json:"default"`
+	Models  map[string]EntryView `json:"models"`
+}
+
+// View returns the catalog as shown.
+func (c *Catalog) View() CatalogView {
+	v := CatalogView{Default: EntryView{c.Default, c.Default.Prices()}, Models: map[string]EntryView{}}
+	for n, e := range c.Models {
+		v.Models[n] = EntryView{e, e.Prices()}
+	}
+	return v
+}

@@ -144,10 +144,13 @@ func (a arrival) deliveries(rec *state.Record) int {
 // settles the message already (see verdict, or no state); the caller must
 // call j.unregister either way.
 func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
-	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
+	spec, specErr := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), r.cfg.Models)
 	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
 	j.id = jobID(spec, d)
 	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
+	if spec != nil && spec.Video != nil && spec.Video.Model != "" && !spec.Video.ModelKnown(r.cfg.Models) {
+		j.log.Warn().Str("model", spec.Video.Model).Msg(LogUnknownModel)
+	}
 
 	// Register for cancel notices before reading the record: a cancel
 	// either is in the record read below or is noticed after it.
@@ -275,6 +278,11 @@ func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
 	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
 		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
 }
+
+// LogUnknownModel is logged, with the model's name, for a video whose
+// model the catalog does not name: it was checked against the catalog's
+// default entry (docs/job-spec.md#the-model-catalog).
+const LogUnknownModel = "video model not in the model catalog; checked against its default entry"
 
 // LogLeftInSubmit is logged by a delivery that leaves its job to another
 // delivery inside its paid submit (see paying).

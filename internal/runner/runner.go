@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
@@ -116,6 +117,9 @@ type Config struct {
 	// Quota holds the fleet's upstream quotas: a lease before each paid
 	// submit, given back once the task is terminal. Optional (no limit).
 	Quota *quota.Fleet
+	// Models is the model catalog video specs are checked against.
+	// Defaults to the shipped catalog.
+	Models *models.Catalog
 	// Tenants is the budget ledger over the live SLUICE_TENANTS view: a
 	// reservation before each paid submit a price table covers, settled
 	// with the job's cost when it ends (docs/tenants.md). Optional (no
@@ -205,6 +209,9 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: Preflight is %q, want %q or %q", cfg.Preflight, PreflightStrict, PreflightOff)
 	}
 	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, DefaultPreflightConcurrency)
+	if cfg.Models == nil {
+		cfg.Models = models.Shipped()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

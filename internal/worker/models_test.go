@@ -108,6 +108,7 @@ func TestBadModelCatalogStopsStart(t *testing.T) {
 	_, done, _ := b.launch(t, cfg)
 	select {
 	case err := <-done:
+		done <- nil // for the cleanup's stop, which reports what it gets
 		if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), `unknown field "fps"`) {
 			t.Errorf("Run: %v, want the line and the field named", err)
 		}
