@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// file is an operator's catalog file (docs/configuration.md#the-model-catalog).
+// file is an operator's catalog file (docs/job-spec.md#the-model-catalog).
 type file struct {
 	// Replace drops the shipped catalog: the file is the whole catalog
 	// and must have its own default.
