@@ -299,16 +299,17 @@ func (v *Video) validate(ps *problems, path string, cat *models.Catalog) {
 	default:
 		v.Parameters.Resolution = canon
 	}
-	durationRange := fmt.Sprintf("an integer in [%d, %d]", entry.Durations.Min, entry.Durations.Max)
+	durationRange := func() string {
+		return fmt.Sprintf("an integer in [%d, %d]%s", entry.Durations.Min, entry.Durations.Max, of)
+	}
 	switch dur := v.Parameters.Duration; {
 	case dur == 0:
-		ps.add(field(prm, "duration"), "required, "+durationRange+of)
+		ps.add(field(prm, "duration"), "required, "+durationRange())
 	case dur < entry.Durations.Min || dur > entry.Durations.Max:
-		ps.add(field(prm, "duration"), "must be "+durationRange+of)
+		ps.add(field(prm, "duration"), "must be "+durationRange())
 	}
 	ratio := v.Parameters.Ratio
 	canonRatio, ok := entry.Ratio(ratio)
-	textRatios := slices.DeleteFunc(slices.Clone(entry.Ratios), func(r string) bool { return strings.EqualFold(r, RatioAdaptive) })
 	switch {
 	case ratio != "" && !ok:
 		ps.add(field(prm, "ratio"), "must be one of "+strings.Join(entry.Ratios, ", ")+of+", got "+quote(ratio))
@@ -318,6 +319,7 @@ func (v *Video) validate(ps *problems, path string, cat *models.Catalog) {
 			ps.addDep(field(prm, "ratio"), "must not be adaptive for text-to-video", media, images)
 		}
 	case v.Scenario() == ScenarioTextToVideo:
+		textRatios := slices.DeleteFunc(slices.Clone(entry.Ratios), func(r string) bool { return strings.EqualFold(r, RatioAdaptive) })
 		ps.addDep(field(prm, "ratio"), "required for text-to-video (one of "+strings.Join(textRatios, ", ")+of+")", media, images)
 	}
 }

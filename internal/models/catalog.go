@@ -75,9 +75,10 @@ func (c *Catalog) Lookup(model string) (name string, e Entry, known bool) {
 	if e, ok := c.Models[model]; ok {
 		return model, e, true
 	}
-	for _, n := range slices.Sorted(maps.Keys(c.Models)) {
+	// No two names differ only in case (validate), so at most one matches.
+	for n, e := range c.Models {
 		if strings.EqualFold(n, model) {
-			return n, c.Models[n], true
+			return n, e, true
 		}
 	}
 	return model, c.Default, false
@@ -136,15 +137,6 @@ func (c *Catalog) Resolutions() []string {
 		add(c.Models[n])
 	}
 	return out
-}
-
-// Canonical returns the resolution's spelling in the catalog (any entry),
-// or res itself when no entry has it.
-func (c *Catalog) Canonical(res string) string {
-	if r, ok := match(c.Resolutions(), res); ok {
-		return r
-	}
-	return res
 }
 
 // validate reports the first rule an entry breaks, naming its field
