@@ -168,3 +168,39 @@ func TestLoadRefusesBrokenEntries(t *testing.T) {
 		t.Error("a missing file loads")
 	}
 }
+
+// TestEntryPriceRules: a resolution's price rule is video.<resolution>.second
+// unless the entry's prices map it to another video.*.second rule, so an
+// operator can price one model's 1080p apart from another's.
+func TestEntryPriceRules(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `{"models": {"Seedance2.0": {"resolutions": ["720p", "1080p"], "durations": {"min": 4, "max": 15},
+  "ratios": ["16:9"], "inputs": ["text_to_video"], "prices": {"1080p": "video.seedance-1080p.second"}}}}`)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, e, _ := c.Lookup("Seedance2.0")
+	if got := e.RuleFor("1080p"); got != "video.seedance-1080p.second" {
+		t.Errorf("RuleFor(1080p) = %q", got)
+	}
+	if got := e.RuleFor("720p"); got != "video.720p.second" {
+		t.Errorf("RuleFor(720p) = %q", got)
+	}
+	rules := c.PriceRules()
+	for _, want := range []string{"video.768P.second", "video.1080p.second", "video.seedance-1080p.second"} {
+		if !slices.Contains(rules, want) {
+			t.Errorf("PriceRules() = %v, want %s among them", rules, want)
+		}
+	}
+	for _, tc := range []struct{ prices, want string }{
+		{`{"4K": "video.4K.second"}`, `models["A"].prices["4K"]: names no resolution of the entry`},
+		{`{"720p": "speech.char"}`, `models["A"].prices["720p"]: must be a rule video.<name>.second`},
+		{`{"720p": "video..second"}`, `models["A"].prices["720p"]: must be a rule video.<name>.second`},
+	} {
+		body := `{"models": {"A": {"resolutions": ["720p"], "durations": {"min": 4, "max": 15}, "ratios": ["16:9"], "inputs": ["text_to_video"], "prices": ` + tc.prices + `}}}`
+		if _, err := Load(writeFile(t, body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("prices %s: err = %v, want %q", tc.prices, err, tc.want)
+		}
+	}
+}

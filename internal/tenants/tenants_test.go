@@ -196,3 +196,30 @@ func TestPeriods(t *testing.T) {
 		}
 	}
 }
+
+// TestVideoPricedByTheModelsRule: a catalog entry that maps a resolution
+// to a rule of its own prices that model's videos by it, estimate and
+// cost alike; the rule is known to the table's validation.
+func TestVideoPricedByTheModelsRule(t *testing.T) {
+	t.Parallel()
+	shipped := models.Shipped()
+	e := shipped.Models["Seedance2.0"]
+	e.Prices = map[string]string{"1080p": "video.seedance-1080p.second"}
+	shipped.Models["Seedance2.0"] = e
+	doc := `{"kind":"video","video":{"model":"Seedance2.0","input":{"prompt":"p"},"parameters":{"resolution":"1080P","duration":5,"ratio":"16:9"}}}`
+	spec, err := jobspec.DecodeWith([]byte(doc), jobspec.KindVideo, shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := &tenants.Prices{Rules: map[string]float64{"video.seedance-1080p.second": 7, "video.1080p.second": 3}}
+	if err := prices.Validate(shipped); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if est, _ := prices.Estimate(spec); est != 35 {
+		t.Errorf("Estimate = %v, want 35 (the model's own rule)", est)
+	}
+	done := tenants.Run{Submitted: true, Succeeded: true}
+	if cost, _ := prices.Cost(spec, json.RawMessage(`{"video_duration":5,"resolution":"1080p"}`), done); cost != 35 {
+		t.Errorf("Cost = %v, want 35", cost)
+	}
+}
