@@ -82,10 +82,9 @@ func printCatalog(a *app, p *models.Published, found bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tRESOLUTIONS\tDURATIONS\tRATIOS\tINPUTS\tPRICE RULES")
 	row := func(name string, e models.Entry) {
-		prices := e.Prices()
 		rules := make([]string, 0, len(e.Resolutions))
 		for _, r := range e.Resolutions {
-			rules = append(rules, prices[r])
+			rules = append(rules, e.RuleFor(r))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d-%d s\t%s\t%s\t%s\n", name, strings.Join(e.Resolutions, ","),
 			e.Durations.Min, e.Durations.Max, strings.Join(e.Ratios, ","), strings.Join(e.Inputs, ","), strings.Join(rules, ","))

@@ -50,6 +50,20 @@ type Video struct {
 	Input VideoInput `json:"input"`
 	// Parameters holds resolution, duration, ratio and watermark.
 	Parameters VideoParameters `json:"parameters"`
+
+	// priceRule is the rule pricing a second of it, from the catalog
+	// entry it was checked against; "" until validated.
+	priceRule string
+}
+
+// PriceRule is the rule pricing a second of the video (docs/tenants.md#prices):
+// the one its model's catalog entry maps its resolution to, as validation
+// found it, else video.<resolution>.second.
+func (v *Video) PriceRule() string {
+	if v.priceRule != "" {
+		return v.priceRule
+	}
+	return models.PriceRule(v.Parameters.Resolution)
 }
 
 // VideoInput is the input object of a video request. Prompt is required:
@@ -298,6 +312,7 @@ func (v *Video) validate(ps *problems, path string, cat *models.Catalog) {
 		ps.add(field(prm, "resolution"), "must be one of "+strings.Join(entry.Resolutions, ", ")+of+", got "+quote(res))
 	default:
 		v.Parameters.Resolution = canon
+		v.priceRule = entry.RuleFor(canon)
 	}
 	durationRange := func() string {
 		return fmt.Sprintf("an integer in [%d, %d]%s", entry.Durations.Min, entry.Durations.Max, of)

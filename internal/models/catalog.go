@@ -37,6 +37,10 @@ type Entry struct {
 	Ratios []string `json:"ratios"`
 	// Inputs are the input kinds (scenarios) the model takes.
 	Inputs []string `json:"inputs"`
+	// Prices maps a resolution to the price rule of a second of video
+	// at it, a rule video.<name>.second; a resolution it leaves out is
+	// priced by video.<resolution>.second (PriceRule).
+	Prices map[string]string `json:"prices,omitempty"`
 }
 
 // Durations is an inclusive range of whole seconds.
@@ -112,23 +116,32 @@ func match(list []string, s string) (string, bool) {
 // (docs/tenants.md#prices), resolution spelled as the catalog spells it.
 func PriceRule(resolution string) string { return "video." + resolution + ".second" }
 
-// Prices maps each of the entry's resolutions to its price rule.
-func (e Entry) Prices() map[string]string {
+// RuleFor is the price rule of a second of video at resolution, spelled
+// as the entry spells it.
+func (e Entry) RuleFor(resolution string) string {
+	if rule, ok := e.Prices[resolution]; ok {
+		return rule
+	}
+	return PriceRule(resolution)
+}
+
+// PriceRules maps each of the entry's resolutions to its price rule.
+func (e Entry) PriceRules() map[string]string {
 	out := make(map[string]string, len(e.Resolutions))
 	for _, r := range e.Resolutions {
-		out[r] = PriceRule(r)
+		out[r] = e.RuleFor(r)
 	}
 	return out
 }
 
-// Resolutions lists every resolution of the catalog, the default entry's
-// first, each once (whatever its case) in the spelling first met.
-func (c *Catalog) Resolutions() []string {
+// PriceRules lists the price rule of every resolution of every entry,
+// the default entry's first, each once.
+func (c *Catalog) PriceRules() []string {
 	var out []string
 	add := func(e Entry) {
 		for _, r := range e.Resolutions {
-			if _, seen := match(out, r); !seen {
-				out = append(out, r)
+			if rule := e.RuleFor(r); !slices.Contains(out, rule) {
+				out = append(out, rule)
 			}
 		}
 	}
@@ -162,7 +175,31 @@ func (e Entry) validate(path string) error {
 			return fmt.Errorf("%s.inputs[%d]: must be one of %s, got %q", path, i, strings.Join(inputKinds, ", "), in)
 		}
 	}
+	for _, res := range slices.Sorted(maps.Keys(e.Prices)) {
+		at := fmt.Sprintf("%s.prices[%q]", path, res)
+		if !slices.Contains(e.Resolutions, res) {
+			return fmt.Errorf("%s: names no resolution of the entry (%s, spelled alike)", at, strings.Join(e.Resolutions, ", "))
+		}
+		if !videoRule(e.Prices[res]) {
+			return fmt.Errorf("%s: must be a rule video.<name>.second, <name> letters, digits, _, - and ., got %q", at, e.Prices[res])
+		}
+	}
 	return nil
+}
+
+// videoRule reports whether rule is video.<name>.second with a name of
+// letters, digits, "_", "-" and ".".
+func videoRule(rule string) bool {
+	name, ok := strings.CutPrefix(rule, "video.")
+	if name, ok = strings.CutSuffix(name, ".second"); !ok || name == "" || strings.Trim(name, ".") != name {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // validList checks a list of names: at least one, none empty, none twice

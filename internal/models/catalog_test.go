@@ -50,10 +50,10 @@ func TestShippedHoldsDocumentedAndObservedValues(t *testing.T) {
 	if _, ok := e.Resolution("4K"); ok {
 		t.Error("default entry accepts 4K")
 	}
-	if got := c.Resolutions(); !slices.Equal(got, []string{"768P", "2K", "720p", "1080p"}) {
-		t.Errorf("Resolutions() = %v", got)
+	if got := c.PriceRules(); !slices.Equal(got, []string{"video.768P.second", "video.2K.second", "video.720p.second", "video.1080p.second"}) {
+		t.Errorf("PriceRules() = %v", got)
 	}
-	if got := e.Prices()["1080p"]; got != "video.1080p.second" {
+	if got := e.RuleFor("1080p"); got != "video.1080p.second" {
 		t.Errorf("price rule of 1080p = %q", got)
 	}
 }
@@ -111,8 +111,8 @@ func TestLoadReplaces(t *testing.T) {
 	if _, _, known := c.Lookup("Seedance2.0"); known {
 		t.Error("replace kept a shipped model")
 	}
-	if got := c.Resolutions(); !slices.Equal(got, []string{"720p", "1080p"}) {
-		t.Errorf("Resolutions() = %v", got)
+	if got := c.PriceRules(); !slices.Equal(got, []string{"video.720p.second", "video.1080p.second"}) {
+		t.Errorf("PriceRules() = %v", got)
 	}
 
 	p = writeFile(t, `{"replace": true, "models": {}}`)

@@ -29,7 +29,7 @@ type file struct {
 type shape map[string]shape
 
 var (
-	entryShape = shape{"resolutions": nil, "durations": {"min": nil, "max": nil}, "ratios": nil, "inputs": nil}
+	entryShape = shape{"resolutions": nil, "durations": {"min": nil, "max": nil}, "ratios": nil, "inputs": nil, "prices": {"*": nil}}
 	fileShape  = shape{"replace": nil, "default": entryShape, "models": {"*": entryShape}}
 )
 

@@ -50,7 +50,8 @@ func DecodePublished(data []byte) (*Published, error) {
 	return &out, nil
 }
 
-// EntryView is an entry as shown: with the price rule of each resolution.
+// EntryView is an entry as shown: with the price rule of each resolution
+// (its Prices hides the entry's, which may leave some out).
 type EntryView struct {
 	Entry
 	// Prices maps each resolution to its price rule.
@@ -65,9 +66,9 @@ type CatalogView struct {
 
 // View returns the catalog as shown.
 func (c *Catalog) View() CatalogView {
-	v := CatalogView{Default: EntryView{c.Default, c.Default.Prices()}, Models: map[string]EntryView{}}
+	v := CatalogView{Default: EntryView{c.Default, c.Default.PriceRules()}, Models: map[string]EntryView{}}
 	for n, e := range c.Models {
-		v.Models[n] = EntryView{e, e.Prices()}
+		v.Models[n] = EntryView{e, e.PriceRules()}
 	}
 	return v
 }

@@ -26,8 +26,7 @@ func (p *Prices) Estimate(spec *jobspec.Spec) (credits float64, covered bool) {
 	var parts []part
 	switch {
 	case spec.Video != nil:
-		prm := spec.Video.Parameters
-		parts = []part{{p.videoRule(prm.Resolution), float64(prm.Duration)}}
+		parts = []part{{p.videoRule(spec.Video.PriceRule()), float64(spec.Video.Parameters.Duration)}}
 	case spec.Speech != nil:
 		parts = []part{{RuleSpeechChar, float64(utf8.RuneCountInString(spec.Speech.Input.Text))}}
 	case spec.Compute != nil:
@@ -75,9 +74,11 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 	u := usageOf(usage)
 	switch {
 	case spec.Video != nil && u.has("video_duration"):
-		rule := p.videoRule(u.str("resolution"))
-		if !p.Has(rule) {
-			rule = p.videoRule(spec.Video.Parameters.Resolution)
+		// The spec's rule, unless upstream reports another resolution
+		// the table prices.
+		rule := p.videoRule(spec.Video.PriceRule())
+		if res := u.str("resolution"); !strings.EqualFold(res, spec.Video.Parameters.Resolution) && p.Has(p.videoRule(VideoRule(res))) {
+			rule = p.videoRule(VideoRule(res))
 		}
 		return p.Price(rule) * u.num("video_duration"), true
 	case spec.Speech != nil && u.has("input_chars_num"):
@@ -96,11 +97,10 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 	return 0, true
 }
 
-// videoRule is the table's rule for a second of video at resolution,
-// matched whatever the resolution's case: upstream's usage may spell it
-// otherwise than the catalog.
-func (p *Prices) videoRule(resolution string) string {
-	want := VideoRule(resolution)
+// videoRule is the table's spelling of want, a video rule matched
+// whatever its case: upstream's usage may spell a resolution otherwise
+// than the catalog.
+func (p *Prices) videoRule(want string) string {
 	if p.Has(want) {
 		return want
 	}

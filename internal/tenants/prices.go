@@ -28,13 +28,10 @@ const (
 // as the model catalog spells it.
 func VideoRule(resolution string) string { return models.PriceRule(resolution) }
 
-// Rules lists every known price rule: one per resolution of the model
+// Rules lists every known price rule: the video rules of the model
 // catalog cat, then the others.
 func Rules(cat *models.Catalog) []string {
-	var out []string
-	for _, r := range cat.Resolutions() {
-		out = append(out, VideoRule(r))
-	}
+	out := cat.PriceRules()
 	return append(out, RuleSpeechChar, RuleComputeCoreHour, RuleComputeGPUHour, RuleComputeDCUHour,
 		RuleContainerGPUHour, RuleContainerDCUHour, RuleContainerMLUHour, RuleContainerCPUHour)
 }
