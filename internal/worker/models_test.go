@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // modelVideoSpec is a text-to-video spec for model at resolution.
@@ -160,5 +162,47 @@ func TestEnqueueModelsShowsTheCatalogInForce(t *testing.T) {
 	// The price table takes the rules of the catalog in force.
 	if out, code := b.enqueue(t, "", "prices", "set", "video.4K.second=9"); code != 0 {
 		t.Errorf("enqueue prices set video.4K.second: exit %d: %s", code, out)
+	}
+}
+
+// TestCatalogChangeSparesJobsUpstream: a job whose task runs upstream
+// (submitted by a worker under the old catalog) still goes on when the
+// catalog the worker restarts with no longer takes its values: its paid
+// result is collected, not failed invalid_spec. A new job with the same
+// values is refused before anything is paid.
+func TestCatalogChangeSparesJobsUpstream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	prompt := "a harbour at 1080p [sim:duration=0s]"
+	media, err := apiclient.NewMedia(apiclient.MediaConfig{BaseURL: b.simURL, APIKey: secretMediaKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := media.SubmitVideo(testenv.Context(t, 10*time.Second), apiclient.VideoRequest{Model: "Seedance2.0",
+		Input: apiclient.VideoInput{Prompt: prompt}, Parameters: apiclient.VideoParameters{Resolution: "1080p", Duration: 5, Ratio: "16:9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.leaveRecord(t, "in-flight", func(r *state.Record) {
+		now := time.Now().UTC()
+		r.Kind, r.Status, r.Submits, r.SubmittedAt = "video", state.StatusSubmitted, 1, &now
+		r.Upstream = state.Upstream{TaskID: task.Output.TaskID, RequestID: task.RequestID, Status: string(task.Output.TaskStatus)}
+	})
+	p := filepath.Join(t.TempDir(), "models.json")
+	body := `{"models": {"Seedance2.0": {"resolutions": ["720p"], "durations": {"min": 4, "max": 15}, "ratios": ["16:9"], "inputs": ["text_to_video"]}}}`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, func(c *config.Config) { c.MediaModels = p })
+	b.publish(t, "video", "in-flight", modelVideoSpec("in-flight", prompt, "Seedance2.0", "1080p"))
+	if ev := b.await(t, "in-flight", 30*time.Second); ev.Data.Status != string(state.StatusSucceeded) || len(ev.Data.Artifacts) != 1 {
+		t.Errorf("job upstream under the old catalog: %s %+v, want succeeded with its artifact", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount(prompt); n != 1 {
+		t.Errorf("submits = %d, want 1", n)
+	}
+	b.publish(t, "video", "fresh", modelVideoSpec("fresh", "a fresh harbour", "Seedance2.0", "1080p"))
+	if ev := b.await(t, "fresh", 30*time.Second); ev.Data.Error == nil || ev.Data.Error.Code != "invalid_spec" {
+		t.Errorf("new job under the new catalog: %s %+v, want invalid_spec", ev.Data.Status, ev.Data.Error)
 	}
 }
