@@ -139,7 +139,10 @@ func Decode(data []byte, kind Kind) (*Spec, error) {
 var shipped = models.Shipped()
 
 // DecodeWith is Decode checking a video section against cat: its model's
-// entry, or the default entry for a model cat does not name.
+// entry, or the default entry for a model cat does not name. A nil cat
+// checks the section's structure alone (any resolution, duration of 1 s
+// or more, ratio and input kind), for a job already upstream under an
+// earlier catalog.
 func DecodeWith(data []byte, kind Kind, cat *models.Catalog) (*Spec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, &Error{Problems: []Problem{{Rule: fmt.Sprintf("spec is %d bytes, more than the limit of %d", len(data), MaxSpecBytes)}}}

@@ -221,12 +221,27 @@ func (v *Video) ModelKnown(cat *models.Catalog) bool {
 	return known
 }
 
-// validate checks v against its model's entry in cat. A model or
-// resolution the catalog spells otherwise (in another case) is rewritten
-// in the catalog's spelling, the one sent upstream.
+// openEntry is a catalog entry that takes v's own values: checking v
+// against it checks the document's structure alone.
+func openEntry(v *Video) models.Entry {
+	return models.Entry{
+		Resolutions: []string{v.Parameters.Resolution},
+		Durations:   models.Durations{Min: 1, Max: math.MaxInt32},
+		Ratios:      []string{v.Parameters.Ratio, RatioAdaptive},
+		Inputs:      []string{string(ScenarioTextToVideo), string(ScenarioImageToVideo), string(ScenarioReference)},
+	}
+}
+
+// validate checks v against its model's entry in cat, or, when cat is
+// nil, its structure alone. A model or resolution the catalog spells
+// otherwise (in another case) is rewritten in the catalog's spelling, the
+// one sent upstream.
 func (v *Video) validate(ps *problems, path string, cat *models.Catalog) {
 	requireText(ps, field(path, "model"), v.Model)
-	name, entry, known := cat.Lookup(v.Model)
+	name, entry, known := v.Model, openEntry(v), false
+	if cat != nil {
+		name, entry, known = cat.Lookup(v.Model)
+	}
 	v.Model = name
 	// Which list a value was checked against, so a refusal is clear.
 	of := ""
