@@ -28,8 +28,10 @@ const (
 // once share one read.
 type limitsCache struct {
 	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]*limitsRead
+	// budget bounds one read; zero leaves it to the caller's context.
+	budget time.Duration
+	mu     sync.Mutex
+	m      map[string]*limitsRead
 }
 
 // limitsRead is one key's last read.

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -230,10 +232,10 @@ func TestCheckShape(t *testing.T) {
 	}
 }
 
-// A read cut by its caller (a stopping worker) says nothing about the
-// platform: it is not kept, and the next job reads again.
-func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
-	t.Parallel()
+// simSession starts a compute simulator alone and opens a session of
+// its default region.
+func simSession(t *testing.T) (*bundle, *apiclient.ClusterSession, context.Context) {
+	t.Helper()
 	b := &bundle{}
 	client := b.startCompute(t)
 	ctx := testenv.Context(t, 30*time.Second)
@@ -241,6 +243,14 @@ func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, sess, ctx
+}
+
+// A read cut by its caller (a stopping worker) says nothing about the
+// platform: it is not kept, and the next job reads again.
+func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
+	t.Parallel()
+	_, sess, ctx := simSession(t)
 	cache := newLimitsCache(testenv.NewClock().Now)
 	cut, cancel := context.WithCancel(ctx)
 	cancel()
@@ -261,5 +271,60 @@ func TestComputePreflightOffSkipsQueueLimits(t *testing.T) {
 	b.platformJudges(t, "compute-limits-off")
 	if n := b.compute.Counters().Requests(apisim.EndpointComputeLimits); n != 0 {
 		t.Errorf("%d limit reads, want none", n)
+	}
+}
+
+// A limits read that never answers holds no job for long: the check is
+// optional, its read has a budget of its own, and the job goes on to
+// its uploads and submit.
+func TestComputeQueueLimitsHung(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.r.limits.budget = time.Second
+	b.compute.Faults().Set(apisim.EndpointComputeLimits, apisim.Fault{HangRate: 1})
+	b.platformJudges(t, "compute-limits-hung")
+}
+
+// A job waiting for another job's read of the limits leaves when its own
+// context ends, as every other wait of a job does.
+func TestQueueLimitsWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	b := &bundle{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/userquotas/queues") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // never answered
+		})
+	}}
+	client := b.startCompute(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := newLimitsCache(testenv.NewClock().Now)
+	held, release := context.WithCancel(context.Background())
+	holderDone := make(chan struct{})
+	t.Cleanup(func() { release(); <-holderDone })
+	go func() { defer close(holderDone); _, _ = cache.get(held, sess, "2001") }()
+	<-arrived
+	cut, cancel := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { _, err := cache.get(cut, sess, "2001"); waited <- err }()
+	cancel()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want the waiter's own context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiter stayed behind the hung read after its context ended")
 	}
 }
