@@ -18,9 +18,13 @@ import (
 // rarely. limitsRetry is how long a failed read stands before a job
 // reads again: long enough that a burst of jobs does not hammer a route
 // that is away, short enough that the check comes back soon.
+// limitsBudget bounds one read, retries included: the check is optional,
+// and the jobs of the region wait for it, so a route that answers late
+// costs them seconds, not the client's minutes of retries.
 const (
-	limitsTTL   = 10 * time.Minute
-	limitsRetry = 30 * time.Second
+	limitsTTL    = 10 * time.Minute
+	limitsRetry  = 30 * time.Second
+	limitsBudget = 15 * time.Second
 )
 
 // limitsCache keeps the queue limits read per region and scheduler, for
@@ -28,39 +32,47 @@ const (
 // once share one read.
 type limitsCache struct {
 	now func() time.Time
-	// budget bounds one read; zero leaves it to the caller's context.
+	// budget bounds one read (limitsBudget); zero leaves it to the
+	// caller's context.
 	budget time.Duration
 	mu     sync.Mutex
 	m      map[string]*limitsRead
 }
 
-// limitsRead is one key's last read.
+// limitsRead is one key's last read. turn holds a token while a job reads
+// or looks: a channel rather than a mutex, so that a job waiting its turn
+// leaves when its context ends.
 type limitsRead struct {
-	mu     sync.Mutex // held during a read
+	turn   chan struct{}
 	at     time.Time
 	queues []apiclient.Queue
 	err    error
 }
 
 func newLimitsCache(now func() time.Time) *limitsCache {
-	return &limitsCache{now: now, m: make(map[string]*limitsRead)}
+	return &limitsCache{now: now, budget: limitsBudget, m: make(map[string]*limitsRead)}
 }
 
 // get returns the queue limits of scheduler schedID in sess's region:
 // the last read while fresh (limitsTTL; limitsRetry for a failed one),
-// else a new one. A read cut by ctx is not kept.
+// else a new one within c.budget. A read cut by ctx is not kept; a read
+// over its budget is kept as a failed one.
 func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, schedID string) ([]apiclient.Queue, error) {
 	key := sess.ClusterID() + "/" + schedID
 	c.mu.Lock()
 	e := c.m[key]
 	if e == nil {
-		e = &limitsRead{}
+		e = &limitsRead{turn: make(chan struct{}, 1)}
 		c.m[key] = e
 	}
 	c.mu.Unlock()
 
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.turn }()
 	ttl := limitsTTL
 	if e.err != nil {
 		ttl = limitsRetry
@@ -68,7 +80,13 @@ func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, s
 	if !e.at.IsZero() && c.now().Sub(e.at) < ttl {
 		return e.queues, e.err
 	}
-	queues, err := sess.QueueLimits(ctx, schedID)
+	rctx := ctx
+	if c.budget > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, c.budget)
+		defer cancel()
+	}
+	queues, err := sess.QueueLimits(rctx, schedID)
 	if ctx.Err() != nil {
 		// Cut by the caller (a stopping worker): it says nothing about
 		// the platform, and the next job reads again.
