@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,35 @@ func TestQueueLimitsWaitEndsWithItsContext(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the waiter stayed behind the hung read after its context ended")
+	}
+}
+
+// plantLimits makes cache hold, read at its clock's now, queue normal of
+// scheduler 2001 in region 1001 allowing at most ppn cores per node: the
+// limits as the platform stated them when they were read.
+func plantLimits(cache *limitsCache, ppn int) {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	cache.m["1001/2001"] = &limitsRead{turn: make(chan struct{}, 1), at: cache.now(), queues: []apiclient.Queue{
+		{QueueName: "normal", QueMaxPPN: strconv.Itoa(ppn), QueMaxNodect: "16", QueMaxWalltime: "72:00:00"},
+	}}
+}
+
+// Limits read minutes ago may be gone (an operator raised them): a job
+// is refused, which is for good, only against limits read just now.
+func TestComputeStaleQueueLimitsRefuseNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := testenv.NewClock()
+	b.r.limits = newLimitsCache(clock.Now)
+	plantLimits(b.r.limits, 2)
+	clock.Advance(limitsTTL / 2)
+	id := "compute-limits-raised"
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", b.computeSpec(t, id), 1))
+	if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded {
+		t.Fatalf("settled %v, record %s %+v, want succeeded (the queue takes ppn 4 now)", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeLimits); n != 1 {
+		t.Errorf("%d limit reads, want 1 (the stale read checked again)", n)
 	}
 }
