@@ -58,6 +58,18 @@ func newLimitsCache(now func() time.Time) *limitsCache {
 // else a new one within c.budget. A read cut by ctx is not kept; a read
 // over its budget is kept as a failed one.
 func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, schedID string) ([]apiclient.Queue, error) {
+	return c.read(ctx, sess, schedID, limitsTTL)
+}
+
+// recent is get for limits read at most limitsRetry ago: what a refusal,
+// which is for good, rests on.
+func (c *limitsCache) recent(ctx context.Context, sess *apiclient.ClusterSession, schedID string) ([]apiclient.Queue, error) {
+	return c.read(ctx, sess, schedID, limitsRetry)
+}
+
+// read returns the last read younger than maxAge (limitsRetry at most
+// for a failed one), else a new one.
+func (c *limitsCache) read(ctx context.Context, sess *apiclient.ClusterSession, schedID string, maxAge time.Duration) ([]apiclient.Queue, error) {
 	key := sess.ClusterID() + "/" + schedID
 	c.mu.Lock()
 	e := c.m[key]
@@ -73,9 +85,9 @@ func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, s
 		return nil, ctx.Err()
 	}
 	defer func() { <-e.turn }()
-	ttl := limitsTTL
+	ttl := maxAge
 	if e.err != nil {
-		ttl = limitsRetry
+		ttl = min(ttl, limitsRetry)
 	}
 	if !e.at.IsZero() && c.now().Sub(e.at) < ttl {
 		return e.queues, e.err
@@ -99,27 +111,39 @@ func (c *limitsCache) get(ctx context.Context, sess *apiclient.ClusterSession, s
 // checkLimits fails j, invalid_spec, when the job the submit would send
 // (info) breaks its queue's limits: before any upload, so such a job
 // costs nothing. Limits that cannot be read, or a queue they do not list,
-// refuse nothing: the platform judges at submit. SLUICE_PREFLIGHT=off
-// leaves the judging to the platform too.
+// refuse nothing: the platform judges at submit. A job is refused only
+// against limits read at most limitsRetry ago: a refusal is for good, and
+// an operator may have raised a limit since the kept read.
+// SLUICE_PREFLIGHT=off leaves the judging to the platform too.
 func (r *Runner) checkLimits(ctx context.Context, j *job, sess *apiclient.ClusterSession, schedID string, info map[string]any) error {
 	if r.cfg.Preflight == PreflightOff {
 		return nil
 	}
 	queue, _ := info[apiclient.KeyQueue].(string)
-	queues, err := r.limits.get(ctx, sess, schedID)
-	if err != nil && (j.stopping() || ctx.Err() != nil) {
-		return errStopping
+	var f *failure
+	for _, read := range []func(context.Context, *apiclient.ClusterSession, string) ([]apiclient.Queue, error){r.limits.get, r.limits.recent} {
+		queues, err := read(ctx, sess, schedID)
+		if err != nil && (j.stopping() || ctx.Err() != nil) {
+			return errStopping
+		}
+		if err != nil {
+			j.log.Warn().Err(err).Str("queue", queue).Msg(LogLimitsUnread)
+			return nil
+		}
+		if f = shapeFailure(j, queues, info); f == nil {
+			return nil
+		}
 	}
-	if err != nil {
-		j.log.Warn().Err(err).Str("queue", queue).Msg(LogLimitsUnread)
-		return nil
-	}
+	return f
+}
+
+// shapeFailure is checkShape against the entry of queues that names the
+// job's queue; nil when none does.
+func shapeFailure(j *job, queues []apiclient.Queue, info map[string]any) *failure {
+	queue, _ := info[apiclient.KeyQueue].(string)
 	for _, q := range queues {
 		if q.Name() == queue {
-			if f := checkShape(&j.spec.Compute.Job, info, q.Limits()); f != nil {
-				return f
-			}
-			return nil
+			return checkShape(&j.spec.Compute.Job, info, q.Limits())
 		}
 	}
 	j.log.Debug().Str("queue", queue).Msg("the queue limits do not list the job's queue; submitting it unchecked")
