@@ -359,3 +359,21 @@ func TestComputeStaleQueueLimitsRefuseNothing(t *testing.T) {
 		t.Errorf("%d limit reads, want 1 (the stale read checked again)", n)
 	}
 }
+
+// A job an earlier delivery submitted has had its shape judged by the
+// platform, which took it: limits read since (lowered, or read wrong)
+// must not cancel it.
+func TestComputeSubmittedJobSkipsQueueLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-limits-after-submit"
+	spec := b.computeSpec(t, id)
+	b.submitEarlier(t, spec, "")
+	plantLimits(b.r.limits, 2)
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || b.compute.SubmitCount(id) != 1 {
+		t.Fatalf("settled %v, record %s %+v, %d submits: want the earlier job adopted and succeeded",
+			out.Action, rec.Status, rec.Error, b.compute.SubmitCount(id))
+	}
+}
