@@ -114,9 +114,11 @@ func (c *limitsCache) read(ctx context.Context, sess *apiclient.ClusterSession, 
 // refuse nothing: the platform judges at submit. A job is refused only
 // against limits read at most limitsRetry ago: a refusal is for good, and
 // an operator may have raised a limit since the kept read.
-// SLUICE_PREFLIGHT=off leaves the judging to the platform too.
+// SLUICE_PREFLIGHT=off leaves the judging to the platform too, and so
+// does a record at "submitting": an earlier submit may have made a job
+// the platform took, which a refusal here would cancel.
 func (r *Runner) checkLimits(ctx context.Context, j *job, sess *apiclient.ClusterSession, schedID string, info map[string]any) error {
-	if r.cfg.Preflight == PreflightOff {
+	if r.cfg.Preflight == PreflightOff || j.rec.Status == state.StatusSubmitting {
 		return nil
 	}
 	queue, _ := info[apiclient.KeyQueue].(string)
