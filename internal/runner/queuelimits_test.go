@@ -377,3 +377,25 @@ func TestComputeSubmittedJobSkipsQueueLimits(t *testing.T) {
 			out.Action, rec.Status, rec.Error, b.compute.SubmitCount(id))
 	}
 }
+
+// The QOSMinGRES refusal names the field that set the job's DCUs, as
+// every invalid_spec does, and says what the job asked: its advice must
+// fit a job that set them through extra, or asked some already.
+func TestComputeQOSMinGRESNamesTheField(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-mingres-extra"
+	spec := b.computeSpec(t, id, func(j map[string]any) {
+		j["queue"], j["extra"] = "dcu", map[string]string{"GAP_NDCU": "0"}
+	})
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
+	rec := b.record(t, id)
+	if out.Action != consumer.DeadLetter || rec.Error == nil || rec.Error.Code != CodeInvalidSpec {
+		t.Fatalf("settled %v, record %s %+v, want failed invalid_spec", out.Action, rec.Status, rec.Error)
+	}
+	for _, w := range []string{"compute.job.extra.GAP_NDCU:", "GAP_NDCU 0", "QOSMinGRES"} {
+		if !strings.Contains(rec.Error.Message, w) {
+			t.Errorf("message %q does not say %q", rec.Error.Message, w)
+		}
+	}
+}
