@@ -196,6 +196,23 @@ func checkShape(job *jobspec.ComputeJob, info map[string]any, l apiclient.Limits
 	return fail(CodeInvalidSpec, state.StageValidate, true, "%s", strings.Join(breaks, "; "))
 }
 
+// minGRESFailure is the failure of a job its queue's scheduler refused
+// for asking fewer DCUs or GPUs than the queue's minimum (ErrMinGRES, err):
+// the spec's to change. It names the field that set the job's DCUs and
+// what the job asked (info, as sent), since the minimum is not shown.
+func minGRESFailure(job *jobspec.ComputeJob, info map[string]any, err error) *failure {
+	queue, _ := info[apiclient.KeyQueue].(string)
+	asked := func(key string) string {
+		if n, ok := intValue(info, key); ok {
+			return strconv.Itoa(n)
+		}
+		return "none"
+	}
+	return fail(CodeInvalidSpec, state.StageSubmit, true,
+		"%s: queue %s's scheduler refused the job for asking fewer DCUs or GPUs than its minimum (QOSMinGRES; the job asks %s %s, %s %s): ask more DCUs (or GPUs on a GPU queue), or choose another queue: %v",
+		specField(job, apiclient.KeyNDCU, "dcus"), queue, apiclient.KeyNDCU, asked(apiclient.KeyNDCU), apiclient.KeyNGPU, asked(apiclient.KeyNGPU), err)
+}
+
 // specField names the spec field that set mapAppJobInfo key: job.extra's
 // entry when extra carries it, else the friendly name.
 func specField(job *jobspec.ComputeJob, key, name string) string {
