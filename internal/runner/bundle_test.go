@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -37,6 +38,9 @@ type bundle struct {
 	store   *state.Store
 	cancels *Cancels
 	r       *Runner
+	// wrap, when set before startCompute, stands between the compute
+	// client and the simulator.
+	wrap func(http.Handler) http.Handler
 	// deliverMu keeps one delivery's publish and fetch together: every
 	// message of a kind comes through its one consumer.
 	deliverMu sync.Mutex
@@ -114,7 +118,11 @@ func (b *bundle) startCompute(t *testing.T, opts ...func(*apisim.ComputeConfig))
 	}
 	b.compute = apisim.NewCompute(cfg)
 	t.Cleanup(func() { _ = b.compute.Close() })
-	srv := httptest.NewServer(b.compute)
+	var h http.Handler = b.compute
+	if b.wrap != nil {
+		h = b.wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	client, err := apiclient.NewCompute(apiclient.ComputeConfig{BaseURL: srv.URL, User: "alice", Password: "pw-compute", OrgID: "org-1"})
 	if err != nil {

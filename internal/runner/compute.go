@@ -157,6 +157,9 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		}
 	}
 	if err != nil {
+		if errors.Is(err, apiclient.ErrMinGRES) {
+			return r.submitError(wctx, j, minGRESFailure(&spec.Job, req.MapAppJobInfo, err))
+		}
 		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
 			return r.submitError(wctx, j, asPermanent(err))
 		}
@@ -715,15 +718,10 @@ func computeError(stage state.Stage, what string, err error) error {
 }
 
 // asPermanent wraps a non-transient, non-ambiguous compute submit error so
-// submitError fails the job instead of retrying it. A queue's refusal of
-// a job without its minimum of DCUs is the spec's to change.
+// submitError fails the job instead of retrying it.
 func asPermanent(err error) error {
-	switch {
-	case errors.Is(err, apiclient.ErrAmbiguous):
+	if errors.Is(err, apiclient.ErrAmbiguous) {
 		return err
-	case errors.Is(err, apiclient.ErrMinGRES):
-		return fail(CodeInvalidSpec, state.StageSubmit, true,
-			"compute.job.dcus: the queue wants at least one DCU (or GPU) per job, and its scheduler refused the job (QOSMinGRES); set dcus (GAP_NDCU) to 1 or more, or choose another queue: %v", err)
 	}
 	return computeError(state.StageSubmit, "submit job", err)
 }

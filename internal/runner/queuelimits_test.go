@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -230,10 +233,10 @@ func TestCheckShape(t *testing.T) {
 	}
 }
 
-// A read cut by its caller (a stopping worker) says nothing about the
-// platform: it is not kept, and the next job reads again.
-func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
-	t.Parallel()
+// simSession starts a compute simulator alone and opens a session of
+// its default region.
+func simSession(t *testing.T) (*bundle, *apiclient.ClusterSession, context.Context) {
+	t.Helper()
 	b := &bundle{}
 	client := b.startCompute(t)
 	ctx := testenv.Context(t, 30*time.Second)
@@ -241,6 +244,14 @@ func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, sess, ctx
+}
+
+// A read cut by its caller (a stopping worker) says nothing about the
+// platform: it is not kept, and the next job reads again.
+func TestQueueLimitsCacheKeepsNoCutRead(t *testing.T) {
+	t.Parallel()
+	_, sess, ctx := simSession(t)
 	cache := newLimitsCache(testenv.NewClock().Now)
 	cut, cancel := context.WithCancel(ctx)
 	cancel()
@@ -261,5 +272,130 @@ func TestComputePreflightOffSkipsQueueLimits(t *testing.T) {
 	b.platformJudges(t, "compute-limits-off")
 	if n := b.compute.Counters().Requests(apisim.EndpointComputeLimits); n != 0 {
 		t.Errorf("%d limit reads, want none", n)
+	}
+}
+
+// A limits read that never answers holds no job for long: the check is
+// optional, its read has a budget of its own, and the job goes on to
+// its uploads and submit.
+func TestComputeQueueLimitsHung(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.r.limits.budget = time.Second
+	b.compute.Faults().Set(apisim.EndpointComputeLimits, apisim.Fault{HangRate: 1})
+	b.platformJudges(t, "compute-limits-hung")
+}
+
+// A job waiting for another job's read of the limits leaves when its own
+// context ends, as every other wait of a job does.
+func TestQueueLimitsWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	b := &bundle{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/userquotas/queues") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // never answered
+		})
+	}}
+	client := b.startCompute(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, err := client.Cluster(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := newLimitsCache(testenv.NewClock().Now)
+	held, release := context.WithCancel(context.Background())
+	holderDone := make(chan struct{})
+	t.Cleanup(func() { release(); <-holderDone })
+	go func() { defer close(holderDone); _, _ = cache.get(held, sess, "2001") }()
+	<-arrived
+	cut, cancel := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { _, err := cache.get(cut, sess, "2001"); waited <- err }()
+	cancel()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want the waiter's own context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiter stayed behind the hung read after its context ended")
+	}
+}
+
+// plantLimits makes cache hold, read at its clock's now, queue normal of
+// scheduler 2001 in region 1001 allowing at most ppn cores per node: the
+// limits as the platform stated them when they were read.
+func plantLimits(cache *limitsCache, ppn int) {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	cache.m["1001/2001"] = &limitsRead{turn: make(chan struct{}, 1), at: cache.now(), queues: []apiclient.Queue{
+		{QueueName: "normal", QueMaxPPN: strconv.Itoa(ppn), QueMaxNodect: "16", QueMaxWalltime: "72:00:00"},
+	}}
+}
+
+// Limits read minutes ago may be gone (an operator raised them): a job
+// is refused, which is for good, only against limits read just now.
+func TestComputeStaleQueueLimitsRefuseNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := testenv.NewClock()
+	b.r.limits = newLimitsCache(clock.Now)
+	plantLimits(b.r.limits, 2)
+	clock.Advance(limitsTTL / 2)
+	id := "compute-limits-raised"
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", b.computeSpec(t, id), 1))
+	if rec := b.record(t, id); out.Action != consumer.Ack || rec.Status != state.StatusSucceeded {
+		t.Fatalf("settled %v, record %s %+v, want succeeded (the queue takes ppn 4 now)", out.Action, rec.Status, rec.Error)
+	}
+	if n := b.compute.Counters().Requests(apisim.EndpointComputeLimits); n != 1 {
+		t.Errorf("%d limit reads, want 1 (the stale read checked again)", n)
+	}
+}
+
+// A job an earlier delivery submitted has had its shape judged by the
+// platform, which took it: limits read since (lowered, or read wrong)
+// must not cancel it.
+func TestComputeSubmittedJobSkipsQueueLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-limits-after-submit"
+	spec := b.computeSpec(t, id)
+	b.submitEarlier(t, spec, "")
+	plantLimits(b.r.limits, 2)
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 2))
+	rec := b.record(t, id)
+	if out.Action != consumer.Ack || rec.Status != state.StatusSucceeded || b.compute.SubmitCount(id) != 1 {
+		t.Fatalf("settled %v, record %s %+v, %d submits: want the earlier job adopted and succeeded",
+			out.Action, rec.Status, rec.Error, b.compute.SubmitCount(id))
+	}
+}
+
+// The QOSMinGRES refusal names the field that set the job's DCUs, as
+// every invalid_spec does, and says what the job asked: its advice must
+// fit a job that set them through extra, or asked some already.
+func TestComputeQOSMinGRESNamesTheField(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := "compute-mingres-extra"
+	spec := b.computeSpec(t, id, func(j map[string]any) {
+		j["queue"], j["extra"] = "dcu", map[string]string{"GAP_NDCU": "0"}
+	})
+	out := b.r.Handle(testenv.Context(t, 60*time.Second), b.deliverKind(t, "compute", spec, 1))
+	rec := b.record(t, id)
+	if out.Action != consumer.DeadLetter || rec.Error == nil || rec.Error.Code != CodeInvalidSpec {
+		t.Fatalf("settled %v, record %s %+v, want failed invalid_spec", out.Action, rec.Status, rec.Error)
+	}
+	for _, w := range []string{"compute.job.extra.GAP_NDCU:", "GAP_NDCU 0", "QOSMinGRES"} {
+		if !strings.Contains(rec.Error.Message, w) {
+			t.Errorf("message %q does not say %q", rec.Error.Message, w)
+		}
 	}
 }
