@@ -47,6 +47,14 @@ var (
 	// caller retries after minutes, within a bound of its own.
 	ErrQuotaExhausted = errors.New("apiclient: upstream quota exhausted")
 
+	// ErrConcurrencyConflict is matched by an *APIError with HTTP status
+	// 433 whose code is 10007 or whose message speaks of concurrency: the
+	// media API's answer to a submit over the account's limit of tasks at
+	// once (platform-evidence.md section 6). Nothing was created and the
+	// limit frees as tasks end: the caller retries within seconds and
+	// sends fewer at once. Such an answer does not match ErrQuotaExhausted.
+	ErrConcurrencyConflict = errors.New("apiclient: upstream concurrency conflict")
+
 	// ErrMalformedResponse marks a response body that was truncated or did
 	// not have the documented shape.
 	ErrMalformedResponse = errors.New("apiclient: malformed response")
