@@ -58,6 +58,13 @@ const (
 	ConcurrencyConflictMessage = "Concurrency conflict for request"
 )
 
+// writeConcurrencyConflict answers a submit over the account's concurrency
+// limit as the platform does: HTTP 433 and its own envelope, not the
+// documented error object.
+func writeConcurrencyConflict(w http.ResponseWriter) {
+	writeEnvelopeError(w, StatusQuotaExhausted, ConcurrencyConflictCode, ConcurrencyConflictMessage)
+}
+
 // Faults holds the Fault of each endpoint. Endpoint names are the
 // simulator's own (see the Endpoint* constants of each API). Safe for
 // concurrent use.
@@ -136,6 +143,10 @@ func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, statu
 		}
 		if hit(ft.Error433Rate) {
 			errBody(w, StatusQuotaExhausted)
+			return
+		}
+		if hit(ft.ConcurrencyRate) {
+			writeConcurrencyConflict(w)
 			return
 		}
 		if hit(ft.Error5xxRate) {
