@@ -78,6 +78,9 @@ type leases struct {
 	// handedOver hears what that write handed over.
 	gone       map[life]bool
 	handedOver func(resource string, handed map[string]lease)
+	// conflicts are the concurrency conflicts heard since the last write
+	// of the board (see aimd).
+	conflicts int
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
@@ -495,4 +498,12 @@ func (l *leases) statusLocked(now time.Time) Status {
 		Resource: l.resource, Limit: l.limit, InUse: len(v.Leases), Held: v.held(l.holder),
 		Waiting: v.waitingJobs(), WaitingHere: len(l.want),
 	}
+}
+
+// conflict records a concurrency conflict for the next write of the board.
+func (l *leases) conflict() {
+	l.mu.Lock()
+	l.conflicts++
+	l.mu.Unlock()
+	l.poke()
 }

@@ -276,6 +276,15 @@ func (s *Lease) HandBack(redeliverIn time.Duration) {
 	}
 }
 
+// Conflict tells the fleet that upstream refused a submit of kind for too
+// many tasks at once: the fleet's effective limit of kind's resource
+// drops (see aimd). Nothing without a limit.
+func (f *Fleet) Conflict(kind string) {
+	if l := f.leases(kind); l != nil {
+		l.conflict()
+	}
+}
+
 // Reserve returns how many of n jobs of kind the consumer may pull now
 // (n when no limit applies), and counts them as starting until each asks
 // for its lease (Acquire, Take) or Unreserve drops it.
