@@ -1,11 +1,16 @@
 package worker_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
@@ -37,4 +42,64 @@ func TestConcurrencyConflictSubmit(t *testing.T) {
 		t.Errorf("record: conflict_waits %d (want 4), quota_waits %d and quota_since %v (want none), submits %d (want 1), last error %+v (want none)",
 			rec.ConflictWaits, rec.QuotaWaits, rec.QuotaSince, rec.Submits, rec.LastError)
 	}
+}
+
+// TestFleetSettlesUnderTheAccountsConcurrency: two workers on one NATS,
+// configured for 20 media tasks at once against an account that allows 8
+// and answers 433/10007 above it. The conflicts lower the fleet's
+// effective limit, which enqueue quota and the metrics show, and every
+// job still ends succeeded, submitted once.
+func TestFleetSettlesUnderTheAccountsConcurrency(t *testing.T) {
+	t.Parallel()
+	const account, configured, jobs = 8, 20, 60
+	b := setup(t, setupOpts{taskTime: 2 * time.Second, mediaConcurrency: account})
+	for i := range 2 {
+		b.start(t, fleetWorker(fmt.Sprintf("aimd-%d", i), configured), func(c *config.Config) { c.MaxDeliver = 2 })
+	}
+	for i := range jobs {
+		id := fmt.Sprintf("c-%02d", i)
+		b.publish(t, "video", id, videoSpec(id, "conflict "+id))
+	}
+	var wg sync.WaitGroup
+	for i := range jobs {
+		id := fmt.Sprintf("c-%02d", i)
+		wg.Go(func() {
+			if ev := b.await(t, id, 5*time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+				t.Errorf("%s ended %s: %+v", id, ev.Data.Status, ev.Data.Error)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range jobs {
+		id := fmt.Sprintf("c-%02d", i)
+		if n := b.media.SubmitCount("conflict " + id); n != 1 {
+			t.Errorf("%s: %d tasks created, want 1", id, n)
+		}
+	}
+	refused := b.media.Counters().Get("requests:video.submit:433")
+	if refused == 0 {
+		t.Fatalf("the account never refused a submit: the test did not go over its limit")
+	}
+
+	out, code := b.enqueue(t, "", "quota", "--json")
+	var rep struct {
+		Quotas []quota.Status `json:"quotas"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || len(rep.Quotas) != 1 {
+		t.Fatalf("enqueue quota --json: exit %d, %v: %s", code, err, out)
+	}
+	eff := rep.Quotas[0].Effective
+	// Under the configured limit, and near the account's: a cut is made
+	// from the leases in use, and the limit grows back past the level a
+	// conflict came at only after a long quiet.
+	if eff < 1 || eff > account+2 || rep.Quotas[0].Limit != configured {
+		t.Errorf("enqueue quota: %+v, want the effective limit between 1 and %d, the limit %d", rep.Quotas[0], account+2, configured)
+	}
+	if out, code := b.enqueue(t, "", "quota"); code != 0 || !regexp.MustCompile(fmt.Sprintf(`(?m)^media\s+\d+\s+%d\s+%d\s`, eff, configured)).MatchString(out) {
+		t.Errorf("enqueue quota: exit %d, want media's effective limit %d and limit %d:\n%s", code, eff, configured, out)
+	}
+	if m := b.scrape(t); !regexp.MustCompile(`sluice_quota_effective_limit\{resource="media"\} \d+`).MatchString(m) {
+		t.Errorf("/metrics has no sluice_quota_effective_limit:\n%s", grepLines(m, "sluice_quota"))
+	}
+	t.Logf("%d submits refused 433/10007; effective limit %d of %d configured, account %d", refused, eff, configured, account)
 }
