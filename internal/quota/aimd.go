@@ -88,4 +88,39 @@ func (p *pace) countGrants(n int) { p.Granted += n }
 // planLimit applies in's conflicts, or the quiet since the last one, to
 // next's effective limit; next's leases are those in use before in's
 // releases (the refused job's lease among them).
-func planLimit(next *board, in intent) {}
+func planLimit(next *board, in intent) {
+	now, a := in.now.UnixMilli(), in.aimd.withDefaults()
+	p := &next.pace
+	eff := p.effective(in.limit)
+	switch {
+	case in.conflicts > 0:
+		if now-p.CutAt < a.Window.Milliseconds() {
+			// The same over-commit: the quiet starts again, nothing more.
+			p.QuietAt, p.Granted = now, 0
+			return
+		}
+		from := min(eff, max(len(next.Leases), 1))
+		to := max(from*3/4, 1)
+		if p.Probing {
+			to = max(eff-1, 1)
+		}
+		*p = pace{Effective: to, Ceiling: from, CutAt: now, QuietAt: now}
+	case p.Effective > 0:
+		probe := p.Ceiling > 0 && eff+1 >= p.Ceiling
+		quiet, rounds := a.Raise, 1
+		if probe {
+			quiet, rounds = a.Probe, probeRounds
+		}
+		if now-p.QuietAt < quiet.Milliseconds() || p.Granted < rounds*eff {
+			return
+		}
+		if eff+1 >= in.limit {
+			*p = pace{}
+			return
+		}
+		if eff+1 > p.Ceiling {
+			p.Ceiling = 0
+		}
+		p.Effective, p.QuietAt, p.Granted, p.Probing = eff+1, now, 0, probe
+	}
+}
