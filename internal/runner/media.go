@@ -380,8 +380,6 @@ func (r *Runner) concurrencyConflict(ctx context.Context, j *job, err error) err
 	})); cerr != nil {
 		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
 	}
-	j.log.Info().Err(err).Dur("retry_in", rt.delay).
-		Msg("upstream has too many of the account's tasks at once; nothing was created, submitting again shortly")
 	return rt
 }
 
