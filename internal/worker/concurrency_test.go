@@ -3,7 +3,10 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +57,7 @@ func TestFleetSettlesUnderTheAccountsConcurrency(t *testing.T) {
 	const account, configured, jobs = 8, 20, 60
 	b := setup(t, setupOpts{taskTime: 2 * time.Second, mediaConcurrency: account})
 	for i := range 2 {
-		b.start(t, fleetWorker(fmt.Sprintf("aimd-%d", i), configured), func(c *config.Config) { c.MaxDeliver = 2 })
+		b.start(t, fleetWorker(fmt.Sprintf("aimd-%d", i), configured), func(c *config.Config) { c.MaxDeliver, c.Console = 2, i == 1 })
 	}
 	for i := range jobs {
 		id := fmt.Sprintf("c-%02d", i)
@@ -97,6 +100,15 @@ func TestFleetSettlesUnderTheAccountsConcurrency(t *testing.T) {
 	}
 	if out, code := b.enqueue(t, "", "quota"); code != 0 || !regexp.MustCompile(fmt.Sprintf(`(?m)^media\s+\d+\s+%d\s+%d\s`, eff, configured)).MatchString(out) {
 		t.Errorf("enqueue quota: exit %d, want media's effective limit %d and limit %d:\n%s", code, eff, configured, out)
+	}
+	resp, err := http.Get("http://" + b.ep.HTTPAddr + "/console/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if eff < configured && !strings.Contains(string(page), fmt.Sprintf("lowered from %d", configured)) {
+		t.Errorf("the console's overview does not show the limit lowered from %d:\n%s", configured, page)
 	}
 	if m := b.scrape(t); !regexp.MustCompile(`sluice_quota_effective_limit\{resource="media"\} \d+`).MatchString(m) {
 		t.Errorf("/metrics has no sluice_quota_effective_limit:\n%s", grepLines(m, "sluice_quota"))
