@@ -24,7 +24,7 @@ func conflicted(i intent, n int, at time.Time) intent {
 func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 	t.Parallel()
 	t.Run("a burst of conflicts cuts once per window, from the leases in use", func(t *testing.T) {
-		out := plan(busy(20), conflicted(in("w1", 20), 12, t0))
+		out := plan(busy(20), conflicted(in("w1", 20), 1, t0))
 		if got := out.next.effective(20); got != 15 || !out.changed {
 			t.Fatalf("effective %d (changed %v), want 15: three quarters of the 20 in use", got, out.changed)
 		}
@@ -35,6 +35,18 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 		next := plan(again.next, conflicted(in("w2", 20), 1, t0.Add(defaultAIMD.Window)))
 		if got := next.next.effective(20); got != 11 {
 			t.Fatalf("effective %d after a conflict past the window, want 11", got)
+		}
+	})
+	t.Run("the refused submits' leases bound it: they hold no task upstream", func(t *testing.T) {
+		out := plan(busy(20), conflicted(in("w1", 20), 12, t0))
+		if got := out.next.effective(20); got != 8 {
+			t.Fatalf("effective %d after 12 refused of 20 in use, want 8", got)
+		}
+		bd := busy(12)
+		bd.pace = pace{Effective: 15, Ceiling: 20, CutAt: t0.UnixMilli(), QuietAt: t0.UnixMilli()}
+		again := plan(bd, conflicted(in("w2", 20), 2, t0.Add(defaultAIMD.Window/2)))
+		if got := again.next.effective(20); got != 10 {
+			t.Fatalf("effective %d after 2 refused of 12 in use within the window, want 10", got)
 		}
 	})
 	t.Run("the cut starts from the leases in use when fewer than the limit", func(t *testing.T) {
