@@ -13,7 +13,10 @@ import "time"
 //     three quarters of the leases in use (or of the effective limit, if
 //     fewer are in use), at most once per Window, so that the burst of
 //     conflicts one over-commit brings cuts once. The level cut from is
-//     remembered (the ceiling): the account refused a task there.
+//     remembered (the ceiling): the account refused a task there. Within
+//     or without the window, the limit never stays above the leases in
+//     use less the conflicts heard: a refused submit's lease holds no
+//     task, so the account refused with at most that many upstream.
 //   - Additive increase: after Raise without a conflict, and a round of
 //     grants (as many as the effective limit) showing the limit in use,
 //     it grows by one, up to one below the ceiling; to the ceiling and
@@ -94,8 +97,13 @@ func planLimit(next *board, in intent) {
 	eff := p.effective(in.limit)
 	switch {
 	case in.conflicts > 0:
+		// Each refused submit holds a lease and no task: the account
+		// refused with at most the rest of the leases' tasks upstream.
+		bound := max(len(next.Leases)-in.conflicts, 1)
 		if now-p.CutAt < a.Window.Milliseconds() {
-			// The same over-commit: the quiet starts again, nothing more.
+			// The same over-commit: no second cut, only the bound; the
+			// quiet starts again.
+			p.Effective = min(eff, bound)
 			p.QuietAt, p.Granted = now, 0
 			return
 		}
@@ -104,7 +112,7 @@ func planLimit(next *board, in intent) {
 		if p.Probing {
 			to = max(eff-1, 1)
 		}
-		*p = pace{Effective: to, Ceiling: from, CutAt: now, QuietAt: now}
+		*p = pace{Effective: min(to, bound), Ceiling: from, CutAt: now, QuietAt: now}
 	case p.Effective > 0:
 		probe := p.Ceiling > 0 && eff+1 >= p.Ceiling
 		quiet, rounds := a.Raise, 1
