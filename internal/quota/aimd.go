@@ -96,10 +96,10 @@ func planLimit(next *board, in intent) {
 	p := &next.pace
 	eff := p.effective(in.limit)
 	switch {
-	case in.conflicts > 0:
+	case len(in.conflicts) > 0:
 		// Each refused submit holds a lease and no task: the account
 		// refused with at most the rest of the leases' tasks upstream.
-		bound := max(len(next.Leases)-in.conflicts, 1)
+		bound := max(len(next.Leases)-len(in.conflicts), 1)
 		if now-p.CutAt < a.Window.Milliseconds() {
 			// The same over-commit: no second cut, only the bound; the
 			// quiet starts again.

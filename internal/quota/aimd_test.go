@@ -15,9 +15,13 @@ func busy(n int) board {
 	return bd
 }
 
-// conflicted is i with n conflicts heard at at.
+// conflicted is i with the submits of n jobs (j0, j1, ...: busy's)
+// refused at at.
 func conflicted(i intent, n int, at time.Time) intent {
-	i.conflicts, i.now = n, at
+	i.conflicts, i.now = nil, at
+	for k := range n {
+		i.conflicts = append(i.conflicts, fmt.Sprintf("j%d", k))
+	}
 	return i
 }
 
@@ -47,6 +51,18 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 		again := plan(bd, conflicted(in("w2", 20), 2, t0.Add(defaultAIMD.Window/2)))
 		if got := again.next.effective(20); got != 10 {
 			t.Fatalf("effective %d after 2 refused of 12 in use within the window, want 10", got)
+		}
+	})
+	t.Run("planned again after its releases landed, the bound holds", func(t *testing.T) {
+		// A write whose answer was lost is planned again on the board
+		// that carries it: the refused jobs' leases are gone already.
+		i := conflicted(in("w1", 20), 12, t0)
+		i.drop = i.conflicts
+		out := plan(busy(20), i)
+		i.now = t0.Add(100 * time.Millisecond)
+		again := plan(out.next, i)
+		if got := again.next.effective(20); got != 8 {
+			t.Fatalf("effective %d planned again, want 8 still", got)
 		}
 	})
 	t.Run("the cut starts from the leases in use when fewer than the limit", func(t *testing.T) {

@@ -79,9 +79,9 @@ type leases struct {
 	// handedOver hears what that write handed over.
 	gone       map[life]bool
 	handedOver func(resource string, handed map[string]lease)
-	// conflicts are the concurrency conflicts heard since the last write
-	// of the board (see aimd).
-	conflicts int
+	// conflicts are the jobs whose submits upstream refused for too many
+	// tasks at once since the last write of the board (see aimd).
+	conflicts []string
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
@@ -316,7 +316,7 @@ func (l *leases) intent() intent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	in := intent{
-		holder: l.holder, now: l.clock.Now(), ttl: l.ttl, limit: l.limit, aimd: l.aimd, conflicts: l.conflicts,
+		holder: l.holder, now: l.clock.Now(), ttl: l.ttl, limit: l.limit, aimd: l.aimd, conflicts: slices.Clone(l.conflicts),
 		keep: make(map[string]bool, len(l.keep)),
 		take: keys(l.take), drop: keys(l.drop), handBack: make(map[string]int64, len(l.handBack)),
 	}
@@ -446,7 +446,7 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, g := range in.gone {
 		delete(l.gone, g)
 	}
-	l.conflicts -= in.conflicts
+	l.conflicts = l.conflicts[len(in.conflicts):]
 	for _, id := range out.lost {
 		delete(l.keep, id)
 	}
@@ -503,10 +503,10 @@ func (l *leases) statusLocked(now time.Time) Status {
 	}
 }
 
-// conflict records a concurrency conflict for the next write of the board.
-func (l *leases) conflict() {
+// conflict records job's refused submit for the next write of the board.
+func (l *leases) conflict(job string) {
 	l.mu.Lock()
-	l.conflicts++
+	l.conflicts = append(l.conflicts, job)
 	l.mu.Unlock()
 	l.poke()
 }

@@ -210,9 +210,10 @@ type intent struct {
 	inst string
 	// kind is the kind of each held or wanted job.
 	kind map[string]string
-	// conflicts are the concurrency conflicts the worker heard since its
-	// last write; aimd paces the effective limit they lower.
-	conflicts int
+	// conflicts are the jobs whose submits upstream refused for too many
+	// tasks at once since the worker's last write; aimd paces the
+	// effective limit they lower.
+	conflicts []string
 	aimd      AIMD
 	// gone are other holders' lives known dead (watch): their leases are
 	// handed back, and the waiting entry of a holder gone silent dropped.

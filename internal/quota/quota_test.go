@@ -428,7 +428,7 @@ func TestConflictsLowerTheEffectiveLimitAcrossWorkers(t *testing.T) {
 		}
 		held = append(held, l)
 	}
-	f1.Conflict("video")
+	f1.Conflict("video", "a9")
 	eventually(t, "the board's effective limit is 7", func() bool { return read(t, b, quota.Media).Effective == 7 })
 	eventually(t, "w2 grants by 7", func() bool { return f2.Statuses()[0].Effective == 7 })
 	for _, l := range held {

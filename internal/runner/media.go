@@ -368,7 +368,7 @@ var conflictRetry = backoff.Exponential{Min: time.Second, Max: 15 * time.Second}
 // configured above the account's limit must not dead-letter its jobs)
 // nor against the quota's QuotaWait: the limit frees by itself.
 func (r *Runner) concurrencyConflict(ctx context.Context, j *job, err error) error {
-	r.cfg.Quota.Conflict(j.kind)
+	r.cfg.Quota.Conflict(j.kind, j.id)
 	rt := &retry{err: fmt.Errorf("upstream refused the submit for too many tasks at once: %w", err),
 		step: state.StatusSubmitting, code: CodeConcurrencyConflict}
 	rt.delay = conflictRetry.Delay(j.rec.ConflictWaits)
