@@ -99,7 +99,15 @@ func planLimit(next *board, in intent) {
 	case len(in.conflicts) > 0:
 		// Each refused submit holds a lease and no task: the account
 		// refused with at most the rest of the leases' tasks upstream.
-		bound := max(len(next.Leases)-len(in.conflicts), 1)
+		// Only the refused leases still on the board count, so that a
+		// write planned again after its releases landed cuts no lower.
+		refused := 0
+		for _, id := range in.conflicts {
+			if _, ok := next.Leases[id]; ok {
+				refused++
+			}
+		}
+		bound := max(len(next.Leases)-refused, 1)
 		if now-p.CutAt < a.Window.Milliseconds() {
 			// The same over-commit: no second cut, only the bound; the
 			// quiet starts again.
