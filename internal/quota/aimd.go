@@ -15,8 +15,9 @@ import "time"
 //     conflicts one over-commit brings cuts once. The level cut from is
 //     remembered (the ceiling): the account refused a task there. Within
 //     or without the window, the limit never stays above the leases in
-//     use less the conflicts heard: a refused submit's lease holds no
-//     task, so the account refused with at most that many upstream.
+//     use less those of the refused submits: a refused submit's lease
+//     holds no task, so the account refused with at most that many
+//     upstream.
 //   - Additive increase: after Raise without a conflict, and a round of
 //     grants (as many as the effective limit) showing the limit in use,
 //     it grows by one, up to one below the ceiling; to the ceiling and
