@@ -97,7 +97,7 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duratio
 		return verdictStray
 	case a.badSpec:
 		return verdictBadSpec
-	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits > a.maxDeliver:
+	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits-next.ConflictWaits > a.maxDeliver:
 		return verdictTooMany
 	case next.Cancel != nil && !submittedOrLater(next.Status) && next.Upstream.TaskID == "":
 		// (A media task whose id reached the record is cancelled upstream.)
@@ -131,7 +131,8 @@ func countDelivery(rec *state.Record, a arrival, spec *jobspec.Spec) {
 // time, the record's count of the deliveries that reached a worker (this
 // one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
 // again and again (a handler that panics on it). The caller subtracts the
-// deliveries that waited for upstream's quota (see quotaExhausted).
+// deliveries that waited for upstream's quota (see quotaExhausted), its
+// concurrency (concurrencyConflict) or the tenant's budget.
 func (a arrival) deliveries(rec *state.Record) int {
 	if a.orphaned {
 		return max(a.delivered, rec.Attempts)

@@ -615,7 +615,9 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
 	fleet, err := quota.New(quota.Config{
 		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log, Now: cfg.Clock(),
-		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
+		Observe: func(st quota.Status) {
+			m.Quota(st.Resource, st.Limit, st.Effective, st.InUse, st.Held, st.Waiting, st.WaitingHere)
+		},
 	})
 	if err != nil {
 		return nil, err
