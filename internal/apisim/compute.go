@@ -38,6 +38,8 @@ const (
 	// EndpointComputeLimits answers each queue's limits (platform mode
 	// only).
 	EndpointComputeLimits = "compute.limits"
+	// EndpointComputeTokensNext renews a token (platform mode only).
+	EndpointComputeTokensNext = "compute.tokens.next"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -86,8 +88,9 @@ type ComputeConfig struct {
 	AccessKey, SecretKey string
 	// TokenLifetime is how long a token stays valid (platform mode): its
 	// JWT payload carries the expireTime, an expired token answers 401,
-	// and a login hands out a new token once half of it has passed.
-	// Defaults to 12h.
+	// a login hands out a new token once half of it has passed, and
+	// POST /ac/openapi/v2/tokens/next renews a token that has not
+	// expired yet. Defaults to 24h, the platform's.
 	TokenLifetime time.Duration
 	// BaseURL is the scheme://host[:port] the center lists as efile and
 	// hpc address. Defaults to "", which builds it from the request's Host
@@ -138,7 +141,7 @@ type ComputeConfig struct {
 func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
-	c.TokenLifetime = cmp.Or(c.TokenLifetime, 12*time.Hour)
+	c.TokenLifetime = cmp.Or(c.TokenLifetime, 24*time.Hour)
 	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -316,6 +319,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	if !c.cfg.Letter {
 		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
+		c.handle(mux, "POST /ac/openapi/v2/tokens/next", EndpointComputeTokensNext, c.renewToken)
 		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
 		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
 		c.handle(mux, "GET /efile/openapi/v2/file/list", EndpointComputeList, c.listFiles)
@@ -526,6 +530,33 @@ func (c *Compute) issueTokens() []map[string]any {
 		out = append(out, map[string]any{"clusterId": "0", "clusterName": "ac", "token": c.platTok})
 	}
 	return out
+}
+
+// renewToken answers POST /ac/openapi/v2/tokens/next (platform mode,
+// platform-evidence.md section 7): the token header's token, if it has
+// not expired, is replaced by a new one of a full lifetime, the answer's
+// data; an expired, replaced or unknown token answers 401: only a new
+// login works then.
+func (c *Compute) renewToken(w http.ResponseWriter, r *http.Request) {
+	tok := r.Header.Get("token")
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tok != "" && tok == c.platTok {
+		c.platTok = c.newToken("0", now)
+		c.issued = append(c.issued, c.platTok)
+		writeOK(w, c.platTok)
+		return
+	}
+	for _, cl := range c.clusters {
+		if tok != "" && tok == cl.token && c.tokenUsable(cl, now) {
+			cl.token, cl.tokenUses, cl.issuedAt = c.newToken(cl.id, now), 0, now
+			c.issued = append(c.issued, cl.token)
+			writeOK(w, cl.token)
+			return
+		}
+	}
+	writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadToken, "token is missing, invalid or expired: log in again")
 }
 
 func credOK(want, got string) bool { return got != "" && (want == "" || want == got) }
