@@ -182,7 +182,7 @@ func TestComputeRegionsSkipSuspendedAndPlatform(t *testing.T) {
 	for _, e := range toks {
 		ids = append(ids, e.ClusterID)
 	}
-	if strings.Join(ids, ",") != "1001,1002" {
+	if strings.Join(ids, ",") != "1001,1002,1004" {
 		t.Errorf("usable regions = %v", ids)
 	}
 	if s := b.session(t); s.ClusterID() != "1002" {

@@ -255,7 +255,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 				refreshed, tok = true, fresh
 				continue
 			}
-			if rq.auth && !refreshed && tok.expiryPossible(c.cfg.Now()) {
+			if rq.auth && !refreshed && !env.aboutTheThing() && tok.expiryPossible(c.cfg.Now()) {
 				// The token worked before: the error may be its expiry.
 				// A refresh that hands back the same token says it was not.
 				refreshed = true

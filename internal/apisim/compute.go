@@ -73,7 +73,20 @@ const (
 	// ComputeCodeCheckFailed is the platform's "check failed" (HTTP 200):
 	// the AK/SK login's user, access key or signature is wrong.
 	ComputeCodeCheckFailed = "10009"
+	// The platform's file codes (platform-evidence.md section 7; HTTP
+	// 200): a file missing (a download, platform mode), a file that
+	// exists (an upload with uncover, platform mode), no permission on
+	// the path (DenyFiles) and storage full (SetStorageFull).
+	ComputeCodeFileMissing  = "911020"
+	ComputeCodeFileExists   = "911021"
+	ComputeCodeNoPermission = "911030"
+	ComputeCodeStorageFull  = "911501"
 )
+
+// ComputeRegionNoAI is the region (id "1004", platform mode) whose center
+// lists a container service address but whose gateway answers HTTP 404
+// to every /ai/ path, as one of the platform's regions does.
+const ComputeRegionNoAI = "cluster-d"
 
 // ComputeConfig configures the compute platform simulator. Fields are in a
 // stable order.
@@ -158,6 +171,8 @@ type simCluster struct {
 	tokenUses   int
 	issuedAt    time.Time // when token was handed out
 	suspended   bool      // platform mode: listed with token null
+	noAI        bool      // platform mode: /ai/ paths answer 404
+	noImages    map[string]bool
 	queues      []simQueue
 	schedName   string
 	managerAddr string
@@ -180,7 +195,8 @@ type simQueue struct {
 // two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
 // "1002" with scheduler 2002, both with queues "debug", "normal" and
 // "dcu"; in platform mode also the suspended "cluster-c" id "1003" with
-// token null and the platform's own entry "0"/"ac", see
+// token null, ComputeRegionNoAI "cluster-d" id "1004" without a container
+// service behind its gateway, and the platform's own entry "0"/"ac", see
 // ComputeConfig.Letter), the center, file upload and download on a real
 // directory tree, the cluster and queue lists, the queues' limits
 // (platform mode: GET .../userquotas/queues?strJobManagerID=), job
@@ -282,7 +298,12 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
-	busy     busyAnswers   // requests to answer busy (AnswerBusy)
+	// fileMu guards full and denied apart from mu, which a merge holds
+	// while it places its file.
+	fileMu sync.Mutex
+	full   bool        // every write answers storage full
+	denied []string    // paths (and all below) without permission
+	busy   busyAnswers // requests to answer busy (AnswerBusy)
 	// saved is the state file's content, rewritten in part by the jobs
 	// (under mu) and by the container service (under ctr.mu); its own
 	// lock is taken last.
@@ -313,7 +334,8 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
 	}
 	if !c.cfg.Letter {
-		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
+		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true},
+			&simCluster{id: "1004", name: ComputeRegionNoAI, schedID: 2004, schedType: "SLURM", schedName: "slurm-d", managerAddr: "10.0.0.14", queues: defaultQueues(), noAI: true})
 	}
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
