@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,4 +133,35 @@ func TestComputeTokenRenewal(t *testing.T) {
 			t.Errorf("%d calls met an expired token", n)
 		}
 	})
+
+	t.Run("a renewed-away token is still scrubbed from errors", func(t *testing.T) {
+		t.Parallel()
+		var echo atomic.Pointer[string]
+		b, _ := setup(t, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if old := echo.Load(); old != nil && strings.HasPrefix(r.URL.Path, "/hpc/") {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"code":"10004","msg":"bad token `+*old+`","data":null}`)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		})
+		s := b.session(t)
+		if _, err := s.Clusters(ctx); err != nil {
+			t.Fatal(err)
+		}
+		old := b.currentTokens(t)[0]
+		b.clock.Advance(life * 9 / 10)
+		echo.Store(&old)
+		_, err := s.Clusters(ctx)
+		if err == nil {
+			t.Fatal("Clusters succeeded against an error envelope")
+		}
+		if b.currentTokens(t)[0] == old {
+			t.Fatal("the token was not renewed")
+		}
+		computeNoSecret(t, err, old)
+	})
+
 }
