@@ -174,6 +174,7 @@ type Compute struct {
 	tokMu  sync.Mutex
 	tokens []*tokenState
 	sigs   []string        // the last AK/SK signatures sent, for scrubbing
+	spent  []string        // the last tokens replaced, for scrubbing
 	warned map[string]bool // regions already logged as suspended
 
 	// sessSem serializes session resolution; sessMu guards sessions.
@@ -368,10 +369,35 @@ func (c *Compute) renewToken(ctx context.Context, stale *tokenState) (*tokenStat
 			states[i] = fresh
 		}
 	}
-	c.tokens = states
+	c.replaceTokens(states)
 	c.tokMu.Unlock()
 	c.obtained("renewal")
 	return fresh, nil
+}
+
+// maxSpent bounds the replaced tokens kept for scrubbing (and the AK/SK
+// signatures): an answer may quote a token a little after it was
+// replaced, not days later.
+const maxSpent = 16
+
+// replaceTokens makes states the cached tokens, keeping every token it
+// drops among the spent ones, so that an error quoting it is still
+// scrubbed. The caller holds tokMu.
+func (c *Compute) replaceTokens(states []*tokenState) {
+	for _, old := range c.tokens {
+		if !slices.ContainsFunc(states, func(st *tokenState) bool { return st.entry.Token == old.entry.Token }) {
+			c.spent = lastOf(append(c.spent, old.entry.Token), maxSpent)
+		}
+	}
+	c.tokens = states
+}
+
+// lastOf keeps the last n entries of list.
+func lastOf(list []string, n int) []string {
+	if len(list) > n {
+		return list[len(list)-n:]
+	}
+	return list
 }
 
 // obtained tells OnToken how a token was obtained.
@@ -470,6 +496,7 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 		return nil, fmt.Errorf("apiclient: compute tokens: %w: the token answer lists no usable region (suspended: %s)", ErrClusterNotFound, strings.Join(suspended, ", "))
 	}
 	now := c.cfg.Now()
+	defer c.obtained("login")
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	states := make([]*tokenState, len(entries))
@@ -491,8 +518,7 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 			states[i] = newTokenState(e, now)
 		}
 	}
-	c.tokens = states
-	c.obtained("login")
+	c.replaceTokens(states)
 	return states, nil
 }
 
@@ -538,10 +564,7 @@ func (c *Compute) tokenRequest() *request {
 	ts := strconv.FormatInt(c.cfg.Now().Unix(), 10)
 	sig := SignAKSK(c.cfg.AccessKey, c.cfg.SecretKey, c.cfg.User, ts)
 	c.tokMu.Lock()
-	c.sigs = append(c.sigs, sig)
-	if len(c.sigs) > 8 {
-		c.sigs = c.sigs[len(c.sigs)-8:]
-	}
+	c.sigs = lastOf(append(c.sigs, sig), maxSpent)
 	c.tokMu.Unlock()
 	h.Set("accessKey", c.cfg.AccessKey)
 	h.Set("timestamp", ts)
@@ -587,14 +610,15 @@ func (c *Compute) loginError(err error) error {
 }
 
 // secrets lists what must never appear in an error: the password, the
-// secret key, the AK/SK signatures sent and every token known. The user
-// name is not one: it appears in the user's own paths
-// (/home/<user>/run.sh), which a failed job's message must show.
+// secret key, the AK/SK signatures sent, every token known and the last
+// ones replaced. The user name is not one: it appears in the user's own
+// paths (/home/<user>/run.sh), which a failed job's message must show.
 func (c *Compute) secrets() []string {
 	s := []string{c.cfg.Password, c.cfg.SecretKey}
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	s = append(s, c.sigs...)
+	s = append(s, c.spent...)
 	for _, t := range c.tokens {
 		s = append(s, t.entry.Token)
 	}
