@@ -164,4 +164,34 @@ func TestComputeTokenRenewal(t *testing.T) {
 		computeNoSecret(t, err, old)
 	})
 
+	t.Run("a renewal that hands the same token back is followed by a login", func(t *testing.T) {
+		t.Parallel()
+		b, ev := setup(t, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/tokens/next") {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"code":"0","msg":"success","data":"`+r.Header.Get("token")+`"}`)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		})
+		s := b.session(t)
+		if _, err := s.Clusters(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(life * 9 / 10)
+		for range 3 {
+			if _, err := s.Clusters(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := logins(b); n != 2 {
+			t.Errorf("logins = %d, want 2: the unchanged token is replaced by a login", n)
+		}
+		if n := ev.get("renewal"); n != 0 {
+			t.Errorf("OnToken renewals = %d, want 0", n)
+		}
+	})
+
 }
