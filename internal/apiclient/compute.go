@@ -355,9 +355,13 @@ func (c *Compute) renewToken(ctx context.Context, stale *tokenState) (*tokenStat
 		_ = json.Unmarshal(res.data, &obj)
 		tok = obj.Token
 	}
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
+	switch tok = strings.TrimSpace(tok); tok {
+	case "":
 		return nil, fmt.Errorf("apiclient: compute renew token: %w: data holds no token", ErrMalformedResponse)
+	case stale.entry.Token:
+		// Nothing was renewed: a login replaces it instead of a renewal
+		// asked again at every call until it expires.
+		return nil, fmt.Errorf("apiclient: compute renew token: %w: the answer is the same token", ErrMalformedResponse)
 	}
 	entry := stale.entry
 	entry.Token = tok
