@@ -189,6 +189,7 @@ bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the fleet qu
 	$(GO) test -run '^$$' -bench 'VideoJobsLimits' -benchtime 400x ./internal/worker
 	$(GO) test -count=1 -run 'TestNATSOperationsPerJob' -v ./internal/worker | grep -v '^=== '
 	$(GO) test -run '^$$' -bench 'HeldTasks' -benchtime 10000x ./internal/worker
+	$(GO) test -run '^$$' -bench 'ComputeLoginsPerDay' -benchtime 30x ./internal/apiclient
 	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
 	@if $(PG_FOUND); then $(MAKE) --no-print-directory bench-peer; else echo "$(PG_MISSING): skipping the River + Postgres peer (make bench-peer)"; fi
 
@@ -197,6 +198,7 @@ bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints t
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
 	$(GO) test -run '^$$' -bench 'VideoJobs$$|HeldTasks' -benchtime 100x ./internal/worker
+	$(GO) test -run '^$$' -bench 'ComputeLoginsPerDay' -benchtime 3x ./internal/apiclient
 	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)
 
 # The River + Postgres peer (BENCHMARKS.md, "sluice and River"): bench/riverpeer

@@ -25,6 +25,9 @@ type ClusterSession struct {
 	center      Center
 	efile, hpc  *serviceURLs
 	ai          *serviceURLs // nil when the center lists no container service
+	// noAISince and noAIUntil (unix nanoseconds, 0 = never) remember the
+	// gateway's 404 to an /ai/ path (see aiCall).
+	noAISince, noAIUntil atomic.Int64
 
 	schedMu sync.Mutex
 	schedID string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // This file is the client of the platform's container service
@@ -107,17 +108,31 @@ func (s *ClusterSession) HomePath() string { return s.center.ClusterUserInfo.Hom
 
 // aiCall runs a container service call: ErrNoContainerService when the
 // region lists no address or its gateway does not know /ai/.
+// A 404 from a region's gateway is remembered for noAIFor: every
+// container call in the region then fails at once, without a request.
 func (s *ClusterSession) aiCall(ctx context.Context, rq *request) (*result, error) {
 	if s.ai == nil {
 		return nil, fmt.Errorf("apiclient: compute %s: %w (center.aiUrls lists no enabled address for region %s)", rq.op, ErrNoContainerService, s.clusterName)
 	}
+	now := s.c.cfg.Now()
+	if until := s.noAIUntil.Load(); until != 0 && now.Before(time.Unix(0, until)) {
+		return nil, fmt.Errorf("apiclient: compute %s: %w (the gateway of region %s answered HTTP 404 to /ai/ at %s)", rq.op, ErrNoContainerService, s.clusterName, time.Unix(0, s.noAISince.Load()).UTC().Format(time.RFC3339))
+	}
 	rq.svc, rq.auth = svcAI, true
 	res, err := s.c.exchange(ctx, s, rq)
 	if env, ok := errors.AsType[*EnvelopeError](err); ok && env.Status == http.StatusNotFound && env.Code == "" {
+		s.noAISince.Store(now.UnixNano())
+		s.noAIUntil.Store(now.Add(noAIFor).UnixNano())
 		return nil, fmt.Errorf("apiclient: compute %s: %w (the gateway of region %s answers HTTP 404 to %s): %w", rq.op, ErrNoContainerService, s.clusterName, cmp.Or(rq.pathTmpl, rq.path), err)
 	}
 	return res, err
 }
+
+// noAIFor is how long a region whose gateway answered 404 to an /ai/ path
+// is taken to have no container service: long enough that a queue of
+// container jobs for it fails without a request each, short enough that
+// a service added later is found.
+const noAIFor = 10 * time.Minute
 
 // NodeResources fetches the node resource quota of resourceGroup for
 // acceleratorType (GET .../instance-service/resources). Retried like any

@@ -38,6 +38,8 @@ const (
 	// EndpointComputeLimits answers each queue's limits (platform mode
 	// only).
 	EndpointComputeLimits = "compute.limits"
+	// EndpointComputeTokensNext renews a token (platform mode only).
+	EndpointComputeTokensNext = "compute.tokens.next"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -71,7 +73,20 @@ const (
 	// ComputeCodeCheckFailed is the platform's "check failed" (HTTP 200):
 	// the AK/SK login's user, access key or signature is wrong.
 	ComputeCodeCheckFailed = "10009"
+	// The platform's file codes (platform-evidence.md section 7; HTTP
+	// 200): a file missing (a download, platform mode), a file that
+	// exists (an upload with uncover, platform mode), no permission on
+	// the path (DenyFiles) and storage full (SetStorageFull).
+	ComputeCodeFileMissing  = "911020"
+	ComputeCodeFileExists   = "911021"
+	ComputeCodeNoPermission = "911030"
+	ComputeCodeStorageFull  = "911501"
 )
+
+// ComputeRegionNoAI is the region (id "1004", platform mode) whose center
+// lists a container service address but whose gateway answers HTTP 404
+// to every /ai/ path, as one of the platform's regions does.
+const ComputeRegionNoAI = "cluster-d"
 
 // ComputeConfig configures the compute platform simulator. Fields are in a
 // stable order.
@@ -86,8 +101,9 @@ type ComputeConfig struct {
 	AccessKey, SecretKey string
 	// TokenLifetime is how long a token stays valid (platform mode): its
 	// JWT payload carries the expireTime, an expired token answers 401,
-	// and a login hands out a new token once half of it has passed.
-	// Defaults to 12h.
+	// a login hands out a new token once half of it has passed, and
+	// POST /ac/openapi/v2/tokens/next renews a token that has not
+	// expired yet. Defaults to 24h, the platform's.
 	TokenLifetime time.Duration
 	// BaseURL is the scheme://host[:port] the center lists as efile and
 	// hpc address. Defaults to "", which builds it from the request's Host
@@ -138,7 +154,7 @@ type ComputeConfig struct {
 func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
-	c.TokenLifetime = cmp.Or(c.TokenLifetime, 12*time.Hour)
+	c.TokenLifetime = cmp.Or(c.TokenLifetime, 24*time.Hour)
 	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -155,6 +171,8 @@ type simCluster struct {
 	tokenUses   int
 	issuedAt    time.Time // when token was handed out
 	suspended   bool      // platform mode: listed with token null
+	noAI        bool      // platform mode: /ai/ paths answer 404
+	noImages    map[string]bool
 	queues      []simQueue
 	schedName   string
 	managerAddr string
@@ -177,7 +195,8 @@ type simQueue struct {
 // two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
 // "1002" with scheduler 2002, both with queues "debug", "normal" and
 // "dcu"; in platform mode also the suspended "cluster-c" id "1003" with
-// token null and the platform's own entry "0"/"ac", see
+// token null, ComputeRegionNoAI "cluster-d" id "1004" without a container
+// service behind its gateway, and the platform's own entry "0"/"ac", see
 // ComputeConfig.Letter), the center, file upload and download on a real
 // directory tree, the cluster and queue lists, the queues' limits
 // (platform mode: GET .../userquotas/queues?strJobManagerID=), job
@@ -279,7 +298,12 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
-	busy     busyAnswers   // requests to answer busy (AnswerBusy)
+	// fileMu guards full and denied apart from mu, which a merge holds
+	// while it places its file.
+	fileMu sync.Mutex
+	full   bool        // every write answers storage full
+	denied []string    // paths (and all below) without permission
+	busy   busyAnswers // requests to answer busy (AnswerBusy)
 	// saved is the state file's content, rewritten in part by the jobs
 	// (under mu) and by the container service (under ctr.mu); its own
 	// lock is taken last.
@@ -310,12 +334,14 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
 	}
 	if !c.cfg.Letter {
-		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
+		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true},
+			&simCluster{id: "1004", name: ComputeRegionNoAI, schedID: 2004, schedType: "SLURM", schedName: "slurm-d", managerAddr: "10.0.0.14", queues: defaultQueues(), noAI: true})
 	}
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	if !c.cfg.Letter {
 		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
+		c.handle(mux, "POST /ac/openapi/v2/tokens/next", EndpointComputeTokensNext, c.renewToken)
 		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
 		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
 		c.handle(mux, "GET /efile/openapi/v2/file/list", EndpointComputeList, c.listFiles)
@@ -526,6 +552,33 @@ func (c *Compute) issueTokens() []map[string]any {
 		out = append(out, map[string]any{"clusterId": "0", "clusterName": "ac", "token": c.platTok})
 	}
 	return out
+}
+
+// renewToken answers POST /ac/openapi/v2/tokens/next (platform mode,
+// platform-evidence.md section 7): the token header's token, if it has
+// not expired, is replaced by a new one of a full lifetime, the answer's
+// data; an expired, replaced or unknown token answers 401: only a new
+// login works then.
+func (c *Compute) renewToken(w http.ResponseWriter, r *http.Request) {
+	tok := r.Header.Get("token")
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tok != "" && tok == c.platTok {
+		c.platTok = c.newToken("0", now)
+		c.issued = append(c.issued, c.platTok)
+		writeOK(w, c.platTok)
+		return
+	}
+	for _, cl := range c.clusters {
+		if tok != "" && tok == cl.token && c.tokenUsable(cl, now) {
+			cl.token, cl.tokenUses, cl.issuedAt = c.newToken(cl.id, now), 0, now
+			c.issued = append(c.issued, cl.token)
+			writeOK(w, cl.token)
+			return
+		}
+	}
+	writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadToken, "token is missing, invalid or expired: log in again")
 }
 
 func credOK(want, got string) bool { return got != "" && (want == "" || want == got) }

@@ -227,7 +227,7 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			continue
 		}
 		cover := in.Cover || j.rec.Attempts > 1
-		err := sess.Upload(ctx, in.To, name, cover, open)
+		err := r.uploadHeld(ctx, j, func() error { return sess.Upload(ctx, in.To, name, cover, open) })
 		if err == nil {
 			continue
 		}
@@ -243,10 +243,40 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			return transient(fmt.Errorf("%s: %w", field, err))
 		case errors.As(err, &ie):
 			return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
+		case errors.Is(err, apiclient.ErrFileMissing):
+			// The platform has no such place for the input.
+			return fail(CodeInputUnreachable, state.StageSubmit, true, "%s: upload: %v", field, err)
 		}
 		return computeError(state.StageSubmit, field+": upload", err)
 	}
 	return nil
+}
+
+// StepStorageFull is the watchdog's step of a job held while the
+// platform's storage is full: a wait bounded by StoreRefusalLimit, never
+// judged stuck.
+const StepStorageFull = "waiting_storage"
+
+// uploadHeld runs upload, an upload of j's, and holds j while the
+// platform answers that its storage is full (apiclient.ErrStorageFull),
+// as a job whose artifact store refuses is held (holdJob): nothing is
+// paid yet, the job is not failed, and it goes on once there is room.
+func (r *Runner) uploadHeld(ctx context.Context, j *job, upload func() error) error {
+	err := upload()
+	if !errors.Is(err, apiclient.ErrStorageFull) {
+		return err
+	}
+	// The wait may be long: let other jobs start meanwhile.
+	j.d.Started()
+	j.watch.Step(StepStorageFull, 0)
+	defer r.resumeStep(j)
+	for n := 0; errors.Is(err, apiclient.ErrStorageFull); n++ {
+		if herr := r.holdJob(ctx, j, roomHold, n, err); herr != nil {
+			return herr
+		}
+		err = upload()
+	}
+	return err
 }
 
 // uploadedBefore reports whether an earlier delivery of the job got past
@@ -699,10 +729,18 @@ func isTransientCompute(err error) bool {
 }
 
 // computeError maps a compute client error at stage: busy answers
-// redeliver the job, the rest fail it.
+// redeliver the job, the rest fail it. An outcome the runner already
+// decided (a failure, a stop) passes as it is.
 func computeError(stage state.Stage, what string, err error) error {
+	if _, decided := errors.AsType[*failure](err); decided || errors.Is(err, errStopping) {
+		return err
+	}
 	if isTransientCompute(err) {
 		return transient(fmt.Errorf("%s: %w", what, err))
+	}
+	if errors.Is(err, apiclient.ErrStorageFull) {
+		// Where no hold is in place (uploadHeld), a redelivery waits.
+		return &retry{err: fmt.Errorf("%s: %w", what, err), code: CodeStorageFull}
 	}
 	code := CodeUpstreamRejected
 	var ee *apiclient.EnvelopeError
@@ -711,6 +749,8 @@ func computeError(stage state.Stage, what string, err error) error {
 		code = CodeClusterNotFound
 	case errors.Is(err, apiclient.ErrUnauthorized):
 		code = CodeUpstreamUnauthorized
+	case errors.Is(err, apiclient.ErrNoPermission):
+		code = CodeNoPermission
 	case errors.As(err, &ee) && ee.Code != "":
 		code = "compute_" + ee.Code
 	}

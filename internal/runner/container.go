@@ -145,11 +145,17 @@ func (r *Runner) workDir(j *job, sess *apiclient.ClusterSession) string {
 	return path.Join(home, "sluice", j.id)
 }
 
-// createInstance uploads the inputs and the wrapped script, checks the
-// group's room, and creates the instance, or adopts the one an earlier
+// createInstance checks the group's room, uploads the inputs and the
+// wrapped script, and creates the instance, or adopts the one an earlier
 // delivery created (found by its name), and records its id.
 func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession, workDir string) error {
 	spec := j.spec.Container
+	// The room check is the first call to the region's container
+	// service: a region without one fails here, before anything is
+	// uploaded or created.
+	if err := r.checkRoom(ctx, j, sess); err != nil {
+		return err
+	}
 	if !submittedOrLater(j.rec.Status) && j.rec.Status != state.StatusSubmitting {
 		if err := r.uploadInputs(ctx, j, sess, "container", spec.Inputs); err != nil {
 			return err
@@ -158,11 +164,8 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	wrapper := ContainerStartScript(j.id, workDir, spec.Script)
 	// The wrapper goes to the work directory too: it makes the directory
 	// the instance mounts, and shows what ran.
-	if err := uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper); err != nil {
+	if err := r.uploadHeld(ctx, j, func() error { return uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper) }); err != nil {
 		return computeError(state.StageSubmit, "container.work_dir: upload the start script", err)
-	}
-	if err := r.checkRoom(ctx, j, sess); err != nil {
-		return err
 	}
 	if j.cancelled() {
 		return errCancelled
@@ -210,7 +213,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		}
 	}
 	if err != nil {
-		return r.backOutCreate(wctx, j, err)
+		return r.backOutCreate(wctx, j, sess, err)
 	}
 	return r.recordInstance(ctx, wctx, j, sess, id)
 }
@@ -236,13 +239,17 @@ func uploadText(ctx context.Context, sess *apiclient.ClusterSession, p, text str
 }
 
 // backOutCreate ends a create that created nothing: a refusal fails the
-// job, anything passing hands it back at "received".
-func (r *Runner) backOutCreate(ctx context.Context, j *job, err error) error {
+// job, naming the region and the image (a region holding no copy of the
+// image refuses the create, and no call lists a region's images to
+// check before), anything passing hands it back at "received".
+func (r *Runner) backOutCreate(ctx context.Context, j *job, sess *apiclient.ClusterSession, err error) error {
 	switch {
 	case errors.Is(err, apiclient.ErrNoContainerService):
 		return fail(CodeNoContainerService, state.StageSubmit, true, "%v", err)
 	case !isTransientCompute(err):
-		return computeError(state.StageSubmit, "create container instance", err)
+		in := j.spec.Container.Instance
+		return computeError(state.StageSubmit, fmt.Sprintf("create container instance in region %s (%s) with image %s (version %s)",
+			sess.ClusterName(), sess.ClusterID(), in.Image, in.Version), err)
 	}
 	return r.backOutSubmit(ctx, j, err)
 }

@@ -21,6 +21,8 @@ const (
 	CodeArtifactTooLarge     = "artifact_too_large"
 	CodeArtifactFetchFailed  = "artifact_fetch_failed"
 	CodeStoreRefused         = "artifact_store_refused"
+	CodeStorageFull          = "upstream_storage_full"
+	CodeNoPermission         = "no_permission"
 	CodeExitStatus           = "exit_status"
 	CodeJobVanished          = "job_vanished"
 	CodeWallTimeExceeded     = "wall_time_exceeded"

@@ -394,6 +394,7 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
 			AccessKey: cfg.ComputeAccessKey, SecretKey: cfg.ComputeSecretKey, AuthURL: cfg.ComputeAuthURL,
 			Region: cfg.ComputeRegion, ChunkSize: int64(cfg.ComputeChunkSize), Logger: &log,
+			OnToken: m.ComputeToken,
 			// Only the embedded default points at the simulator with its user.
 			Simulated:  cfg.Dev && cfg.ComputeUser == devstack.ComputeUser,
 			HTTPClient: limitedClient(m, fleet, tr, "compute", cfg.ComputeConc, cfg.ComputeRate),
