@@ -148,11 +148,20 @@ func TestPublishChecksThePublishedCatalog(t *testing.T) {
 	if code, _, _ := runCLIWith(t, env, video("dry-x", "Studio-X", "4K", "30", "--dry-run")...); code != ExitUsage {
 		t.Errorf("--dry-run Studio-X 4K with the shipped catalog: exit %d, want 2", code)
 	}
+	// A published catalog that does not decode is warned of; enqueue's
+	// own catalog checks the spec, which is published.
+	if _, err := kv.Put(ctx, models.Key, []byte(`{"catalog": {"models": {"X": {"fps": 24}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLIWith(t, env, video("garbled", "Seedance2.0", "720p", "5")...)
+	if code != ExitOK || !strings.Contains(stderr, "cannot read the model catalog the workers published") {
+		t.Errorf("unreadable published catalog: exit %d, stderr %q; want exit 0 and a warning", code, stderr)
+	}
 	info, err := n.JS.Stream(ctx, contract.JobsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := info.CachedInfo().State.Msgs; got != 4 {
-		t.Errorf("SLUICE_JOBS holds %d messages, want the 4 accepted jobs", got)
+	if got := info.CachedInfo().State.Msgs; got != 5 {
+		t.Errorf("SLUICE_JOBS holds %d messages, want the 5 accepted jobs", got)
 	}
 }
