@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-dev/sluice/internal/buildinfo"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // Exit codes of enqueue. When jobs end differently, failed wins over
@@ -139,6 +140,8 @@ func commands() []command {
 // app is one run of the CLI.
 type app struct {
 	env Env
+	// models is the model catalog of the run, once read (catalog).
+	models *models.Catalog
 }
 
 // Run runs enqueue with args (without the program name) and returns the

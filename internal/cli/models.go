@@ -96,12 +96,53 @@ func printCatalog(a *app, p *models.Published, found bool) {
 	_ = tw.Flush()
 }
 
-// catalog is the model catalog enqueue checks video specs against, as a
-// worker would: the shipped one, or the file SLUICE_MEDIA_MODELS names in
-// enqueue's environment loaded over it. enqueue does not read the catalog
-// the workers published (enqueue models does), so that a spec is checked
-// the same with NATS unreachable or --dry-run.
-func (a *app) catalog() (*models.Catalog, error) {
+// catalog is the model catalog enqueue checks video specs against, as the
+// workers will: when enqueue publishes (it connects to NATS anyway), the
+// catalog the workers published into SLUICE_TENANTS; without one, with
+// --dry-run (which does not connect) or when NATS cannot be reached (the
+// publish then fails, naming it), the local one (localCatalog). A published
+// catalog that cannot be read is warned of and the local one used. The
+// answer is kept for the run: a video with local files is checked twice.
+func (a *app) catalog(ctx context.Context, pf *publishFlags) (*models.Catalog, error) {
+	if a.models != nil {
+		return a.models, nil
+	}
+	cat := a.publishedCatalog(ctx, pf)
+	if cat == nil {
+		var err error
+		if cat, err = a.localCatalog(); err != nil {
+			return nil, err
+		}
+	}
+	a.models = cat
+	return cat, nil
+}
+
+// publishedCatalog is the catalog the workers published, or nil when
+// there is none to use.
+func (a *app) publishedCatalog(ctx context.Context, pf *publishFlags) *models.Catalog {
+	if pf.dryRun {
+		return nil
+	}
+	client, err := a.dial(ctx, &pf.conn)
+	if err != nil {
+		return nil
+	}
+	defer client.Close()
+	p, found, err := client.Catalog(ctx)
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "enqueue: warning: cannot read the model catalog the workers published (%v); checking against enqueue's own (SLUICE_MEDIA_MODELS, else the shipped one)\n", err)
+		return nil
+	}
+	if !found {
+		return nil
+	}
+	return p.Catalog
+}
+
+// localCatalog is the shipped catalog, or the file SLUICE_MEDIA_MODELS
+// names in enqueue's environment loaded over it.
+func (a *app) localCatalog() (*models.Catalog, error) {
 	path := a.env.Getenv("SLUICE_MEDIA_MODELS")
 	if path == "" {
 		return models.Shipped(), nil

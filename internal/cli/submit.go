@@ -106,7 +106,7 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 		}
 		in = f
 	}
-	cat, err := a.catalog()
+	cat, err := a.catalog(ctx, &pf)
 	if err != nil {
 		return err
 	}

@@ -40,10 +40,11 @@ required, not adaptive); --first-frame/--last-frame make it image-to-video;
 two groups cannot be mixed.
 
 The resolutions, durations, ratios and input kinds a model takes are the
-model catalog's (enqueue models): the shipped one, or SLUICE_MEDIA_MODELS
-in enqueue's environment loaded over it, as the workers do. A model the
-catalog does not name is checked against its default entry, with a
-warning; the resolution is sent as the catalog spells it.
+model catalog's: the one the workers published (enqueue models); with
+--dry-run, before any worker has published one or with NATS unreachable,
+the shipped one, or SLUICE_MEDIA_MODELS in enqueue's environment loaded
+over it. A model the catalog does not name is checked against its default
+entry, with a warning; the resolution is sent as the catalog spells it.
 
 A media flag may name a local file: enqueue checks it against the media
 API's input limits at once (a bad file is an error naming its flag, and
