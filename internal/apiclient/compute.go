@@ -323,7 +323,7 @@ func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, err
 	if err != nil {
 		return nil, err
 	}
-	if at := s.refreshAt.Load(); at != 0 && !c.cfg.Now().Before(time.Unix(0, at)) {
+	if s.due(c.cfg.Now()) {
 		// The token still works until its expiry: a failed early
 		// renewal is no reason to fail the call.
 		if fresh, err := c.refresh(ctx, clusterID, s, true); err == nil {
@@ -332,6 +332,17 @@ func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, err
 	}
 	return s, nil
 }
+
+// due reports whether s is to be renewed before a call at now.
+func (s *tokenState) due(now time.Time) bool {
+	at := s.refreshAt.Load()
+	return at != 0 && !now.Before(time.Unix(0, at))
+}
+
+// renewRetry is how long after a failed early renewal (and its login) the
+// token is renewed again: it still works, and the calls sharing it use it
+// meanwhile instead of each asking the token service in turn.
+const renewRetry = time.Minute
 
 // renewToken calls POST {base}/ac/openapi/v2/tokens/next with stale's
 // token and puts the token it answers in stale's place. The answer's data
@@ -438,6 +449,10 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	if cur, err := stateOf(cached, clusterID); err == nil && cur != stale {
 		return cur, nil
 	}
+	if renew && !stale.due(c.cfg.Now()) {
+		// A caller before this one just tried and failed.
+		return stale, nil
+	}
 	if renew && c.cfg.Now().Before(stale.expires) {
 		fresh, err := c.renewToken(ctx, stale)
 		if err == nil {
@@ -447,6 +462,9 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	}
 	states, err := c.fetchTokens(ctx)
 	if err != nil {
+		if renew {
+			stale.refreshAt.Store(c.cfg.Now().Add(renewRetry).UnixNano())
+		}
 		return nil, err
 	}
 	return stateOf(states, clusterID)

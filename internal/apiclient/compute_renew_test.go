@@ -195,3 +195,69 @@ func TestComputeTokenRenewal(t *testing.T) {
 	})
 
 }
+
+// While the token service fails (renewal and login alike), a token due
+// for renewal still works until its expiry: the calls sharing it use it,
+// and one of them tries again a little later, not every call in turn.
+func TestComputeTokenRenewalFailingIsTriedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const life = time.Hour
+	var down atomic.Bool
+	var renewals, logins atomic.Int64
+	b := setupCompute(t, computeOpts{
+		sim: func(c *apisim.ComputeConfig) { c.TokenLifetime = life },
+		wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				next := strings.HasSuffix(r.URL.Path, "/tokens/next")
+				login := strings.HasSuffix(r.URL.Path, "/v2/tokens")
+				if next {
+					renewals.Add(1)
+				}
+				if login {
+					logins.Add(1)
+				}
+				if down.Load() && (next || login) {
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, `{"code":"10008","msg":"permission denied","data":null}`)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	s := b.session(t)
+	if _, err := s.Clusters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(life * 9 / 10)
+	down.Store(true)
+	renewals.Store(0)
+	logins.Store(0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := s.Clusters(ctx); err != nil {
+					t.Errorf("Clusters with a token still valid: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := renewals.Load(); n != 1 {
+		t.Errorf("renewals tried = %d by 40 calls, want 1", n)
+	}
+	if n := logins.Load(); n != 1 {
+		t.Errorf("logins tried = %d by 40 calls, want 1", n)
+	}
+	// A little later the renewal is tried again, and works.
+	down.Store(false)
+	b.clock.Advance(2 * time.Minute)
+	if _, err := s.Clusters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("requests:" + apisim.EndpointComputeTokensNext + ":200"); n != 1 {
+		t.Errorf("renewals made = %d, want 1 once the service is back", n)
+	}
+}

@@ -26,7 +26,7 @@ type ClusterSession struct {
 	efile, hpc  *serviceURLs
 	ai          *serviceURLs // nil when the center lists no container service
 	// noAISince and noAIUntil (unix nanoseconds, 0 = never) remember the
-	// gateway's 404 to an /ai/ path (see aiCall).
+	// gateway's 404 to the container probe (see probeAI).
 	noAISince, noAIUntil atomic.Int64
 
 	schedMu sync.Mutex

@@ -301,9 +301,10 @@ type Compute struct {
 	// fileMu guards full and denied apart from mu, which a merge holds
 	// while it places its file.
 	fileMu sync.Mutex
-	full   bool        // every write answers storage full
-	denied []string    // paths (and all below) without permission
-	busy   busyAnswers // requests to answer busy (AnswerBusy)
+	full   bool           // every write answers storage full
+	fullAt map[string]int // files whose writes answer storage full: refusals
+	denied []string       // paths (and all below) without permission
+	busy   busyAnswers    // requests to answer busy (AnswerBusy)
 	// saved is the state file's content, rewritten in part by the jobs
 	// (under mu) and by the container service (under ctr.mu); its own
 	// lock is taken last.

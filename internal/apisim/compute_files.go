@@ -304,6 +304,29 @@ func (c *Compute) SetStorageFull(on bool) {
 	c.fileMu.Unlock()
 }
 
+// SetStorageFullFor makes every write of the file p (a cluster path)
+// answer storage full while on, as a storage that fills between two
+// uploads of a job does.
+func (c *Compute) SetStorageFullFor(p string, on bool) {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	if c.fullAt == nil {
+		c.fullAt = map[string]int{}
+	}
+	if on {
+		c.fullAt[path.Clean(p)] += 0
+	} else {
+		delete(c.fullAt, path.Clean(p))
+	}
+}
+
+// StorageFullRefusals is how many writes of p SetStorageFullFor refused.
+func (c *Compute) StorageFullRefusals(p string) int {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	return c.fullAt[path.Clean(p)]
+}
+
 // DenyFiles makes every file call on dir or below it answer the
 // platform's no permission (911030, HTTP 200).
 func (c *Compute) DenyFiles(dir string) {
@@ -321,6 +344,10 @@ func (c *Compute) refuseFile(w http.ResponseWriter, p string, write bool) bool {
 	full, denied := c.full, slices.ContainsFunc(c.denied, func(d string) bool {
 		return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/")
 	})
+	if _, at := c.fullAt[p]; at && write && !denied {
+		c.fullAt[p]++
+		full = true
+	}
 	c.fileMu.Unlock()
 	switch {
 	case denied:

@@ -167,13 +167,21 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	if err := r.uploadHeld(ctx, j, func() error { return uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper) }); err != nil {
 		return computeError(state.StageSubmit, "container.work_dir: upload the start script", err)
 	}
+	again := j.rec.Status == state.StatusSubmitting
+	if !again {
+		// No create was sent before: the exit status file is emptied
+		// before the claim, where a full storage holds the job as any
+		// upload does.
+		if err := r.uploadHeld(ctx, j, func() error { return r.clearExit(ctx, sess, workDir, j.id) }); err != nil {
+			return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
+		}
+	}
 	if j.cancelled() {
 		return errCancelled
 	}
 	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
-	again := j.rec.Status == state.StatusSubmitting
 	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
@@ -191,9 +199,10 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			j.log.Warn().Str("instance_id", found).Msg("found the instance an earlier delivery created; resuming it")
 			return r.recordInstance(ctx, sctx, j, sess, found)
 		}
-	}
-	if err := r.clearExit(sctx, sess, workDir, j.id); err != nil {
-		return err
+		// Only now, none found: the file may hold that instance's status.
+		if err := r.clearExit(sctx, sess, workDir, j.id); err != nil {
+			return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
+		}
 	}
 	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
@@ -225,10 +234,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 // it. The efile API has a remove, which sluice does not call yet: the
 // covering upload it already uses does the same here.
 func (r *Runner) clearExit(ctx context.Context, sess *apiclient.ClusterSession, workDir, jobID string) error {
-	if err := uploadText(ctx, sess, filesOf(workDir, jobID).exit, ""); err != nil {
-		return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
-	}
-	return nil
+	return uploadText(ctx, sess, filesOf(workDir, jobID).exit, "")
 }
 
 // uploadText writes text to the file at p on the platform, covering it.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 )
@@ -110,4 +111,36 @@ func TestContainerImageMissingInRegionNamesRegionAndImage(t *testing.T) {
 	if created, _, _ := b.compute.ContainerCounts(); created != 0 {
 		t.Errorf("instances created = %d, want 0", created)
 	}
+}
+
+// Storage full on the last file a container job writes before its create
+// (the emptied exit status file) holds the job like any other upload: no
+// redelivery counted against SLUICE_MAX_DELIVER, no failure, and once
+// there is room one instance.
+func TestContainerStorageFullOnExitFileHoldsTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const id = "ctr-fullexit"
+	exit := "/public/home/alice/sluice/" + id + "/" + id + ".exit"
+	b.compute.SetStorageFullFor(exit, true)
+	b.start(t, withContainers, func(c *config.Config) { c.MaxDeliver = 2 })
+	b.publish(t, "container", id, containerSpec(id, "exit 0\n", "00:10:00"))
+	rec := b.awaitRecord(t, id, time.Minute, func(r *state.Record) bool {
+		return r.Status.Terminal() || b.compute.StorageFullRefusals(exit) >= 4
+	})
+	if rec.Status.Terminal() {
+		t.Fatalf("a full storage ended the job after %d refusals: %s %+v", b.compute.StorageFullRefusals(exit), rec.Status, rec.Error)
+	}
+	if created, _, _ := b.compute.ContainerCounts(); created != 0 {
+		t.Fatalf("instances created = %d while the storage was full", created)
+	}
+	b.compute.SetStorageFullFor(exit, false)
+	ev := b.await(t, id, 2*time.Minute)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("after the storage had room: %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if created, _, _ := b.compute.ContainerCounts(); created != 1 {
+		t.Errorf("instances created = %d, want 1", created)
+	}
+	assertNoInstances(t, b)
 }
