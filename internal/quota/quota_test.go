@@ -370,10 +370,17 @@ func TestHandedBackLeaseIsKeptForItsJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.HandBack(0) // the task still runs upstream; its job comes back
+	// w2's view must hold the lease, handed back: on a view read before
+	// w1's grant the place is free (any kind may pull for it), and on one
+	// read before the hand-back w1 holds it. The view only moves on (the
+	// clock stands still), so once it shows the lease a video job w2 may
+	// pull after is one for the handed-back lease. (Reserve also asks w2
+	// to read the board again.)
 	eventually(t, "w2 sees the handed-back lease", func() bool {
+		st := f2.Statuses()
 		n := f2.Reserve("video", 1)
 		f2.Unreserve("video", n)
-		return n == 1
+		return st[0].InUse == 1 && st[0].Held == 0 && n == 1
 	})
 	if n := f2.Reserve("speech", 1); n != 0 {
 		t.Errorf("w2 may pull %d speech job on the video job's handed-back lease, want 0", n)
