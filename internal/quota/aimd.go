@@ -77,6 +77,14 @@ type pace struct {
 	Probing bool `json:"probing,omitempty"`
 }
 
+// conflict is one submit upstream refused for too many tasks at once:
+// its job, and when (Unix milliseconds, on the boards' clock) the worker
+// was granted the job's lease; 0 when it does not know.
+type conflict struct {
+	job     string
+	granted int64
+}
+
 // effective is the limit granted by on a board, for a writer configured
 // with limit.
 func (p pace) effective(limit int) int {
@@ -103,8 +111,8 @@ func planLimit(next *board, in intent) {
 		// Only the refused leases still on the board count, so that a
 		// write planned again after its releases landed cuts no lower.
 		refused := 0
-		for _, id := range in.conflicts {
-			if _, ok := next.Leases[id]; ok {
+		for _, c := range in.conflicts {
+			if _, ok := next.Leases[c.job]; ok {
 				refused++
 			}
 		}

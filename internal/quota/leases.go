@@ -81,7 +81,7 @@ type leases struct {
 	handedOver func(resource string, handed map[string]lease)
 	// conflicts are the jobs whose submits upstream refused for too many
 	// tasks at once since the last write of the board (see aimd).
-	conflicts []string
+	conflicts []conflict
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
@@ -506,7 +506,7 @@ func (l *leases) statusLocked(now time.Time) Status {
 // conflict records job's refused submit for the next write of the board.
 func (l *leases) conflict(job string) {
 	l.mu.Lock()
-	l.conflicts = append(l.conflicts, job)
+	l.conflicts = append(l.conflicts, conflict{job: job})
 	l.mu.Unlock()
 	l.poke()
 }
