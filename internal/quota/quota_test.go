@@ -484,3 +484,51 @@ func TestConflictsLowerTheEffectiveLimitAcrossWorkers(t *testing.T) {
 	runJobs(ctx, t, []*quota.Fleet{f1, f2}, 4*9).wait()
 	eventually(t, "the effective limit back at the configured 10", func() bool { return read(t, b, quota.Media).Effective == 10 })
 }
+
+// TestLateConflictOfAnEarlierGrantCutsOnce: leases granted together whose
+// submits are refused over more than the window (they queued behind a
+// rate) cut the effective limit once, on the first refusal; a lease
+// granted after the cut and refused cuts again.
+func TestLateConflictOfAnEarlierGrantCutsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	aimd := quota.AIMD{Window: time.Second, Raise: time.Hour, Probe: time.Hour}
+	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: "w1", Limits: quota.Limits{MediaTasks: 10},
+		TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ctx := testenv.Context(t, 30*time.Second)
+
+	leases := map[string]*quota.Lease{}
+	for i := range 10 {
+		id := fmt.Sprintf("a%d", i)
+		if leases[id], err = f.Acquire(ctx, "video", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuse := func(id string) {
+		b.clock.Advance(3 * aimd.Window)
+		f.Conflict("video", id)
+		leases[id].Release()
+	}
+	refuse("a9")
+	eventually(t, "the first refusal cuts to 7", func() bool { return read(t, b, quota.Media).Effective == 7 })
+	refuse("a8")
+	eventually(t, "the late refusal given back", func() bool { return read(t, b, quota.Media).InUse == 8 })
+	if st := read(t, b, quota.Media); st.Effective != 7 {
+		t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 7 still", st.Effective)
+	}
+	// A lease granted by the lowered limit, refused: a new over-commit.
+	leases["a7"].Release()
+	leases["a6"].Release()
+	if leases["b0"], err = f.Acquire(ctx, "video", "b0", ""); err != nil {
+		t.Fatal(err)
+	}
+	refuse("b0")
+	eventually(t, "a refusal of a lease granted since cuts again", func() bool { return read(t, b, quota.Media).Effective < 7 })
+}
