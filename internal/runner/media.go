@@ -359,9 +359,11 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 // own slows down too.
 var conflictRetry = backoff.Exponential{Min: time.Second, Max: 15 * time.Second}
 
-// conflictDelay is the redelivery delay of a job after its waits-th
-// earlier concurrency conflict (conflictRetry).
-func conflictDelay(waits int) time.Duration { return conflictRetry.Delay(waits) }
+// conflictDelay is the redelivery delay of a job after waits earlier
+// concurrency conflicts (conflictRetry): 1 to 2 s after its first, the
+// ceiling doubling up to 15 s. The first is jittered too: a ceiling of
+// Min would bring a burst's refused jobs back at one instant.
+func conflictDelay(waits int) time.Duration { return conflictRetry.Delay(waits + 1) }
 
 // concurrencyConflict handles a submit that upstream answered with a
 // concurrency conflict (HTTP 433, code 10007: too many tasks at once):
