@@ -11,8 +11,9 @@ import "time"
 //
 //   - Multiplicative decrease: a conflict cuts the effective limit to
 //     three quarters of the leases in use (or of the effective limit, if
-//     fewer are in use), at most once per Window, so that the burst of
-//     conflicts one over-commit brings cuts once. The level cut from is
+//     fewer are in use), at most once per Window, and never for a
+//     refused submit whose lease was granted before the last cut, so
+//     that the burst of conflicts one over-commit brings cuts once. The level cut from is
 //     remembered (the ceiling): the account refused a task there. Within
 //     or without the window, the limit never stays above the leases in
 //     use less those of the refused submits: a refused submit's lease
@@ -77,6 +78,14 @@ type pace struct {
 	Probing bool `json:"probing,omitempty"`
 }
 
+// conflict is one submit upstream refused for too many tasks at once:
+// its job, and when (Unix milliseconds, on the boards' clock) the worker
+// was granted the job's lease; 0 when it does not know.
+type conflict struct {
+	job     string
+	granted int64
+}
+
 // effective is the limit granted by on a board, for a writer configured
 // with limit.
 func (p pace) effective(limit int) int {
@@ -102,14 +111,19 @@ func planLimit(next *board, in intent) {
 		// refused with at most the rest of the leases' tasks upstream.
 		// Only the refused leases still on the board count, so that a
 		// write planned again after its releases landed cuts no lower.
-		refused := 0
-		for _, id := range in.conflicts {
-			if _, ok := next.Leases[id]; ok {
+		// A refused submit whose lease was granted before the last cut
+		// is of the over-commit that cut was for, however late it was
+		// sent (its submit queued behind a rate): only a lease granted
+		// since, by the lowered limit, shows a new one.
+		refused, fresh := 0, false
+		for _, c := range in.conflicts {
+			if _, ok := next.Leases[c.job]; ok {
 				refused++
 			}
+			fresh = fresh || c.granted == 0 || c.granted >= p.CutAt
 		}
 		bound := max(len(next.Leases)-refused, 1)
-		if now-p.CutAt < a.Window.Milliseconds() {
+		if now-p.CutAt < a.Window.Milliseconds() || !fresh {
 			// The same over-commit: no second cut, only the bound; the
 			// quiet starts again.
 			p.Effective = min(eff, bound)

@@ -20,7 +20,7 @@ func busy(n int) board {
 func conflicted(i intent, n int, at time.Time) intent {
 	i.conflicts, i.now = nil, at
 	for k := range n {
-		i.conflicts = append(i.conflicts, fmt.Sprintf("j%d", k))
+		i.conflicts = append(i.conflicts, conflict{job: fmt.Sprintf("j%d", k)})
 	}
 	return i
 }
@@ -41,6 +41,27 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 			t.Fatalf("effective %d after a conflict past the window, want 11", got)
 		}
 	})
+	t.Run("a refused submit granted before the last cut is of the cut's over-commit", func(t *testing.T) {
+		// Twenty leases granted at once, their submits spread past the
+		// window (a fleet rate, a slow presign): the late refusals are of
+		// the over-commit the first one cut for, and cut no more.
+		out := plan(busy(20), conflicted(in("w1", 20), 1, t0))
+		late := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
+		late.conflicts[0].job, late.conflicts[0].granted = "j5", t0.Add(-time.Second).UnixMilli()
+		again := plan(out.next, late)
+		if got := again.next.effective(20); got != 15 {
+			t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 15 still", got)
+		}
+		if again.next.CutAt != t0.UnixMilli() {
+			t.Errorf("cut at %d, want the first cut's %d", again.next.CutAt, t0.UnixMilli())
+		}
+		// One granted after the cut, refused, is a new over-commit.
+		fresh := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
+		fresh.conflicts[0].job, fresh.conflicts[0].granted = "j6", t0.Add(time.Second).UnixMilli()
+		if got := plan(out.next, fresh).next.effective(20); got != 11 {
+			t.Fatalf("effective %d after a refusal of a lease granted after the cut, want 11", got)
+		}
+	})
 	t.Run("the refused submits' leases bound it: they hold no task upstream", func(t *testing.T) {
 		out := plan(busy(20), conflicted(in("w1", 20), 12, t0))
 		if got := out.next.effective(20); got != 8 {
@@ -57,7 +78,9 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 		// A write whose answer was lost is planned again on the board
 		// that carries it: the refused jobs' leases are gone already.
 		i := conflicted(in("w1", 20), 12, t0)
-		i.drop = i.conflicts
+		for _, c := range i.conflicts {
+			i.drop = append(i.drop, c.job)
+		}
 		out := plan(busy(20), i)
 		i.now = t0.Add(100 * time.Millisecond)
 		again := plan(out.next, i)

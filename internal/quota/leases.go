@@ -79,9 +79,12 @@ type leases struct {
 	// handedOver hears what that write handed over.
 	gone       map[life]bool
 	handedOver func(resource string, handed map[string]lease)
-	// conflicts are the jobs whose submits upstream refused for too many
-	// tasks at once since the last write of the board (see aimd).
-	conflicts []string
+	// conflicts are the submits upstream refused for too many tasks at
+	// once since the last write of the board (see aimd).
+	conflicts []conflict
+	// granted is when (Unix milliseconds, the boards' clock) each job of
+	// keep was granted its lease, which its conflict carries.
+	granted map[string]int64
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
@@ -108,7 +111,7 @@ func newLeases(resource string, limit int, cfg Config) *leases {
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
-		replies: map[string]string{}, kinds: map[string]string{}, gone: map[life]bool{}, changed: make(chan struct{}),
+		replies: map[string]string{}, kinds: map[string]string{}, gone: map[life]bool{}, granted: map[string]int64{}, changed: make(chan struct{}),
 	}
 }
 
@@ -190,6 +193,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.take, job)
 	delete(l.replies, job)
 	delete(l.kinds, job)
+	delete(l.granted, job)
 	if handBack {
 		l.handBack[job] = l.clock.Now().Add(max(redeliverIn, 0))
 	} else {
@@ -461,6 +465,7 @@ func (l *leases) apply(in intent, out outcome) {
 		}
 		l.keep[r.job] = true
 		l.refs[r.job]++
+		l.granted[r.job] = in.now.UnixMilli()
 		grants = append(grants, r)
 		return true
 	})
@@ -506,7 +511,7 @@ func (l *leases) statusLocked(now time.Time) Status {
 // conflict records job's refused submit for the next write of the board.
 func (l *leases) conflict(job string) {
 	l.mu.Lock()
-	l.conflicts = append(l.conflicts, job)
+	l.conflicts = append(l.conflicts, conflict{job: job, granted: l.granted[job]})
 	l.mu.Unlock()
 	l.poke()
 }

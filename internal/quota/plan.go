@@ -210,10 +210,10 @@ type intent struct {
 	inst string
 	// kind is the kind of each held or wanted job.
 	kind map[string]string
-	// conflicts are the jobs whose submits upstream refused for too many
-	// tasks at once since the worker's last write; aimd paces the
-	// effective limit they lower.
-	conflicts []string
+	// conflicts are the submits upstream refused for too many tasks at
+	// once since the worker's last write; aimd paces the effective limit
+	// they lower.
+	conflicts []conflict
 	aimd      AIMD
 	// gone are other holders' lives known dead (watch): their leases are
 	// handed back, and the waiting entry of a holder gone silent dropped.

@@ -281,8 +281,9 @@ func (s *Lease) HandBack(redeliverIn time.Duration) {
 
 // Conflict tells the fleet that upstream refused job's submit, of kind,
 // for too many tasks at once: the fleet's effective limit of kind's
-// resource drops (see aimd). Call it before the job's lease is given
-// back. Nothing without a limit.
+// resource drops (see aimd), unless the job's lease was granted before
+// the last cut. Call it before the job's lease is given back. Nothing
+// without a limit.
 func (f *Fleet) Conflict(kind, job string) {
 	if l := f.leases(kind); l != nil {
 		l.conflict(job)

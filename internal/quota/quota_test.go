@@ -370,10 +370,17 @@ func TestHandedBackLeaseIsKeptForItsJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.HandBack(0) // the task still runs upstream; its job comes back
+	// w2's view must hold the lease, handed back: on a view read before
+	// w1's grant the place is free (any kind may pull for it), and on one
+	// read before the hand-back w1 holds it. The view only moves on (the
+	// clock stands still), so once it shows the lease a video job w2 may
+	// pull after is one for the handed-back lease. (Reserve also asks w2
+	// to read the board again.)
 	eventually(t, "w2 sees the handed-back lease", func() bool {
+		st := f2.Statuses()
 		n := f2.Reserve("video", 1)
 		f2.Unreserve("video", n)
-		return n == 1
+		return st[0].InUse == 1 && st[0].Held == 0 && n == 1
 	})
 	if n := f2.Reserve("speech", 1); n != 0 {
 		t.Errorf("w2 may pull %d speech job on the video job's handed-back lease, want 0", n)
@@ -476,4 +483,52 @@ func TestConflictsLowerTheEffectiveLimitAcrossWorkers(t *testing.T) {
 	b.clock.Advance(aimd.Probe)
 	runJobs(ctx, t, []*quota.Fleet{f1, f2}, 4*9).wait()
 	eventually(t, "the effective limit back at the configured 10", func() bool { return read(t, b, quota.Media).Effective == 10 })
+}
+
+// TestLateConflictOfAnEarlierGrantCutsOnce: leases granted together whose
+// submits are refused over more than the window (they queued behind a
+// rate) cut the effective limit once, on the first refusal; a lease
+// granted after the cut and refused cuts again.
+func TestLateConflictOfAnEarlierGrantCutsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	aimd := quota.AIMD{Window: time.Second, Raise: time.Hour, Probe: time.Hour}
+	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: "w1", Limits: quota.Limits{MediaTasks: 10},
+		TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ctx := testenv.Context(t, 30*time.Second)
+
+	leases := map[string]*quota.Lease{}
+	for i := range 10 {
+		id := fmt.Sprintf("a%d", i)
+		if leases[id], err = f.Acquire(ctx, "video", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuse := func(id string) {
+		b.clock.Advance(3 * aimd.Window)
+		f.Conflict("video", id)
+		leases[id].Release()
+	}
+	refuse("a9")
+	eventually(t, "the first refusal cuts to 7", func() bool { return read(t, b, quota.Media).Effective == 7 })
+	refuse("a8")
+	eventually(t, "the late refusal given back", func() bool { return read(t, b, quota.Media).InUse == 8 })
+	if st := read(t, b, quota.Media); st.Effective != 7 {
+		t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 7 still", st.Effective)
+	}
+	// A lease granted by the lowered limit, refused: a new over-commit.
+	leases["a7"].Release()
+	leases["a6"].Release()
+	if leases["b0"], err = f.Acquire(ctx, "video", "b0", ""); err != nil {
+		t.Fatal(err)
+	}
+	refuse("b0")
+	eventually(t, "a refusal of a lease granted since cuts again", func() bool { return read(t, b, quota.Media).Effective < 7 })
 }

@@ -359,6 +359,12 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 // own slows down too.
 var conflictRetry = backoff.Exponential{Min: time.Second, Max: 15 * time.Second}
 
+// conflictDelay is the redelivery delay of a job after waits earlier
+// concurrency conflicts (conflictRetry): 1 to 2 s after its first, the
+// ceiling doubling up to 15 s. The first is jittered too: a ceiling of
+// Min would bring a burst's refused jobs back at one instant.
+func conflictDelay(waits int) time.Duration { return conflictRetry.Delay(waits + 1) }
+
 // concurrencyConflict handles a submit that upstream answered with a
 // concurrency conflict (HTTP 433, code 10007: too many tasks at once):
 // nothing was created, so the job backs out of its submit, as for an
@@ -371,7 +377,7 @@ func (r *Runner) concurrencyConflict(ctx context.Context, j *job, err error) err
 	r.cfg.Quota.Conflict(j.kind, j.id)
 	rt := &retry{err: fmt.Errorf("upstream refused the submit for too many tasks at once: %w", err),
 		step: state.StatusSubmitting, code: CodeConcurrencyConflict}
-	rt.delay = conflictRetry.Delay(j.rec.ConflictWaits)
+	rt.delay = conflictDelay(j.rec.ConflictWaits)
 	note := r.stepError(j, rt)
 	if cerr := r.write(ctx, j, live, state.StatusReceived, set(func(rec *state.Record) {
 		rec.Submits--
