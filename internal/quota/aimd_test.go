@@ -41,27 +41,6 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 			t.Fatalf("effective %d after a conflict past the window, want 11", got)
 		}
 	})
-	t.Run("a refused submit granted before the last cut is of the cut's over-commit", func(t *testing.T) {
-		// Twenty leases granted at once, their submits spread past the
-		// window (a fleet rate, a slow presign): the late refusals are of
-		// the over-commit the first one cut for, and cut no more.
-		out := plan(busy(20), conflicted(in("w1", 20), 1, t0))
-		late := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
-		late.conflicts[0].job, late.conflicts[0].granted = "j5", t0.Add(-time.Second).UnixMilli()
-		again := plan(out.next, late)
-		if got := again.next.effective(20); got != 15 {
-			t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 15 still", got)
-		}
-		if again.next.CutAt != t0.UnixMilli() {
-			t.Errorf("cut at %d, want the first cut's %d", again.next.CutAt, t0.UnixMilli())
-		}
-		// One granted after the cut, refused, is a new over-commit.
-		fresh := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
-		fresh.conflicts[0].job, fresh.conflicts[0].granted = "j6", t0.Add(time.Second).UnixMilli()
-		if got := plan(out.next, fresh).next.effective(20); got != 11 {
-			t.Fatalf("effective %d after a refusal of a lease granted after the cut, want 11", got)
-		}
-	})
 	t.Run("the refused submits' leases bound it: they hold no task upstream", func(t *testing.T) {
 		out := plan(busy(20), conflicted(in("w1", 20), 12, t0))
 		if got := out.next.effective(20); got != 8 {
@@ -110,6 +89,30 @@ func TestPlanConflictCutsTheEffectiveLimit(t *testing.T) {
 			t.Fatalf("granted %v waiting %+v, want 2 granted and 1 waiting", out.granted, out.next.Waiting)
 		}
 	})
+}
+
+// A refused submit granted before the last cut is of the cut's over-commit.
+func TestPlanLateConflictCutsNoMore(t *testing.T) {
+	t.Parallel()
+	// Twenty leases granted at once, their submits spread past the
+	// window (a fleet rate, a slow presign): the late refusals are of
+	// the over-commit the first one cut for, and cut no more.
+	out := plan(busy(20), conflicted(in("w1", 20), 1, t0))
+	late := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
+	late.conflicts[0].job, late.conflicts[0].granted = "j5", t0.Add(-time.Second).UnixMilli()
+	again := plan(out.next, late)
+	if got := again.next.effective(20); got != 15 {
+		t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 15 still", got)
+	}
+	if again.next.CutAt != t0.UnixMilli() {
+		t.Errorf("cut at %d, want the first cut's %d", again.next.CutAt, t0.UnixMilli())
+	}
+	// One granted after the cut, refused, is a new over-commit.
+	fresh := conflicted(in("w1", 20), 1, t0.Add(2*defaultAIMD.Window))
+	fresh.conflicts[0].job, fresh.conflicts[0].granted = "j6", t0.Add(time.Second).UnixMilli()
+	if got := plan(out.next, fresh).next.effective(20); got != 11 {
+		t.Fatalf("effective %d after a refusal of a lease granted after the cut, want 11", got)
+	}
 }
 
 // round grants and releases n jobs on bd at at, as a worker's writes do.
