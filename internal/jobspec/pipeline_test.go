@@ -57,18 +57,19 @@ func TestPipelineExample(t *testing.T) {
 	}
 }
 
-// TestPipelineInvalid checks that every graph error is one problem naming
-// the step's field, and that a step spec gets the ordinary validation.
-func TestPipelineInvalid(t *testing.T) {
-	t.Parallel()
+// pipelineInvalidCase is a pipeline that breaks one rule, and the problem
+// it must give.
+type pipelineInvalidCase struct {
+	name, doc, path, rule string
+}
+
+func pipelineInvalidCases(t *testing.T) []pipelineInvalidCase {
 	ref := func(step, art string) string { return fmt.Sprintf(`{"step":%q,"artifact":%q}`, step, art) }
 	many := make([]string, MaxPipelineSteps+1)
 	for i := range many {
 		many[i] = speechStep(fmt.Sprintf("s%d", i))
 	}
-	tests := []struct {
-		name, doc, path, rule string
-	}{
+	return []pipelineInvalidCase{
 		{"no pipeline section", `{"id":"p-1","kind":"pipeline"}`, "pipeline", "required when kind is pipeline"},
 		{"no steps", pipelineDoc(t), "pipeline.steps", "at least one step"},
 		{"too many steps", pipelineDoc(t, many...), "pipeline.steps", "at most 100 steps, got 101"},
@@ -93,7 +94,13 @@ func TestPipelineInvalid(t *testing.T) {
 		{"ref outside a pipeline", `{"kind":"container","container":{"instance":{"image":"reg:5000/a/b:1","version":"b:1","accelerator":"gpu","resource_group":"g","cpus":1,"gpus":1,"ram_mb":1024,"timeout":"01:00:00"},"script":"true\n","inputs":[{"from":` + ref("a", "b") + `,"to":"/public/home/u/in"}]}}`, "container.inputs[0].from", "only in a pipeline step"},
 		{"pipeline section on a video", `{"kind":"speech","speech":{"model":"m","input":{"text":"hi","voice":"v"}},"pipeline":{"steps":[]}}`, "pipeline", "must be absent when kind is speech"},
 	}
-	for _, tt := range tests {
+}
+
+// TestPipelineInvalid checks that every graph error is one problem naming
+// the step's field, and that a step spec gets the ordinary validation.
+func TestPipelineInvalid(t *testing.T) {
+	t.Parallel()
+	for _, tt := range pipelineInvalidCases(t) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := Decode([]byte(tt.doc), "")
@@ -127,6 +134,30 @@ func TestPipelineValidGraphs(t *testing.T) {
 	for name, doc := range docs {
 		if _, err := Decode([]byte(doc), KindPipeline); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// pipelineSchemaCannotExpress names the pipeline cases only Go rejects.
+var pipelineSchemaCannotExpress = map[string]bool{
+	"duplicate name": true, "unknown needs": true, "needs itself": true, "cycle": true,
+	"id too long for a step": true, "ref to unknown step": true, "ref to a step not needed": true,
+	"ref to an artifact not produced": true, "ref to a media result not produced": true,
+	"ref outside a pipeline": true,
+}
+
+// TestPipelineSchema checks the JSON Schema against the pipeline cases:
+// it rejects every structural error and only those.
+func TestPipelineSchema(t *testing.T) {
+	t.Parallel()
+	sch := compileSchema(t, "jobspec.schema.json")
+	for _, tt := range pipelineInvalidCases(t) {
+		err := schemaAccepts(sch, []byte(tt.doc))
+		switch gap := pipelineSchemaCannotExpress[tt.name]; {
+		case gap && err != nil:
+			t.Errorf("schema rejects %q after all: %v", tt.name, err)
+		case !gap && err == nil:
+			t.Errorf("schema accepts invalid case %q", tt.name)
 		}
 	}
 }

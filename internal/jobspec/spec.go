@@ -108,6 +108,9 @@ type Spec struct {
 	// Container is the container section, present exactly when Kind is
 	// container.
 	Container *Container `json:"container,omitempty"`
+	// Pipeline is the pipeline section, present exactly when Kind is
+	// pipeline.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
 }
 
 // Output is where a job's artifacts go below the worker's S3 prefix.
@@ -151,7 +154,7 @@ func Decode(data []byte, kind Kind) (*Spec, error) {
 		d.add("", "not valid UTF-8")
 	}
 	s := &Spec{}
-	s.decode(d, data)
+	s.decode(d, "", data)
 	switch {
 	case kind == "":
 	case !kind.Valid():
@@ -182,8 +185,8 @@ func Decode(data []byte, kind Kind) (*Spec, error) {
 	return s, nil
 }
 
-func (s *Spec) decode(d *decoder, raw json.RawMessage) {
-	d.object("", raw, map[string]fieldFunc{
+func (s *Spec) decode(d *decoder, path string, raw json.RawMessage) {
+	d.object(path, raw, map[string]fieldFunc{
 		"version": func(p string, r json.RawMessage) {
 			d.integer(p, r, &s.Version, Version, Version, "must be 1")
 		},
@@ -242,6 +245,12 @@ func (s *Spec) decode(d *decoder, raw json.RawMessage) {
 				s.Container = c
 			}
 		},
+		"pipeline": func(p string, r json.RawMessage) {
+			pl := &Pipeline{}
+			if pl.decode(d, p, r) {
+				s.Pipeline = pl
+			}
+		},
 	})
 	if s.Version == 0 {
 		s.Version = Version
@@ -259,6 +268,15 @@ func (s *Spec) Validate() error {
 }
 
 func (s *Spec) validate(ps *problems) {
+	s.validateJob(ps)
+	for _, r := range s.refs() {
+		ps.add(r.path, "an artifact reference {step, artifact} is allowed only in a pipeline step's inputs")
+	}
+}
+
+// validateJob checks every rule but the artifact references, which only a
+// pipeline can judge.
+func (s *Spec) validateJob(ps *problems) {
 	if s.Version != 0 && s.Version != Version {
 		ps.add("version", "must be 1")
 	}
@@ -267,9 +285,9 @@ func (s *Spec) validate(ps *problems) {
 	}
 	switch {
 	case s.Kind == "":
-		ps.add("kind", "required (one of video, speech, compute, container)")
+		ps.add("kind", "required (one of video, speech, compute, container, pipeline)")
 	case !s.Kind.Valid():
-		ps.add("kind", "must be one of video, speech, compute, container, got "+quote(string(s.Kind)))
+		ps.add("kind", "must be one of video, speech, compute, container, pipeline, got "+quote(string(s.Kind)))
 	}
 	if s.Tenant != "" && !ValidID(s.Tenant) {
 		ps.add("tenant", "must be an id matching "+idPattern.String())
@@ -293,6 +311,7 @@ func (s *Spec) validate(ps *problems) {
 		{KindSpeech, s.Speech != nil, func() { s.Speech.validate(ps, "speech") }},
 		{KindCompute, s.Compute != nil, func() { s.Compute.validate(ps, "compute") }},
 		{KindContainer, s.Container != nil, func() { s.Container.validate(ps, "container") }},
+		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID) }},
 	}
 	for _, sec := range sections {
 		switch {
