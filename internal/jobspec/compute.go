@@ -240,6 +240,28 @@ func (in ComputeInput) MarshalJSON() ([]byte, error) {
 	}{in.Ref, in.To, in.Cover})
 }
 
+// UnmarshalJSON reads what MarshalJSON writes, so that encoding/json
+// copies a step's spec with its references (Decode is what validates).
+func (in *ComputeInput) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		From  json.RawMessage `json:"from"`
+		To    string          `json:"to"`
+		Cover bool            `json:"cover"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*in = ComputeInput{To: raw.To, Cover: raw.Cover}
+	if typeOf(raw.From) == jsonObject {
+		in.Ref = &ArtifactRef{}
+		return json.Unmarshal(raw.From, in.Ref)
+	}
+	if len(raw.From) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw.From, &in.From)
+}
+
 // validateInputs checks the inputs of a compute or container spec; a
 // reference's own rules are the pipeline's (validateRefs).
 func validateInputs(ps *problems, path string, inputs []ComputeInput) {

@@ -122,7 +122,7 @@ func TestPipelineFeedsArtifactsForward(t *testing.T) {
 	if from := ins[len(ins)-2].(map[string]any)["from"]; from != model.URL {
 		t.Errorf("render's input from = %v, want %s", from, model.URL)
 	}
-	if n := b.compute.SubmitCount("pl-train"); n != 1 {
+	if n := b.compute.SubmitCount("pl-train.pl-1--train"); n != 1 {
 		t.Errorf("train submits = %d", n)
 	}
 	if n := b.media.SubmitCount("pipeline voice"); n != 1 {
@@ -196,7 +196,7 @@ func TestPipelineMissingArtifact(t *testing.T) {
 	if step.Data.Status != "failed" || step.Data.Error == nil || step.Data.Error.Code != "input_unreachable" || step.Data.Error.Stage != "validate" {
 		t.Errorf("step event = %+v error %+v", step.Data, step.Data.Error)
 	}
-	if n := b.compute.SubmitCount("pl-use"); n != 0 {
+	if n := b.compute.SubmitCount("pl-use.pl-miss--use"); n != 0 {
 		t.Errorf("a step without its input was submitted %d times", n)
 	}
 }
@@ -216,9 +216,9 @@ func TestPipelineCancelAndRetry(t *testing.T) {
 			pipelineStep("three", []string{"two"}, speechSpec("", "third of three", "async")),
 		}},
 	})
-	b.awaitStatus(t, "pl-c--one", state.StatusRunning, 20*time.Second)
+	b.awaitStatus(t, "pl-c--one", state.StatusSubmitted, 20*time.Second)
 	b.advanceMedia(2 * time.Hour)
-	b.awaitStatus(t, "pl-c--two", state.StatusRunning, 20*time.Second)
+	b.awaitStatus(t, "pl-c--two", state.StatusSubmitted, 20*time.Second)
 	if r := cancel(t, b, "pl-c"); r.Error != "" {
 		t.Fatalf("cancel = %+v", r)
 	}
@@ -236,9 +236,9 @@ func TestPipelineCancelAndRetry(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("retry: %d %s", code, out)
 	}
-	b.awaitStatus(t, "pl-c-r1--two", state.StatusRunning, 20*time.Second)
+	b.awaitStatus(t, "pl-c-r1--two", state.StatusSubmitted, 20*time.Second)
 	b.advanceMedia(2 * time.Hour)
-	b.awaitStatus(t, "pl-c-r1--three", state.StatusRunning, 20*time.Second)
+	b.awaitStatus(t, "pl-c-r1--three", state.StatusSubmitted, 20*time.Second)
 	b.advanceMedia(2 * time.Hour)
 	ev = b.await(t, "pl-c-r1", 30*time.Second)
 	steps = stepsOf(t, ev)
@@ -267,11 +267,11 @@ func TestPipelineSurvivesRestart(t *testing.T) {
 			pipelineStep("b", []string{"a"}, speechSpec("", "restart b", "async")),
 		}},
 	})
-	b.awaitStatus(t, "pl-r--a", state.StatusRunning, 20*time.Second)
+	b.awaitStatus(t, "pl-r--a", state.StatusSubmitted, 20*time.Second)
 	stop()
 	b.advanceMedia(2 * time.Hour)
 	b.start(t, servePipelines)
-	b.awaitStatus(t, "pl-r--b", state.StatusRunning, 30*time.Second)
+	b.awaitStatus(t, "pl-r--b", state.StatusSubmitted, 30*time.Second)
 	b.advanceMedia(2 * time.Hour)
 	ev := b.await(t, "pl-r", 30*time.Second)
 	if ev.Data.Status != "succeeded" {
