@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +283,59 @@ func TestPipelineSurvivesRestart(t *testing.T) {
 		if n := b.media.SubmitCount(text); n != 1 {
 			t.Errorf("%s: submits = %d", text, n)
 		}
+	}
+}
+
+// TestEnqueuePipeline drives the CLI: enqueue pipeline --wait follows the
+// pipeline to its end and lists its steps, status shows them, submit
+// takes a pipeline spec too, and an invalid graph is refused before
+// anything is published, naming the step and the field.
+func TestEnqueuePipeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, servePipelines)
+	spec := func(id string) string {
+		data, _ := json.Marshal(map[string]any{
+			"version": 1, "id": id, "kind": "pipeline",
+			"pipeline": map[string]any{"steps": []any{
+				pipelineStep("first", nil, speechSpec("", id+" first", "async")),
+				pipelineStep("second", []string{"first"}, speechSpec("", id+" second", "async")),
+			}},
+		})
+		return string(data)
+	}
+	file := t.TempDir() + "/p.json"
+	if err := os.WriteFile(file, []byte(spec("cli-pl")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := b.enqueue(t, "", "pipeline", "-f", file, "--wait", "--timeout", "60s")
+	if code != 0 || !strings.Contains(out, "cli-pl--first") || !strings.Contains(out, "cli-pl--second") {
+		t.Fatalf("pipeline --wait: exit %d\n%s", code, out)
+	}
+	out, code = b.enqueue(t, "", "status", "cli-pl")
+	if code != 0 || !regexp.MustCompile(`second\s+succeeded\s+cli-pl--second`).MatchString(out) {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	out, code = b.enqueue(t, "", "status", "cli-pl", "--json")
+	var job struct {
+		Steps []state.PipelineStep `json:"steps"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &job) != nil || len(job.Steps) != 2 || job.Steps[1].Status != state.StatusSucceeded {
+		t.Fatalf("status --json: exit %d\n%s", code, out)
+	}
+
+	out, code = b.enqueue(t, spec("cli-pl-2"), "submit", "-f", "-", "--wait", "--timeout", "60s")
+	if code != 0 || !strings.Contains(out, "cli-pl-2") {
+		t.Fatalf("submit of a pipeline: exit %d\n%s", code, out)
+	}
+
+	bad := strings.Replace(spec("cli-pl-bad"), `"needs":["first"]`, `"needs":["ghost"]`, 1)
+	out, code = b.enqueue(t, bad, "pipeline", "-f", "-")
+	if code != 2 || !strings.Contains(out, `pipeline.steps[1].needs[0]: unknown step "ghost"`) {
+		t.Fatalf("invalid pipeline: exit %d\n%s", code, out)
+	}
+	speech, _ := json.Marshal(speechSpec("cli-not-pl", "not a pipeline", "async"))
+	if out, code = b.enqueue(t, string(speech), "pipeline", "-f", "-"); code != 2 || !strings.Contains(out, "kind") {
+		t.Fatalf("a speech spec given to enqueue pipeline: exit %d\n%s", code, out)
 	}
 }
