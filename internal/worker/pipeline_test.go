@@ -339,3 +339,58 @@ func TestEnqueuePipeline(t *testing.T) {
 		t.Fatalf("a speech spec given to enqueue pipeline: exit %d\n%s", code, out)
 	}
 }
+
+// TestPipelineBudget: a pipeline reserves its steps' whole estimate before
+// its first step: a tenant whose budget covers exactly the pipeline runs
+// every step (each drawing on that reservation rather than asking the
+// budget again), and one whose budget covers its first step but not the
+// whole fails budget_exhausted with no step published or paid for.
+func TestPipelineBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "exact", "--budget", "10", "--per", "month", "--on-budget", "fail"},
+		{"tenants", "set", "short", "--budget", "7", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	for _, tenant := range []string{"exact", "short"} {
+		id := "pl-budget-" + tenant
+		b.publish(t, "pipeline", id, map[string]any{
+			"id": id, "kind": "pipeline", "tenant": tenant,
+			"pipeline": map[string]any{"steps": []any{
+				pipelineStep("one", nil, videoSpec("", "budget one "+tenant)),
+				pipelineStep("two", []string{"one"}, videoSpec("", "budget two "+tenant)),
+			}},
+		})
+	}
+	ev := b.await(t, "pl-budget-exact", time.Minute)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("exact: %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	for _, step := range []string{"one", "two"} {
+		if s := b.await(t, "pl-budget-exact--"+step, 5*time.Second); s.Data.Cost == nil || *s.Data.Cost != 5 {
+			t.Errorf("exact step %s cost %v, want 5", step, s.Data.Cost)
+		}
+	}
+	ev = b.await(t, "pl-budget-short", time.Minute)
+	if e := ev.Data.Error; ev.Data.Status != "failed" || e == nil || e.Code != "budget_exhausted" {
+		t.Fatalf("short: %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	for _, s := range ev.Data.Steps {
+		if s.Status != state.StepSkipped && s.Status != state.StepWaiting {
+			t.Errorf("short: step %+v ran", s)
+		}
+	}
+	if n := b.media.SubmitCount("budget one short"); n != 0 {
+		t.Errorf("short: the first step was submitted %d times", n)
+	}
+	out, code := b.enqueue(t, "", "tenants", "show", "exact", "--json")
+	if code != 0 || !strings.Contains(out, `"spent":10`) {
+		t.Errorf("exact's spend: exit %d %s", code, out)
+	}
+}
