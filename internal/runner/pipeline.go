@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
 // pipelineRecheck is how often a pipeline reads its steps' records
@@ -126,18 +127,57 @@ func (r *Runner) startPipeline(ctx context.Context, j *job, ids []string) error 
 		return transient(err)
 	}
 	steps := make([]state.PipelineStep, len(ids))
+	var toRun []*jobspec.Spec
 	for i, st := range j.spec.Pipeline.Steps {
 		steps[i] = state.PipelineStep{Name: st.Name, JobID: ids[i], Status: state.StepWaiting}
 		if old, ok := reused[st.Name]; ok {
 			steps[i] = state.PipelineStep{Name: st.Name, JobID: old.JobID, Status: state.StatusSucceeded, Reused: true, Artifacts: old.Artifacts}
+		} else {
+			toRun = append(toRun, st.Spec)
 		}
+	}
+	if err := r.reservePipeline(ctx, j, toRun); err != nil {
+		return err
 	}
 	return r.write(ctx, j, holding, state.StatusRunning, func(rec *state.Record) error {
 		if rec.Pipeline == nil {
 			rec.Pipeline = &state.Pipeline{Steps: steps}
 		}
+		if rec.Reservation == nil {
+			rec.Reservation = j.reservation
+		}
 		return nil
 	})
+}
+
+// reservePipeline reserves the estimates of every step the pipeline is to
+// run, before the first is published, so that a pipeline the tenant's
+// budget cannot cover runs no step rather than stopping half done. Each
+// step then reserves its own estimate out of it (tenants.ReserveFrom)
+// and settles its own cost; the pipeline's end releases what is left.
+func (r *Runner) reservePipeline(ctx context.Context, j *job, specs []*jobspec.Spec) error {
+	l := r.cfg.Tenants
+	if l == nil || j.rec.Reservation != nil {
+		return nil
+	}
+	var total float64
+	var covered bool
+	for _, s := range specs {
+		e, ok := l.View().Prices().Estimate(s)
+		total, covered = total+e, covered || ok
+	}
+	if !covered {
+		return nil
+	}
+	key, err := l.Reserve(ctx, j.spec.EffectiveTenant(), j.id, j.kind, total)
+	if over, ok := errors.AsType[*tenants.OverBudget](err); ok {
+		return r.overBudget(ctx, j, over)
+	}
+	if err != nil {
+		return transient(fmt.Errorf("reserve the pipeline's budget: %w", err))
+	}
+	j.reservation = &state.Reservation{Key: key, Credits: total}
+	return nil
 }
 
 // reusedSteps returns the succeeded steps of the pipeline j retries (its
