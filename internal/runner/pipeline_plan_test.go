@@ -10,87 +10,92 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// TestPlanPipeline walks planPipeline's decisions on a diamond (a; b and
-// c need a; d needs b and c) plus an independent e.
-func TestPlanPipeline(t *testing.T) {
-	t.Parallel()
+// planDiamond is a diamond (a; b and c need a; d needs b and c) plus an
+// independent e; c takes a's result-1 as an input.
+func planDiamond() *jobspec.Pipeline {
 	speech := func() *jobspec.Spec { return &jobspec.Spec{Kind: jobspec.KindSpeech} }
-	p := &jobspec.Pipeline{Steps: []jobspec.Step{
+	return &jobspec.Pipeline{Steps: []jobspec.Step{
 		{Name: "a", Spec: speech()}, {Name: "b", Needs: []string{"a"}, Spec: speech()},
 		{Name: "c", Needs: []string{"a"}, Spec: &jobspec.Spec{Kind: jobspec.KindCompute, Compute: &jobspec.Compute{
 			Inputs: []jobspec.ComputeInput{{Ref: &jobspec.ArtifactRef{Step: "a", Artifact: "result-1"}, To: "/x"}}}}},
 		{Name: "d", Needs: []string{"b", "c"}, Spec: speech()}, {Name: "e", Spec: speech()},
 	}}
-	steps := func(statuses string) []state.PipelineStep {
-		var out []state.PipelineStep
-		for i, st := range strings.Fields(statuses) {
-			out = append(out, state.PipelineStep{Name: p.Steps[i].Name, JobID: "p--" + p.Steps[i].Name, Status: state.Status(st)})
-		}
-		return out
+}
+
+// planSteps are p's recorded steps at statuses (one word each).
+func planSteps(p *jobspec.Pipeline, statuses string) []state.PipelineStep {
+	var out []state.PipelineStep
+	for i, st := range strings.Fields(statuses) {
+		out = append(out, state.PipelineStep{Name: p.Steps[i].Name, JobID: "p--" + p.Steps[i].Name, Status: state.Status(st)})
 	}
-	rec := func(status state.Status, arts ...string) *state.Record {
-		r := &state.Record{Status: status}
-		for _, a := range arts {
-			r.Artifacts = append(r.Artifacts, state.Artifact{Key: "k/" + a, URL: "s3://b/k/" + a})
-		}
-		return r
+	return out
+}
+
+// planRec is a step's record at status with artifacts named arts.
+func planRec(status state.Status, arts ...string) *state.Record {
+	r := &state.Record{Status: status}
+	for _, a := range arts {
+		r.Artifacts = append(r.Artifacts, state.Artifact{Key: "k/" + a, URL: "s3://b/k/" + a})
 	}
-	names := func(idx []int) string {
-		var out []string
-		for _, i := range idx {
-			out = append(out, p.Steps[i].Name)
-		}
-		return strings.Join(out, ",")
+	return r
+}
+
+// planNames names the steps idx of p.
+func planNames(p *jobspec.Pipeline, idx []int) string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, p.Steps[i].Name)
 	}
-	status := func(pl pipelinePlan) string {
-		var out []string
-		for _, s := range pl.steps {
-			out = append(out, string(s.Status))
-		}
-		return strings.Join(out, " ")
-	}
-	tests := []struct {
-		name      string
-		policy    jobspec.OnFailure
-		steps     string
-		seen      []*state.Record
-		cancelled bool
-		publish   string
-		cancel    string
-		want      string
-		end       string // "" running, "ok", or the error's code
-	}{
-		{name: "roots first", steps: "waiting waiting waiting waiting waiting", seen: make([]*state.Record, 5),
-			publish: "a,e", want: "queued waiting waiting waiting queued"},
-		{name: "a record moves a step on, its children wait", steps: "queued waiting waiting waiting queued",
-			seen: []*state.Record{rec(state.StatusRunning), nil, nil, nil, nil}, want: "running waiting waiting waiting queued"},
-		{name: "a's end publishes b; c's input is missing", steps: "running waiting waiting waiting queued",
-			seen: []*state.Record{rec(state.StatusSucceeded, "result-0.mp3"), nil, nil, nil, nil}, policy: jobspec.OnFailureFinish,
-			publish: "b", want: "succeeded queued failed skipped queued"},
-		{name: "stop: a failure cancels what runs and skips the rest", steps: "succeeded running waiting waiting running",
-			seen:   []*state.Record{nil, rec(state.StatusFailed), nil, nil, nil},
-			cancel: "e", want: "succeeded failed skipped skipped running"},
-		{name: "cancel: running ones cancelled, waiting ones skipped", steps: "running waiting waiting waiting queued",
-			seen: make([]*state.Record, 5), cancelled: true, cancel: "a,e", want: "running skipped skipped skipped queued"},
-		{name: "everything ended after a cancel", steps: "cancelled skipped skipped skipped cancelled",
-			seen: make([]*state.Record, 5), cancelled: true, want: "cancelled skipped skipped skipped cancelled", end: "cancelled"},
-		{name: "a failure ends the pipeline failed", steps: "succeeded failed skipped skipped succeeded",
-			seen: make([]*state.Record, 5), want: "succeeded failed skipped skipped succeeded", end: CodeStepFailed},
-		{name: "all succeeded", steps: "succeeded succeeded succeeded succeeded succeeded",
-			seen: make([]*state.Record, 5), want: "succeeded succeeded succeeded succeeded succeeded", end: "ok"},
-	}
-	for _, tt := range tests {
+	return strings.Join(out, ",")
+}
+
+// planCase is one decision: the recorded steps, their records, the cancel
+// flag; what is published and cancelled, the steps after, how it ends
+// ("" running, "ok", "cancelled" or the error's code).
+type planCase struct {
+	name                       string
+	policy                     jobspec.OnFailure
+	steps                      string
+	seen                       []*state.Record
+	cancelled                  bool
+	publish, cancel, want, end string
+}
+
+var planCases = []planCase{
+	{name: "roots first", steps: "waiting waiting waiting waiting waiting", seen: make([]*state.Record, 5),
+		publish: "a,e", want: "queued waiting waiting waiting queued"},
+	{name: "a record short of its end leaves its step queued", steps: "queued waiting waiting waiting queued",
+		seen: []*state.Record{planRec(state.StatusRunning), nil, nil, nil, nil}, want: "queued waiting waiting waiting queued"},
+	{name: "a's end publishes b; c's input is missing", steps: "queued waiting waiting waiting queued",
+		seen: []*state.Record{planRec(state.StatusSucceeded, "result-0.mp3"), nil, nil, nil, nil}, policy: jobspec.OnFailureFinish,
+		publish: "b", want: "succeeded queued failed skipped queued"},
+	{name: "stop: a failure cancels what runs and skips the rest", steps: "succeeded queued waiting waiting queued",
+		seen: []*state.Record{nil, planRec(state.StatusFailed), nil, nil, nil}, cancel: "e", want: "succeeded failed skipped skipped queued"},
+	{name: "cancel: running ones cancelled, waiting ones skipped", steps: "queued waiting waiting waiting queued",
+		seen: make([]*state.Record, 5), cancelled: true, cancel: "a,e", want: "queued skipped skipped skipped queued"},
+	{name: "everything ended after a cancel", steps: "cancelled skipped skipped skipped cancelled",
+		seen: make([]*state.Record, 5), cancelled: true, want: "cancelled skipped skipped skipped cancelled", end: "cancelled"},
+	{name: "a failure ends the pipeline failed", steps: "succeeded failed skipped skipped succeeded",
+		seen: make([]*state.Record, 5), want: "succeeded failed skipped skipped succeeded", end: CodeStepFailed},
+	{name: "all succeeded", steps: "succeeded succeeded succeeded succeeded succeeded",
+		seen: make([]*state.Record, 5), want: "succeeded succeeded succeeded succeeded succeeded", end: "ok"},
+}
+
+// TestPlanPipeline walks planPipeline's decisions on planDiamond.
+func TestPlanPipeline(t *testing.T) {
+	t.Parallel()
+	for _, tt := range planCases {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := planDiamond()
 			p.OnFailure = tt.policy
-			pl := planPipeline(p, steps(tt.steps), tt.seen, tt.cancelled)
-			if got := status(pl); got != tt.want {
-				t.Errorf("steps %s, want %s", got, tt.want)
+			pl := planPipeline(p, planSteps(p, tt.steps), tt.seen, tt.cancelled)
+			var got []string
+			for _, s := range pl.steps {
+				got = append(got, string(s.Status))
 			}
-			if got := names(pl.publish); got != tt.publish {
-				t.Errorf("publish %q, want %q", got, tt.publish)
-			}
-			if got := names(pl.cancel); got != tt.cancel {
-				t.Errorf("cancel %q, want %q", got, tt.cancel)
+			if strings.Join(got, " ") != tt.want || planNames(p, pl.publish) != tt.publish || planNames(p, pl.cancel) != tt.cancel {
+				t.Errorf("steps %v, publish %q, cancel %q; want %s, %q, %q", got, planNames(p, pl.publish), planNames(p, pl.cancel), tt.want, tt.publish, tt.cancel)
 			}
 			var f *failure
 			switch {
@@ -105,13 +110,19 @@ func TestPlanPipeline(t *testing.T) {
 			}
 		})
 	}
-	// Planning never changes the steps it is given.
-	in := steps("queued waiting waiting waiting queued")
+}
+
+// TestPlanPipelineLeavesItsInput: planning never changes the steps it is
+// given.
+func TestPlanPipelineLeavesItsInput(t *testing.T) {
+	t.Parallel()
+	p := planDiamond()
+	in := planSteps(p, "queued waiting waiting waiting queued")
 	before := slices.Clone(in)
-	planPipeline(p, in, []*state.Record{rec(state.StatusSucceeded, "result-0"), nil, nil, nil, nil}, false)
-	if !slices.EqualFunc(in, before, func(a, b state.PipelineStep) bool {
-		return a.Status == b.Status && len(a.Artifacts) == len(b.Artifacts)
-	}) {
-		t.Error("planPipeline changed its input")
+	planPipeline(p, in, []*state.Record{planRec(state.StatusSucceeded, "result-0"), nil, nil, nil, nil}, false)
+	for i := range in {
+		if in[i].Status != before[i].Status || len(in[i].Artifacts) != len(before[i].Artifacts) {
+			t.Errorf("step %d changed: %+v, was %+v", i, in[i], before[i])
+		}
 	}
 }
