@@ -89,16 +89,15 @@ func planPipeline(p *jobspec.Pipeline, steps []state.PipelineStep, seen []*state
 	return pl
 }
 
-// observe takes a published step's status, artifacts and error from its
-// record.
+// observe takes a published step's end, artifacts and error from its
+// record. The steps in between (received, submitted, running) are left
+// to the step's own record: writing each into the pipeline's would cost
+// a write of it per checkpoint of every step.
 func observe(s *state.PipelineStep, rec *state.Record) {
-	if rec == nil || rec.Status == "" || s.Ended() || s.Status == state.StepWaiting {
+	if rec == nil || !rec.Status.Terminal() || s.Ended() || s.Status == state.StepWaiting {
 		return
 	}
-	s.Status = rec.Status
-	if rec.Status.Terminal() {
-		s.Artifacts, s.Error = rec.Artifacts, rec.Error
-	}
+	s.Status, s.Artifacts, s.Error = rec.Status, rec.Artifacts, rec.Error
 }
 
 // needsState reports whether st can no longer run (a step it needs ended

@@ -9,7 +9,8 @@ import (
 
 // The statuses of a pipeline's step besides a job's own (docs/pipelines.md):
 // a step is waiting until the pipeline publishes it, queued from then until
-// its record exists, then at its job's status; skipped when it will not run.
+// its job ends, then at its job's terminal status; skipped when it will not
+// run. (Where a queued step's job is meanwhile is in the job's record.)
 const (
 	StepWaiting Status = "waiting"
 	StepQueued  Status = "queued"
