@@ -394,3 +394,49 @@ func TestPipelineBudget(t *testing.T) {
 		t.Errorf("exact's spend: exit %d %s", code, out)
 	}
 }
+
+// TestPipelineResumesWhatItAnnounced: a worker killed after it recorded a
+// step queued, and another failed for its missing input, but before it
+// sent either leaves a record that the next delivery acts on: the queued
+// step is published and runs once, the failed one gets its own record
+// and one failed event.
+func TestPipelineResumesWhatItAnnounced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	use := computeSpec(t, b, "pl-k-use", "#!/bin/sh\n")
+	use["compute"].(map[string]any)["inputs"] = []map[string]any{{"from": map[string]string{"step": "v", "artifact": "result-1"}, "to": "/public/home/alice/pl-k"}}
+	spec := map[string]any{
+		"id": "pl-k", "kind": "pipeline",
+		"pipeline": map[string]any{"on_failure": "finish", "steps": []any{
+			pipelineStep("v", nil, speechSpec("", "resumed v", "async")),
+			pipelineStep("u", []string{"v"}, use),
+			pipelineStep("w", []string{"v"}, speechSpec("", "resumed w", "async")),
+		}},
+	}
+	missing := &state.Error{Code: "input_unreachable", Message: `step "v" produced no artifact "result-1"`, Stage: state.StageValidate}
+	b.leaveRecord(t, "pl-k", func(r *state.Record) {
+		r.Kind, r.Status = "pipeline", state.StatusRunning
+		r.Pipeline = &state.Pipeline{Steps: []state.PipelineStep{
+			{Name: "v", JobID: "pl-k--v", Status: state.StatusSucceeded, Artifacts: []state.Artifact{{
+				URL: "s3://" + b.s3.Bucket + "/sluice/speech/pl-k--v/result-0.mp3", Bucket: b.s3.Bucket, Key: "sluice/speech/pl-k--v/result-0.mp3",
+				SHA256: strings.Repeat("0", 64), ContentType: "audio/mpeg"}}},
+			{Name: "u", JobID: "pl-k--u", Status: state.StatusFailed, Error: missing},
+			{Name: "w", JobID: "pl-k--w", Status: state.StepQueued},
+		}}
+	})
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-k", spec)
+	ev := b.await(t, "pl-k", 60*time.Second)
+	if steps := stepsOf(t, ev); ev.Data.Status != "failed" || steps["w"].Status != state.StatusSucceeded || steps["u"].Status != state.StatusFailed {
+		t.Fatalf("pipeline = %+v", ev.Data)
+	}
+	if u := b.await(t, "pl-k--u", 5*time.Second); u.Data.Error == nil || u.Data.Error.Code != "input_unreachable" {
+		t.Errorf("u's event = %+v", u.Data)
+	}
+	if n := b.media.SubmitCount("resumed w"); n != 1 {
+		t.Errorf("w submitted %d times", n)
+	}
+	if n := b.media.SubmitCount("resumed v"); n != 0 {
+		t.Errorf("v, recorded succeeded, submitted %d times", n)
+	}
+}
