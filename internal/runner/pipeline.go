@@ -78,7 +78,7 @@ func (r *Runner) runPipeline(ctx context.Context, j *job) error {
 			// Resumed: a step recorded queued may have died with the
 			// worker before its publish; the same message again is
 			// dropped if it was stored.
-			if err := r.republishQueued(ctx, j, seen); err != nil {
+			if err := r.resumeSteps(ctx, j, seen); err != nil {
 				return err
 			}
 		}
@@ -103,14 +103,25 @@ func (r *Runner) runPipeline(ctx context.Context, j *job) error {
 	}
 }
 
-// republishQueued publishes again each step recorded queued that has no
-// record yet.
-func (r *Runner) republishQueued(ctx context.Context, j *job, seen []*state.Record) error {
+// resumeSteps sends again what the record announced and an earlier
+// delivery may have died before sending: the publish of each step
+// recorded queued that has no record yet, the failure of each step whose
+// input was missing, and each cancel recorded sent. All are idempotent:
+// the same message within the duplicate window, failStep's checks, a
+// cancel flag set again.
+func (r *Runner) resumeSteps(ctx context.Context, j *job, seen []*state.Record) error {
 	for i, s := range j.rec.Pipeline.Steps {
-		if s.Status == state.StepQueued && seen[i] == nil {
+		switch {
+		case s.Status == state.StepQueued && seen[i] == nil:
 			if err := r.publishStep(ctx, j, i); err != nil {
 				return transient(fmt.Errorf("publish step %s again: %w", s.Name, err))
 			}
+		case s.Status == state.StatusFailed && s.Error != nil && s.Error.Code == CodeInputUnreachable:
+			if err := r.failStep(ctx, j, i, s.Error); err != nil {
+				return transient(fmt.Errorf("fail step %s again: %w", s.Name, err))
+			}
+		case s.CancelSent && !s.Ended():
+			r.cancelStep(ctx, j, s.JobID)
 		}
 	}
 	return nil
@@ -355,8 +366,8 @@ func (r *Runner) failStep(ctx context.Context, j *job, i int, e *state.Error) er
 	if err != nil {
 		return err
 	}
-	if rec.Status != state.StatusFailed || rec.TerminalEventStored || len(rec.TerminalEvent) == 0 {
-		return nil
+	if rec.Status != state.StatusFailed || rec.Attempts != 0 || rec.TerminalEventStored || len(rec.TerminalEvent) == 0 {
+		return nil // a run of the step wrote it (Attempts), or the event is out
 	}
 	if err := r.cfg.Events.PublishRaw(ctx, rec.Kind, string(rec.Status), contract.EventID(id, string(rec.Status)), rec.TerminalEvent); err != nil {
 		return err
