@@ -66,11 +66,12 @@ func (r *Runner) runPipeline(ctx context.Context, j *job) error {
 		return err
 	}
 	cancelWake := j.cancel
+	var dirty map[string]bool // the steps written since the last read; nil: all
 	for first := true; ; first = false {
 		if j.stopping() || ctx.Err() != nil {
 			return errStopping
 		}
-		seen, err := r.readSteps(ctx, j.rec.Pipeline.Steps)
+		seen, err := r.readSteps(ctx, j.rec.Pipeline.Steps, dirty)
 		if err != nil {
 			return transient(err)
 		}
@@ -97,10 +98,24 @@ func (r *Runner) runPipeline(ctx context.Context, j *job) error {
 			return pl.end
 		}
 		if len(pl.publish) > 0 || len(pl.unreachable) > 0 || len(pl.cancel) > 0 {
+			dirty = stepsWritten(changes, false)
 			continue // what was just done may decide more at once
 		}
-		r.awaitSteps(ctx, j, changes, cancelWake)
+		dirty = stepsWritten(changes, r.awaitSteps(ctx, j, changes, cancelWake))
 	}
+}
+
+// stepsWritten is the steps changes saw written since the last call, nil (all
+// of them) without a watch, when it was lost, or when every step is to be
+// read again anyway (all).
+func stepsWritten(changes *state.Changes, all bool) map[string]bool {
+	if changes == nil || all {
+		if changes != nil {
+			changes.Take()
+		}
+		return nil
+	}
+	return changes.Take()
 }
 
 // resumeSteps sends again what the record announced and an earlier
@@ -216,11 +231,13 @@ func (r *Runner) reusedSteps(ctx context.Context, j *job) (map[string]state.Pipe
 	return out, nil
 }
 
-// readSteps reads the record of every published step that has not ended.
-func (r *Runner) readSteps(ctx context.Context, steps []state.PipelineStep) ([]*state.Record, error) {
+// readSteps reads the record of every published step that has not ended,
+// of those in dirty when it is not nil (the others are left nil: nothing
+// new of them).
+func (r *Runner) readSteps(ctx context.Context, steps []state.PipelineStep, dirty map[string]bool) ([]*state.Record, error) {
 	seen := make([]*state.Record, len(steps))
 	for i, s := range steps {
-		if s.Ended() || s.Status == state.StepWaiting {
+		if s.Ended() || s.Status == state.StepWaiting || dirty != nil && !dirty[s.JobID] {
 			continue
 		}
 		rec, _, err := r.cfg.State.Get(ctx, s.JobID)
@@ -393,15 +410,22 @@ func (r *Runner) cancelStep(ctx context.Context, j *job, id string) {
 }
 
 // awaitSteps waits for news of the steps: a write of one of their
-// records, the pipeline's cancel, the worker's stop, or pipelineRecheck.
-func (r *Runner) awaitSteps(ctx context.Context, j *job, changes, cancel <-chan struct{}) {
+// records, the pipeline's cancel, the worker's stop, or pipelineRecheck,
+// after which it reports that every step is to be read again.
+func (r *Runner) awaitSteps(ctx context.Context, j *job, changes *state.Changes, cancel <-chan struct{}) (recheck bool) {
 	t := time.NewTimer(pipelineRecheck)
 	defer t.Stop()
+	var wake <-chan struct{}
+	if changes != nil {
+		wake = changes.C
+	}
 	select {
-	case <-changes:
+	case <-wake:
 	case <-cancel:
 	case <-j.d.Stopping():
 	case <-ctx.Done():
 	case <-t.C:
+		return true
 	}
+	return false
 }

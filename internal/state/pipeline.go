@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -58,16 +59,43 @@ func (p *Pipeline) clone() *Pipeline {
 	return c
 }
 
-// Watch returns a channel that receives (without blocking the sender, so
-// several writes may make one receive) after each write of the records of
-// ids from now on, until ctx ends. A pipeline waits on it for its steps.
-func (s *Store) Watch(ctx context.Context, ids []string) (<-chan struct{}, error) {
+// Changes collects the keys a watch (Store.Watch) saw written.
+type Changes struct {
+	// C receives, without blocking the watch, after each write: several
+	// writes may make one receive.
+	C chan struct{}
+
+	mu   sync.Mutex
+	keys map[string]bool
+	// lost: the watch ended before its context did (its subscription
+	// lost); Take then says every key may have changed.
+	lost bool
+}
+
+// Take returns the keys written since the last Take (empty when none)
+// and forgets them; nil when the watch was lost, meaning any key may have
+// been written.
+func (c *Changes) Take() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost {
+		return nil
+	}
+	keys := c.keys
+	c.keys = map[string]bool{}
+	return keys
+}
+
+// Watch watches the records of ids from now on, until ctx ends: every
+// write of one puts its key in the returned Changes. A pipeline waits on
+// it for its steps.
+func (s *Store) Watch(ctx context.Context, ids []string) (*Changes, error) {
 	// WatchFiltered turns the keys it is given into subjects in place.
 	w, err := s.kv.WatchFiltered(ctx, slices.Clone(ids), jetstream.UpdatesOnly(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan struct{}, 1)
+	c := &Changes{C: make(chan struct{}, 1), keys: map[string]bool{}}
 	go func() {
 		defer func() { _ = w.Stop() }()
 		for {
@@ -76,17 +104,23 @@ func (s *Store) Watch(ctx context.Context, ids []string) (<-chan struct{}, error
 				return
 			case e, ok := <-w.Updates():
 				if !ok {
+					c.mu.Lock()
+					c.lost = true
+					c.mu.Unlock()
 					return
 				}
 				if e == nil {
 					continue
 				}
+				c.mu.Lock()
+				c.keys[e.Key()] = true
+				c.mu.Unlock()
 				select {
-				case out <- struct{}{}:
+				case c.C <- struct{}{}:
 				default:
 				}
 			}
 		}
 	}()
-	return out, nil
+	return c, nil
 }
