@@ -440,3 +440,24 @@ func TestPipelineResumesWhatItAnnounced(t *testing.T) {
 		t.Errorf("v, recorded succeeded, submitted %d times", n)
 	}
 }
+
+// TestPipelineIDTooLongForItsSteps: a pipeline whose id comes from its
+// message (the spec has none) and leaves a step no room for a job id fails
+// invalid_spec naming the step, before any step is published.
+func TestPipelineIDTooLongForItsSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, servePipelines)
+	id := "pl-" + strings.Repeat("x", 122)
+	b.publish(t, "pipeline", id, map[string]any{
+		"kind":     "pipeline",
+		"pipeline": map[string]any{"steps": []any{pipelineStep("voice", nil, speechSpec("", "never said", "async"))}},
+	})
+	ev := b.await(t, id, 30*time.Second)
+	if e := ev.Data.Error; ev.Data.Status != "failed" || e == nil || e.Code != "invalid_spec" || !strings.Contains(e.Message, "pipeline.steps[0].name") {
+		t.Fatalf("pipeline = %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("never said"); n != 0 {
+		t.Errorf("the step was submitted %d times", n)
+	}
+}
