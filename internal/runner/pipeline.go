@@ -54,6 +54,12 @@ func (r *Runner) runPipeline(ctx context.Context, j *job) error {
 	ids := make([]string, len(p.Steps))
 	for i, st := range p.Steps {
 		ids[i] = jobspec.StepID(j.id, st.Name)
+		// The spec checks this when it names its id; an id taken from
+		// the message is only known here.
+		if !jobspec.ValidID(ids[i]) {
+			return fail(CodeInvalidSpec, state.StageValidate, true,
+				"pipeline.steps[%d].name: the step id <pipeline id>--<name> must be at most 128 bytes, got %d", i, len(ids[i]))
+		}
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
