@@ -165,10 +165,13 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
 # measuring P1-P5 side by side with their floors, and Q1, the fleet quota
-# across three worker processes (about 4 minutes more), then the River +
+# across three worker processes (about 4 minutes more), Q2, the fleet's
+# back-pressure under an account's concurrency limit (about 5 minutes
+# more), then the River +
 # Postgres peer when Postgres is installed (make bench-peer, about 7
 # minutes more). bench-quick is CI's smoke check of the same code paths
-# with smaller counts (without Q1 unless -only names it, without the peer):
+# with smaller counts (Q2 as a 30 s smoke; without Q1, T1 and U1 unless
+# -only names them, without the peer):
 # it prints the figures and fails only when one cannot be measured, never
 # on a number. BENCH_FLAGS go to the harness (e.g. -only P1,P5 -dir
 # /tmp/bench -profile /tmp/prof, or -only Q1 for the fleet quota alone).
@@ -176,7 +179,7 @@ BENCH_FLAGS ?=
 
 .PHONY: bench bench-quick bench-peer riverpeer versitygw
 
-bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the fleet quota Q1, tenants T1 and quota utilization U1 (< 35 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the fleet quota Q1, back-pressure Q2, tenants T1 and quota utilization U1 (< 35 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
@@ -186,6 +189,7 @@ bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the fleet qu
 	$(GO) test -run '^$$' -bench 'VideoJobsLimits' -benchtime 400x ./internal/worker
 	$(GO) test -count=1 -run 'TestNATSOperationsPerJob' -v ./internal/worker | grep -v '^=== '
 	$(GO) test -run '^$$' -bench 'HeldTasks' -benchtime 10000x ./internal/worker
+	$(GO) test -run '^$$' -bench 'ComputeLoginsPerDay' -benchtime 30x ./internal/apiclient
 	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
 	@if $(PG_FOUND); then $(MAKE) --no-print-directory bench-peer; else echo "$(PG_MISSING): skipping the River + Postgres peer (make bench-peer)"; fi
 
@@ -194,6 +198,7 @@ bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints t
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
 	$(GO) test -run '^$$' -bench 'VideoJobs$$|HeldTasks' -benchtime 100x ./internal/worker
+	$(GO) test -run '^$$' -bench 'ComputeLoginsPerDay' -benchtime 3x ./internal/apiclient
 	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)
 
 # The River + Postgres peer (BENCHMARKS.md, "sluice and River"): bench/riverpeer

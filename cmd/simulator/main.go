@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,13 +30,16 @@ func main() {
 	accessKey := flag.String("compute-access-key", envOr("SIM_COMPUTE_ACCESS_KEY", devstack.ComputeAccessKey), "compute AK/SK login access key (SIM_COMPUTE_ACCESS_KEY)")
 	secretKey := flag.String("compute-secret-key", envOr("SIM_COMPUTE_SECRET_KEY", devstack.ComputeSecretKey), "compute AK/SK login secret key (SIM_COMPUTE_SECRET_KEY)")
 	letter := flag.Bool("compute-letter", os.Getenv("SIM_COMPUTE_LETTER") == "true", "follow compute-api.md to the letter instead of the platform's behaviour (SIM_COMPUTE_LETTER=true)")
+	mediaLetter := flag.Bool("media-letter", os.Getenv("SIM_MEDIA_LETTER") == "true", "follow media-api.md to the letter instead of the platform's behaviour: video resolutions 768P and 2K only (SIM_MEDIA_LETTER=true)")
 	taskTime := flag.Duration("task-time", 3*time.Second, "how long a media task takes")
+	concurrency := flag.Int("media-concurrency", envInt("SIM_MEDIA_CONCURRENCY"), "media tasks pending or running at once past which a submit is answered 433 with code 10007 (SIM_MEDIA_CONCURRENCY; default 0, no limit)")
 	resultSize := flag.Int64("result-size", 256<<10, "bytes of each media result")
 	runFor := flag.Duration("compute-time", 4*time.Second, "how long a compute job runs")
 	root := flag.String("compute-root", os.Getenv("SIM_COMPUTE_ROOT"), "directory of the compute file tree (SIM_COMPUTE_ROOT; default a temporary one)")
 	flag.Parse()
 
-	media := apisim.NewMedia(apisim.MediaConfig{APIKey: *apiKey, TaskDuration: *taskTime, ResultSize: *resultSize, ResultBaseURL: *baseURL})
+	media := apisim.NewMedia(apisim.MediaConfig{APIKey: *apiKey, TaskDuration: *taskTime, ResultSize: *resultSize, ResultBaseURL: *baseURL,
+		Letter: *mediaLetter, ConcurrencyLimit: *concurrency})
 	compute := apisim.NewCompute(apisim.ComputeConfig{
 		User: *user, Password: *password, OrgID: *org, AccessKey: *accessKey, SecretKey: *secretKey,
 		BaseURL: *baseURL, Letter: *letter,
@@ -63,4 +67,19 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envInt reads a non-negative integer variable (0 when unset); a bad value
+// stops the simulator naming the variable.
+func envInt(name string) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		fmt.Fprintf(os.Stderr, "simulator: %s=%q: want a whole number of 0 or more\n", name, v)
+		os.Exit(2)
+	}
+	return n
 }

@@ -27,7 +27,7 @@ const (
 	// ClassBusy: nothing was learned and nothing was done; ask again
 	// later. A network failure on a repeatable call, 429, 5xx, the
 	// platform's internal error (10001, HTTP 200), an answer that could
-	// not be read, a deadline, an exhausted quota.
+	// not be read, a deadline, an exhausted quota, a concurrency conflict.
 	ClassBusy
 	// ClassRefused: the platform answered no, and asking again gets the
 	// same answer: another 4xx, another error envelope, a rejected token
@@ -74,7 +74,7 @@ func Classify(err error) Class {
 		// A media task route's 404; a compute 404 unwraps to an
 		// *APIError too, and is missing only where a route says so.
 		return ClassMissing
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrQuotaExhausted):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrQuotaExhausted), errors.Is(err, ErrConcurrencyConflict):
 		return ClassBusy
 	case isEnv && env.busy():
 		return ClassBusy

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ type ComputeConfig struct {
 	// upload (burst + merge), and the size of its chunks. Defaults to 0,
 	// never (a single request whatever the size).
 	ChunkSize int64
+	// OnToken, when set, is told of every token the client obtains: "login"
+	// for a token call (AK/SK or token form), "renewal" for a token renewed
+	// through tokens/next. It must not block. Defaults to nil.
+	OnToken func(how string)
 	// Logger receives the client's warnings (a suspended region). Defaults
 	// to a disabled logger.
 	Logger *zerolog.Logger
@@ -169,6 +174,7 @@ type Compute struct {
 	tokMu  sync.Mutex
 	tokens []*tokenState
 	sigs   []string        // the last AK/SK signatures sent, for scrubbing
+	spent  []string        // the last tokens replaced, for scrubbing
 	warned map[string]bool // regions already logged as suspended
 
 	// sessSem serializes session resolution; sessMu guards sessions.
@@ -178,15 +184,40 @@ type Compute struct {
 }
 
 // tokenState is one cached token. worked records that some call succeeded
-// with it, which makes a later error envelope look like expiry. refreshAt,
-// when not zero, is when the token is replaced before a call: shortly
-// before the expireTime its JWT payload carries. confirmedAt is when a
-// refresh last handed this same token back.
+// with it, which makes a later error envelope look like expiry. expires is
+// when it stops working: the expireTime its JWT payload carries, else
+// assumedTokenLife after it was obtained. refreshAt, when not zero, is
+// when the token is renewed before a call (renewAfter of its life).
+// confirmedAt is when a refresh last handed this same token back.
 type tokenState struct {
 	entry       TokenEntry
+	expires     time.Time
 	refreshAt   atomic.Int64 // unix nanoseconds; 0 = none
 	worked      atomic.Bool
 	confirmedAt atomic.Int64 // unix nanoseconds; 0 = never
+}
+
+// assumedTokenLife is the life of a token whose expiry its payload does
+// not say: the platform's tokens last 24 hours (platform-evidence.md
+// section 7).
+const assumedTokenLife = 24 * time.Hour
+
+// renewAfter is the part of a token's life after which it is renewed: a
+// fifth of it left is room for a renewal that fails to fall back to a
+// login well before the token expires.
+const renewAfter = 0.8
+
+// newTokenState is the state of entry obtained at now, its renewal
+// scheduled.
+func newTokenState(entry TokenEntry, now time.Time) *tokenState {
+	st := &tokenState{entry: entry, expires: now.Add(assumedTokenLife)}
+	if exp, ok := jwtExpiry(entry.Token); ok {
+		st.expires = exp
+	}
+	if life := st.expires.Sub(now); life > 0 {
+		st.refreshAt.Store(now.Add(time.Duration(float64(life) * renewAfter)).UnixNano())
+	}
+	return st
 }
 
 // tokenConfirmedFor is how long after a refresh handed the same token
@@ -292,14 +323,103 @@ func (c *Compute) token(ctx context.Context, clusterID string) (*tokenState, err
 	if err != nil {
 		return nil, err
 	}
-	if at := s.refreshAt.Load(); at != 0 && !c.cfg.Now().Before(time.Unix(0, at)) {
+	if s.due(c.cfg.Now()) {
 		// The token still works until its expiry: a failed early
-		// refresh is no reason to fail the call.
-		if fresh, err := c.refresh(ctx, clusterID, s); err == nil {
+		// renewal is no reason to fail the call.
+		if fresh, err := c.refresh(ctx, clusterID, s, true); err == nil {
 			return fresh, nil
 		}
 	}
 	return s, nil
+}
+
+// due reports whether s is to be renewed before a call at now.
+func (s *tokenState) due(now time.Time) bool {
+	at := s.refreshAt.Load()
+	return at != 0 && !now.Before(time.Unix(0, at))
+}
+
+// renewRetry is how long after a failed early renewal (and its login) the
+// token is renewed again: it still works, and the calls sharing it use it
+// meanwhile instead of each asking the token service in turn.
+const renewRetry = time.Minute
+
+// renewToken calls POST {base}/ac/openapi/v2/tokens/next with stale's
+// token and puts the token it answers in stale's place. The answer's data
+// is read liberally: the token as a string, or an object with a token
+// field. The caller holds tokSem.
+func (c *Compute) renewToken(ctx context.Context, stale *tokenState) (*tokenState, error) {
+	h := make(http.Header)
+	h.Set("token", stale.entry.Token)
+	res, err := c.exchange(ctx, nil, &request{
+		op: "renew token", method: http.MethodPost, svc: svcBase,
+		path: "/ac/openapi/v2/tokens/next", header: h, jsonBody: []byte("{}"), class: classIdempotent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var tok string
+	if json.Unmarshal(res.data, &tok) != nil {
+		var obj struct {
+			Token string `json:"token"`
+		}
+		_ = json.Unmarshal(res.data, &obj)
+		tok = obj.Token
+	}
+	switch tok = strings.TrimSpace(tok); tok {
+	case "":
+		return nil, fmt.Errorf("apiclient: compute renew token: %w: data holds no token", ErrMalformedResponse)
+	case stale.entry.Token:
+		// Nothing was renewed: a login replaces it instead of a renewal
+		// asked again at every call until it expires.
+		return nil, fmt.Errorf("apiclient: compute renew token: %w: the answer is the same token", ErrMalformedResponse)
+	}
+	entry := stale.entry
+	entry.Token = tok
+	fresh := newTokenState(entry, c.cfg.Now())
+	c.tokMu.Lock()
+	states := slices.Clone(c.tokens)
+	for i, st := range states {
+		if st == stale {
+			states[i] = fresh
+		}
+	}
+	c.replaceTokens(states)
+	c.tokMu.Unlock()
+	c.obtained("renewal")
+	return fresh, nil
+}
+
+// maxSpent bounds the replaced tokens kept for scrubbing (and the AK/SK
+// signatures): an answer may quote a token a little after it was
+// replaced, not days later.
+const maxSpent = 16
+
+// replaceTokens makes states the cached tokens, keeping every token it
+// drops among the spent ones, so that an error quoting it is still
+// scrubbed. The caller holds tokMu.
+func (c *Compute) replaceTokens(states []*tokenState) {
+	for _, old := range c.tokens {
+		if !slices.ContainsFunc(states, func(st *tokenState) bool { return st.entry.Token == old.entry.Token }) {
+			c.spent = lastOf(append(c.spent, old.entry.Token), maxSpent)
+		}
+	}
+	c.tokens = states
+}
+
+// lastOf keeps the last n entries of list.
+func lastOf(list []string, n int) []string {
+	if len(list) > n {
+		return list[len(list)-n:]
+	}
+	return list
+}
+
+// obtained tells OnToken how a token was obtained.
+func (c *Compute) obtained(how string) {
+	if c.cfg.OnToken != nil {
+		c.cfg.OnToken(how)
+	}
 }
 
 // stateOf returns the token state of the usable region clusterID among
@@ -313,9 +433,12 @@ func stateOf(states []*tokenState, clusterID string) (*tokenState, error) {
 	return nil, fmt.Errorf("%w: cluster id %q is no longer a usable region of the token answer", ErrClusterNotFound, clusterID)
 }
 
-// refresh fetches new tokens unless another caller already replaced stale,
-// and returns the current token of clusterID.
-func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenState) (*tokenState, error) {
+// refresh replaces stale, the token of clusterID, unless another caller
+// already did, and returns the current token of clusterID. A token due
+// for renewal (renew) that has not expired is renewed through tokens/next
+// (that region's token alone, no login); otherwise, or when the renewal
+// fails, a new login fetches every token.
+func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenState, renew bool) (*tokenState, error) {
 	if err := acquire(ctx, c.tokSem); err != nil {
 		return nil, err
 	}
@@ -323,13 +446,25 @@ func (c *Compute) refresh(ctx context.Context, clusterID string, stale *tokenSta
 	c.tokMu.Lock()
 	cached := c.tokens
 	c.tokMu.Unlock()
-	for _, s := range cached {
-		if s.entry.ClusterID == clusterID && s != stale && s.entry.usable() {
-			return s, nil
+	if cur, err := stateOf(cached, clusterID); err == nil && cur != stale {
+		return cur, nil
+	}
+	if renew && !stale.due(c.cfg.Now()) {
+		// A caller before this one just tried and failed.
+		return stale, nil
+	}
+	if renew && c.cfg.Now().Before(stale.expires) {
+		fresh, err := c.renewToken(ctx, stale)
+		if err == nil {
+			return fresh, nil
 		}
+		c.cfg.Logger.Info().Err(err).Str("cluster_id", clusterID).Msg("compute token renewal failed; logging in instead")
 	}
 	states, err := c.fetchTokens(ctx)
 	if err != nil {
+		if renew {
+			stale.refreshAt.Store(c.cfg.Now().Add(renewRetry).UnixNano())
+		}
 		return nil, err
 	}
 	return stateOf(states, clusterID)
@@ -383,6 +518,7 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 		return nil, fmt.Errorf("apiclient: compute tokens: %w: the token answer lists no usable region (suspended: %s)", ErrClusterNotFound, strings.Join(suspended, ", "))
 	}
 	now := c.cfg.Now()
+	defer c.obtained("login")
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	states := make([]*tokenState, len(entries))
@@ -401,19 +537,12 @@ func (c *Compute) fetchTokens(ctx context.Context) ([]*tokenState, error) {
 			}
 		}
 		if states[i] == nil {
-			states[i] = &tokenState{entry: e}
-			if exp, ok := jwtExpiry(e.Token); ok && exp.After(now) {
-				states[i].refreshAt.Store(exp.Add(-refreshMargin(exp.Sub(now))).UnixNano())
-			}
+			states[i] = newTokenState(e, now)
 		}
 	}
-	c.tokens = states
+	c.replaceTokens(states)
 	return states, nil
 }
-
-// refreshMargin is how long before its expiry a token of lifetime life
-// is replaced: a fifth of its life, at most 5 minutes.
-func refreshMargin(life time.Duration) time.Duration { return min(5*time.Minute, life/5) }
 
 // jwtExpiry reads expireTime (milliseconds since the epoch, a string or a
 // number) from the payload of a JWT-shaped token. The signature is not
@@ -457,10 +586,7 @@ func (c *Compute) tokenRequest() *request {
 	ts := strconv.FormatInt(c.cfg.Now().Unix(), 10)
 	sig := SignAKSK(c.cfg.AccessKey, c.cfg.SecretKey, c.cfg.User, ts)
 	c.tokMu.Lock()
-	c.sigs = append(c.sigs, sig)
-	if len(c.sigs) > 8 {
-		c.sigs = c.sigs[len(c.sigs)-8:]
-	}
+	c.sigs = lastOf(append(c.sigs, sig), maxSpent)
 	c.tokMu.Unlock()
 	h.Set("accessKey", c.cfg.AccessKey)
 	h.Set("timestamp", ts)
@@ -506,14 +632,15 @@ func (c *Compute) loginError(err error) error {
 }
 
 // secrets lists what must never appear in an error: the password, the
-// secret key, the AK/SK signatures sent and every token known. The user
-// name is not one: it appears in the user's own paths
-// (/home/<user>/run.sh), which a failed job's message must show.
+// secret key, the AK/SK signatures sent, every token known and the last
+// ones replaced. The user name is not one: it appears in the user's own
+// paths (/home/<user>/run.sh), which a failed job's message must show.
 func (c *Compute) secrets() []string {
 	s := []string{c.cfg.Password, c.cfg.SecretKey}
 	c.tokMu.Lock()
 	defer c.tokMu.Unlock()
 	s = append(s, c.sigs...)
+	s = append(s, c.spent...)
 	for _, t := range c.tokens {
 		s = append(s, t.entry.Token)
 	}

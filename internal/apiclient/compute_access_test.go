@@ -182,7 +182,7 @@ func TestComputeRegionsSkipSuspendedAndPlatform(t *testing.T) {
 	for _, e := range toks {
 		ids = append(ids, e.ClusterID)
 	}
-	if strings.Join(ids, ",") != "1001,1002" {
+	if strings.Join(ids, ",") != "1001,1002,1004" {
 		t.Errorf("usable regions = %v", ids)
 	}
 	if s := b.session(t); s.ClusterID() != "1002" {
@@ -217,8 +217,11 @@ func TestComputeJWTRefreshedBeforeExpiry(t *testing.T) {
 	if _, err := s.Clusters(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.count("requests:" + apisim.EndpointComputeTokens + ":200"); n != 2 {
-		t.Errorf("token calls = %d, want 2 (one refresh ahead of expiry)", n)
+	if n := b.count("requests:" + apisim.EndpointComputeTokens + ":200"); n != 1 {
+		t.Errorf("token calls = %d, want 1: the token is renewed, not replaced by a login", n)
+	}
+	if n := b.count("requests:" + apisim.EndpointComputeTokensNext + ":200"); n != 1 {
+		t.Errorf("renewals = %d, want 1 ahead of expiry", n)
 	}
 	if n := b.count("requests:" + apisim.EndpointComputeCluster + ":401"); n != 0 {
 		t.Errorf("a call met an expired token (%d answers 401)", n)

@@ -219,7 +219,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 			switch {
 			case env.authRejected() && rq.auth && !refreshed:
 				refreshed = true
-				fresh, err := c.refresh(ctx, s.clusterID, tok)
+				fresh, err := c.refresh(ctx, s.clusterID, tok, false)
 				if err != nil {
 					return nil, fmt.Errorf("apiclient: compute %s: token rejected (HTTP %d) and refresh failed: %w", rq.op, env.Status, err)
 				}
@@ -255,11 +255,11 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 				refreshed, tok = true, fresh
 				continue
 			}
-			if rq.auth && !refreshed && tok.expiryPossible(c.cfg.Now()) {
+			if rq.auth && !refreshed && !env.aboutTheThing() && tok.expiryPossible(c.cfg.Now()) {
 				// The token worked before: the error may be its expiry.
 				// A refresh that hands back the same token says it was not.
 				refreshed = true
-				fresh, err := c.refresh(ctx, s.clusterID, tok)
+				fresh, err := c.refresh(ctx, s.clusterID, tok, false)
 				if err != nil {
 					return nil, fmt.Errorf("apiclient: compute %s: error envelope (code %s) and token refresh failed: %w", rq.op, env.Code, err)
 				}
@@ -299,7 +299,7 @@ func (c *Compute) exchange(ctx context.Context, s *ClusterSession, rq *request) 
 func (c *Compute) paidEnvelope(ctx context.Context, s *ClusterSession, rq *request, tok *tokenState, env *EnvelopeError, refreshed bool) (*tokenState, error) {
 	switch {
 	case env.saysTokenRejected() && rq.auth && !refreshed:
-		fresh, err := c.refresh(ctx, s.clusterID, tok)
+		fresh, err := c.refresh(ctx, s.clusterID, tok, false)
 		if err != nil {
 			return nil, fmt.Errorf("apiclient: compute %s: token refused (code %s) and refresh failed: %w", rq.op, env.Code, err)
 		}

@@ -67,7 +67,7 @@ func (s *ClusterSession) Download(ctx context.Context, path string) (io.ReadClos
 		stream: true,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fileError(err, path)
 	}
 	return res.body, nil
 }

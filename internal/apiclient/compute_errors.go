@@ -32,7 +32,62 @@ var (
 	// ErrNoServiceURL is returned when the center lists no enabled address
 	// for a service (efileUrls or hpcUrls).
 	ErrNoServiceURL = errors.New("apiclient: center lists no enabled address")
+
+	// ErrFileExists, ErrFileMissing, ErrNoPermission and ErrStorageFull
+	// are matched by a file call's error envelope with the platform's
+	// file codes 911021 (exists, an upload with uncover), 911020
+	// (missing), 911030 (no permission) and 911501 (storage full)
+	// (platform-evidence.md section 7). The file calls put the words in
+	// front of the envelope, naming the path (fileError).
+	ErrFileExists   = errors.New("apiclient: file exists")
+	ErrFileMissing  = errors.New("apiclient: file missing")
+	ErrNoPermission = errors.New("apiclient: no permission on the path")
+	ErrStorageFull  = errors.New("apiclient: storage full")
 )
+
+// fileCodes maps the platform's file codes to their named errors.
+var fileCodes = map[string]error{
+	"911021": ErrFileExists,
+	"911020": ErrFileMissing,
+	"911030": ErrNoPermission,
+	"911501": ErrStorageFull,
+}
+
+// Is matches the named error of the answer's file code, if any.
+func (e *EnvelopeError) Is(target error) bool {
+	named, ok := fileCodes[e.Code]
+	return ok && named == target
+}
+
+// aboutTheThing reports whether the answer's code is about the thing
+// asked for (a file code), which a token's expiry never answers: no login
+// is tried for it.
+func (e *EnvelopeError) aboutTheThing() bool {
+	_, ok := fileCodes[e.Code]
+	return ok
+}
+
+// fileError puts in front of err, a file call's failure about path p, the
+// words its file code means, so that a user reads "no permission on
+// /public/home/u/in" rather than a code; any other error is returned as
+// it is.
+func fileError(err error, p string) error {
+	env, ok := errors.AsType[*EnvelopeError](err)
+	if !ok {
+		return err
+	}
+	switch fileCodes[env.Code] {
+	case ErrFileExists:
+		return fmt.Errorf("file exists: %s: %w", p, err)
+	case ErrFileMissing:
+		return fmt.Errorf("file missing: %s: %w", p, err)
+	case ErrNoPermission:
+		return fmt.Errorf("no permission on %s: %w", p, err)
+	case ErrStorageFull:
+		return fmt.Errorf("storage full (writing %s): %w", p, err)
+	}
+	return err
+}
 
 // EnvelopeError is a failed compute platform call: a non-2xx HTTP answer
 // (with or without an envelope) or a 2xx answer whose envelope code is not

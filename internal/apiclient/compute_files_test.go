@@ -48,8 +48,8 @@ func TestComputeUploadDownload(t *testing.T) {
 	t.Run("no cover keeps an existing file", func(t *testing.T) {
 		err := s.Upload(ctx, "/public/home/alice/in", "data.txt", false, computeOpen("second"))
 		env, ok := errors.AsType[*apiclient.EnvelopeError](err)
-		if !ok || env.Code != apisim.ComputeCodeExists {
-			t.Fatalf("err = %v, want code %s", err, apisim.ComputeCodeExists)
+		if !ok || env.Code != apisim.ComputeCodeFileExists || !errors.Is(err, apiclient.ErrFileExists) {
+			t.Fatalf("err = %v, want code %s", err, apisim.ComputeCodeFileExists)
 		}
 	})
 	t.Run("cover overwrites", func(t *testing.T) {
@@ -86,8 +86,8 @@ func TestComputeUploadDownload(t *testing.T) {
 	t.Run("missing file is an error, not content", func(t *testing.T) {
 		_, err := s.Download(ctx, "/public/home/alice/nope.txt")
 		env, ok := errors.AsType[*apiclient.EnvelopeError](err)
-		if !ok || env.Code != apisim.ComputeCodeNotFound || env.Status != http.StatusOK {
-			t.Fatalf("err = %v, want an envelope error %s", err, apisim.ComputeCodeNotFound)
+		if !ok || env.Code != apisim.ComputeCodeFileMissing || env.Status != http.StatusOK || !errors.Is(err, apiclient.ErrFileMissing) {
+			t.Fatalf("err = %v, want an envelope error %s", err, apisim.ComputeCodeFileMissing)
 		}
 	})
 	t.Run("bad arguments", func(t *testing.T) {

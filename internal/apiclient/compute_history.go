@@ -117,8 +117,7 @@ func (h *HistoryRecord) Detail() *JobDetail {
 		OutputPath: h.Stdout, ErrorPath: h.Stderr, JobManagerID: h.JobManagerID, Reason: h.Reason,
 	}
 	if h.Walltime > 0 {
-		s := h.Walltime
-		d.WalltimeReq = fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+		d.WalltimeReq = FormatWallTime(time.Duration(h.Walltime) * time.Second)
 	}
 	if classify(h.JobState) == stExiting && !present(d.JobEndTime) {
 		end := cmp.Or(h.AcctTime, "exited")
@@ -141,13 +140,11 @@ type HistoryQuery struct {
 }
 
 func (s *ClusterSession) historyDefaults(ctx context.Context, q HistoryQuery) (HistoryQuery, error) {
-	if q.SchedulerID == "" {
-		id, err := s.SchedulerID(ctx)
-		if err != nil {
-			return q, err
-		}
-		q.SchedulerID = id
+	id, err := s.schedulerOr(ctx, q.SchedulerID)
+	if err != nil {
+		return q, err
 	}
+	q.SchedulerID = id
 	if q.Until.IsZero() {
 		q.Until = s.c.cfg.Now().Add(time.Hour)
 	}
@@ -381,15 +378,12 @@ func (j *JobSummary) UnmarshalJSON(b []byte) error {
 // SchedulerID(ctx). Errors match ErrNotSupported where the platform has no
 // job list.
 func (s *ClusterSession) Jobs(ctx context.Context, schedulerID string) ([]JobSummary, error) {
-	if schedulerID == "" {
-		id, err := s.SchedulerID(ctx)
-		if err != nil {
-			return nil, err
-		}
-		schedulerID = id
+	schedulerID, err := s.schedulerOr(ctx, schedulerID)
+	if err != nil {
+		return nil, err
 	}
 	var out []JobSummary
-	err := s.walkList(ctx, "job list", "/hpc/openapi/v2/jobs", url.Values{"strClusterIDList": {schedulerID}}, func(item json.RawMessage) error {
+	err = s.walkList(ctx, "job list", "/hpc/openapi/v2/jobs", url.Values{"strClusterIDList": {schedulerID}}, func(item json.RawMessage) error {
 		var j JobSummary
 		if err := json.Unmarshal(item, &j); err != nil {
 			return err

@@ -26,7 +26,8 @@ import (
 // job may exist, and the caller must not submit it again blindly.
 //
 // Errors: ErrInvalidArgument naming the argument, ErrAmbiguous,
-// *EnvelopeError (the platform refused the job), network errors (nothing
+// *EnvelopeError (the platform refused the job; also matching ErrMinGRES
+// when its scheduler wants more DCUs or GPUs), network errors (nothing
 // was sent).
 func (s *ClusterSession) SubmitJob(ctx context.Context, templateType, templateName string, req JobRequest) (jobID string, err error) {
 	if err := checkSegment("templateType", templateType); err != nil {
@@ -57,7 +58,7 @@ func (s *ClusterSession) SubmitJob(ctx context.Context, templateType, templateNa
 	}
 	res, err := s.c.exchange(ctx, s, rq)
 	if err != nil {
-		return "", err
+		return "", submitError(err)
 	}
 	id, err := lenientString(res.data)
 	if err != nil || strings.TrimSpace(id) == "" {

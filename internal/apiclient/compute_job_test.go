@@ -282,7 +282,7 @@ func TestComputeJobFlow(t *testing.T) {
 	ctx := context.Background()
 
 	toks, err := b.client.Tokens(ctx)
-	if err != nil || len(toks) != 2 {
+	if err != nil || len(toks) != 3 {
 		t.Fatalf("Tokens = %v, %v", toks, err)
 	}
 	s, err := b.client.Cluster(ctx, "cluster-a")

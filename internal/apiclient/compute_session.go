@@ -25,6 +25,9 @@ type ClusterSession struct {
 	center      Center
 	efile, hpc  *serviceURLs
 	ai          *serviceURLs // nil when the center lists no container service
+	// noAISince and noAIUntil (unix nanoseconds, 0 = never) remember the
+	// gateway's 404 to the container probe (see probeAI).
+	noAISince, noAIUntil atomic.Int64
 
 	schedMu sync.Mutex
 	schedID string
@@ -144,6 +147,14 @@ func (s *ClusterSession) SchedulerID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
+// schedulerOr returns id, or SchedulerID(ctx) when id is empty.
+func (s *ClusterSession) schedulerOr(ctx context.Context, id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	return s.SchedulerID(ctx)
+}
+
 // Queues lists the queues userName may use on scheduler schedulerID. An
 // empty userName means UserName(), an empty schedulerID means
 // SchedulerID(ctx). Retried on network errors, 429 and 5xx.
@@ -154,12 +165,9 @@ func (s *ClusterSession) Queues(ctx context.Context, userName, schedulerID strin
 	if userName == "" {
 		return nil, invalidArg("userName", "is required (the center names no user)")
 	}
-	if schedulerID == "" {
-		id, err := s.SchedulerID(ctx)
-		if err != nil {
-			return nil, err
-		}
-		schedulerID = id
+	schedulerID, err := s.schedulerOr(ctx, schedulerID)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.c.exchange(ctx, s, &request{
 		op: "queues", method: http.MethodGet, svc: svcHPC, auth: true,

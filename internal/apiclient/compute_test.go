@@ -184,7 +184,7 @@ func TestComputeTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(toks) != 2 || toks[0].ClusterName != "cluster-a" || toks[0].ClusterID != "1001" ||
+		if len(toks) != 3 || toks[0].ClusterName != "cluster-a" || toks[0].ClusterID != "1001" ||
 			toks[1].ClusterName != "cluster-b" || toks[1].ClusterID != "1002" || toks[0].Token == "" {
 			t.Fatalf("tokens = %v", toks)
 		}
@@ -286,7 +286,7 @@ func TestComputeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(queues) != 2 || queues[0].QueueName != "debug" || queues[1].QueMaxWalltime != "72:00:00" {
+	if len(queues) != 3 || queues[0].QueueName != "debug" || queues[1].QueMaxWalltime != "72:00:00" {
 		t.Errorf("queues = %+v", queues)
 	}
 

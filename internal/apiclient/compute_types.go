@@ -62,7 +62,8 @@ type Cluster struct {
 	JobManagerPort string `json:"JobManagerPort"`
 }
 
-// Queue is one element of the user queues response (2.4); all strings.
+// Queue is one element of the user queues response (2.4) and of the queue
+// limits (QueueLimits, which adds queMinNodect); all strings.
 type Queue struct {
 	QueueName      string `json:"queueName"`
 	ID             string `json:"id"`
@@ -76,6 +77,7 @@ type Queue struct {
 	QueMaxNdcus    string `json:"queMaxNdcus"`
 	QueMaxNmlus    string `json:"queMaxNmlus"`
 	QueMaxNodect   string `json:"queMaxNodect"`
+	QueMinNodect   string `json:"queMinNodect"`
 	QueMaxPPN      string `json:"queMaxPPN"`
 	QueMaxGpuPN    string `json:"queMaxGpuPN"`
 	QueMaxDcuPN    string `json:"queMaxDcuPN"`

@@ -159,9 +159,13 @@ type Sizer interface{ Size() int64 }
 // error of the source is returned at once, never retried.
 //
 // dir must be an absolute path; fileName a plain name without a slash.
-// Errors: ErrInvalidArgument naming the argument, *EnvelopeError, network
-// errors.
+// Errors: ErrInvalidArgument naming the argument, *EnvelopeError (matching
+// the named errors of the file codes, see fileError), network errors.
 func (s *ClusterSession) Upload(ctx context.Context, dir, fileName string, cover bool, open func() (io.ReadCloser, error)) error {
+	return fileError(s.upload(ctx, dir, fileName, cover, open), strings.TrimSuffix(dir, "/")+"/"+fileName)
+}
+
+func (s *ClusterSession) upload(ctx context.Context, dir, fileName string, cover bool, open func() (io.ReadCloser, error)) error {
 	switch {
 	case dir == "":
 		return invalidArg("dir", "is required")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // This file is the client of the platform's container service
@@ -119,6 +120,31 @@ func (s *ClusterSession) aiCall(ctx context.Context, rq *request) (*result, erro
 	return res, err
 }
 
+// probeAI runs rq, the call that asks a region's container service first
+// for a job (the node resource quota, which names no instance), through
+// aiCall. Its 404 is remembered for noAIFor: the next jobs' probes fail at
+// once, without a request. Only the probe reads or sets it: a 404 to one
+// instance's detail or delete may mean that instance is gone, and a
+// delete must never be skipped on a remembered answer.
+func (s *ClusterSession) probeAI(ctx context.Context, rq *request) (*result, error) {
+	now := s.c.cfg.Now()
+	if until := s.noAIUntil.Load(); until != 0 && now.Before(time.Unix(0, until)) {
+		return nil, fmt.Errorf("apiclient: compute %s: %w (the gateway of region %s answered HTTP 404 to /ai/ at %s)", rq.op, ErrNoContainerService, s.clusterName, time.Unix(0, s.noAISince.Load()).UTC().Format(time.RFC3339))
+	}
+	res, err := s.aiCall(ctx, rq)
+	if s.ai != nil && errors.Is(err, ErrNoContainerService) {
+		s.noAISince.Store(now.UnixNano())
+		s.noAIUntil.Store(now.Add(noAIFor).UnixNano())
+	}
+	return res, err
+}
+
+// noAIFor is how long a region whose gateway answered 404 to the probe
+// is taken to have no container service: long enough that a queue of
+// container jobs for it fails without a request each, short enough that
+// a service added later is found.
+const noAIFor = 10 * time.Minute
+
 // NodeResources fetches the node resource quota of resourceGroup for
 // acceleratorType (GET .../instance-service/resources). Retried like any
 // read. The answer's shape is read liberally: an object, or a list whose
@@ -127,7 +153,7 @@ func (s *ClusterSession) NodeResources(ctx context.Context, acceleratorType, res
 	if acceleratorType == "" || resourceGroup == "" {
 		return nil, invalidArg("acceleratorType, resourceGroup", "are required")
 	}
-	res, err := s.aiCall(ctx, &request{
+	res, err := s.probeAI(ctx, &request{
 		op: "container resources", method: http.MethodGet,
 		path:  instancePath + "/resources",
 		query: url.Values{"acceleratorType": {acceleratorType}, "resourceGroup": {resourceGroup}},

@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,14 @@ var (
 	// answer is the same) nor permanent (the quota comes back): the
 	// caller retries after minutes, within a bound of its own.
 	ErrQuotaExhausted = errors.New("apiclient: upstream quota exhausted")
+
+	// ErrConcurrencyConflict is matched by an *APIError with HTTP status
+	// 433 whose code is 10007 or whose message speaks of concurrency: the
+	// media API's answer to a submit over the account's limit of tasks at
+	// once (platform-evidence.md section 6). Nothing was created and the
+	// limit frees as tasks end: the caller retries within seconds and
+	// sends fewer at once. Such an answer does not match ErrQuotaExhausted.
+	ErrConcurrencyConflict = errors.New("apiclient: upstream concurrency conflict")
 
 	// ErrMalformedResponse marks a response body that was truncated or did
 	// not have the documented shape.
@@ -109,7 +118,8 @@ func (e *APIError) Error() string {
 
 // Is reports whether e is described by target: ErrTaskTerminal for
 // invalid_task_status, ErrTaskNotFound for 404, ErrUnauthorized for 401 and
-// 403, ErrQuotaExhausted for 433.
+// 403, ErrConcurrencyConflict for a 433 that speaks of concurrency and
+// ErrQuotaExhausted for any other 433.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrTaskTerminal:
@@ -119,9 +129,24 @@ func (e *APIError) Is(target error) bool {
 	case ErrUnauthorized:
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	case ErrQuotaExhausted:
-		return e.Status == StatusQuotaExhausted
+		return e.Status == StatusQuotaExhausted && !e.concurrency()
+	case ErrConcurrencyConflict:
+		return e.Status == StatusQuotaExhausted && e.concurrency()
 	}
 	return false
+}
+
+// ConcurrencyConflictCode is the code of the media API's 433 answer to too
+// many tasks at once. The compute platform lists the same code as "user
+// frozen" (platform-evidence.md section 4), which is why only a media 433
+// (an *APIError: the compute client's errors are envelopes) reads it so.
+const ConcurrencyConflictCode = "10007"
+
+// concurrency reports whether the answer speaks of the account's limit of
+// tasks at once rather than its daily quota: code 10007, or a message
+// naming concurrency (liberal: one client's code shows the answer).
+func (e *APIError) concurrency() bool {
+	return e.Code == ConcurrencyConflictCode || strings.Contains(strings.ToLower(e.Message), "concurren")
 }
 
 // StatusQuotaExhausted is the media API's non-standard HTTP status for an
@@ -193,6 +218,12 @@ type errorBody struct {
 		Code    looseString `json:"code"`
 	} `json:"error"`
 	RequestID looseString `json:"request_id"`
+	// Code and Msg (or Message) at the top level are the platform's own
+	// envelope, which its 433 answers carry (platform-evidence.md
+	// section 6): {"code":"10007","msg":"Concurrency conflict for request"}.
+	Code    looseString `json:"code"`
+	Msg     looseString `json:"msg"`
+	Message looseString `json:"message"`
 }
 
 // looseString decodes a JSON string, number or boolean as its text and null
@@ -234,11 +265,18 @@ func newAPIError(status int, h http.Header, body []byte, now time.Time, secrets 
 		e.RetryAfter = d
 	}
 	var eb errorBody
-	if err := json.Unmarshal(body, &eb); err == nil && eb.Error != nil {
+	read := json.Unmarshal(body, &eb) == nil
+	if read && eb.Error != nil {
 		e.Type = scrub(string(eb.Error.Type), secrets...)
 		e.Code = scrub(string(eb.Error.Code), secrets...)
 		e.Param = scrub(string(eb.Error.Param), secrets...)
 		e.Message = scrub(string(eb.Error.Message), secrets...)
+		e.RequestID = scrub(string(eb.RequestID), secrets...)
+		return e
+	}
+	if read && eb.Code != "" {
+		e.Code = scrub(string(eb.Code), secrets...)
+		e.Message = scrub(string(cmp.Or(eb.Msg, eb.Message)), secrets...)
 		e.RequestID = scrub(string(eb.RequestID), secrets...)
 		return e
 	}

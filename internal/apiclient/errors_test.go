@@ -39,6 +39,12 @@ func TestNewAPIError(t *testing.T) {
 			APIError{Status: 500, Message: `{"message":"boom"}`}},
 		{"error of wrong type", 500, nil, `{"error":"boom"}`,
 			APIError{Status: 500, Message: `{"error":"boom"}`}},
+		{"platform envelope, code a string", 433, nil, `{"code":"10007","msg":"Concurrency conflict for request"}`,
+			APIError{Status: 433, Code: "10007", Message: "Concurrency conflict for request"}},
+		{"platform envelope, code a number", 433, nil, `{"code":10007,"msg":"Concurrency conflict for request","request_id":"r-3"}`,
+			APIError{Status: 433, Code: "10007", Message: "Concurrency conflict for request", RequestID: "r-3"}},
+		{"platform envelope, message", 433, nil, `{"code":"10007","message":"too many at once"}`,
+			APIError{Status: 433, Code: "10007", Message: "too many at once"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +103,7 @@ func TestErrorClasses(t *testing.T) {
 		{"404", api(404, 0), false, true, 0},
 		{"422", api(422, 0), false, true, 0},
 		{"433 quota exhausted", api(433, time.Second), false, false, 0},
+		{"433 concurrency conflict", fmt.Errorf("op: %w", &APIError{Status: 433, Code: "10007"}), false, false, 0},
 		{"307 redirect", api(307, 0), false, true, 0},
 		{"network", fmt.Errorf("get: %w", netErr), true, false, 0},
 		{"unexpected EOF", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false, 0},
@@ -141,6 +148,15 @@ func TestAPIErrorIs(t *testing.T) {
 		{&APIError{Status: 500}, ErrAmbiguous, false},
 		{&APIError{Status: 433}, ErrQuotaExhausted, true},
 		{&APIError{Status: 429}, ErrQuotaExhausted, false},
+		{&APIError{Status: 433, Code: "10007"}, ErrConcurrencyConflict, true},
+		{&APIError{Status: 433, Code: "10007"}, ErrQuotaExhausted, false},
+		{&APIError{Status: 433, Message: "Concurrency conflict for request"}, ErrConcurrencyConflict, true},
+		{&APIError{Status: 433, Message: "Concurrency conflict for request"}, ErrQuotaExhausted, false},
+		{&APIError{Status: 433, Message: "too many concurrent tasks"}, ErrConcurrencyConflict, true},
+		{&APIError{Status: 433, Code: "quota_exhausted", Message: "one run per model per day"}, ErrConcurrencyConflict, false},
+		{&APIError{Status: 433, Code: "quota_exhausted", Message: "one run per model per day"}, ErrQuotaExhausted, true},
+		{&APIError{Status: 429, Code: "10007"}, ErrConcurrencyConflict, false},
+		{&APIError{Status: 200, Code: "10007"}, ErrConcurrencyConflict, false},
 	}
 	for _, tt := range tests {
 		if got := errors.Is(fmt.Errorf("wrapped: %w", tt.err), tt.target); got != tt.want {

@@ -421,3 +421,34 @@ func TestMediaSubmitQuotaExhausted(t *testing.T) {
 		t.Errorf("%d submit requests, want 1", n)
 	}
 }
+
+// TestMediaSubmitConcurrencyConflict: a submit answered 433 with code
+// 10007 (too many tasks at once, platform-evidence.md section 6) created
+// nothing and is not retried by the client: it is ErrConcurrencyConflict,
+// not ErrQuotaExhausted, neither transient nor permanent, and keeps
+// upstream's code and message.
+func TestMediaSubmitConcurrencyConflict(t *testing.T) {
+	t.Parallel()
+	b := setupMedia(t, nil)
+	b.sim.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{ConcurrencyRate: 1})
+	_, err := b.client.SubmitVideo(t.Context(), videoReq("too many at once"))
+	noSecret(t, err)
+	if !errors.Is(err, apiclient.ErrConcurrencyConflict) || errors.Is(err, apiclient.ErrQuotaExhausted) || errors.Is(err, apiclient.ErrAmbiguous) {
+		t.Fatalf("err %v, want ErrConcurrencyConflict only", err)
+	}
+	if apiclient.IsTransient(err) || apiclient.IsPermanent(err) {
+		t.Errorf("433/10007 classified transient=%v permanent=%v", apiclient.IsTransient(err), apiclient.IsPermanent(err))
+	}
+	if c := apiclient.Classify(err); c != apiclient.ClassBusy {
+		t.Errorf("class %s, want busy", c)
+	}
+	if ae, ok := errors.AsType[*apiclient.APIError](err); !ok || ae.Code != apisim.ConcurrencyConflictCode || ae.Message != apisim.ConcurrencyConflictMessage {
+		t.Errorf("err %v, want upstream's code %s and message %q", err, apisim.ConcurrencyConflictCode, apisim.ConcurrencyConflictMessage)
+	}
+	if n := b.sim.SubmitCount("too many at once"); n != 0 {
+		t.Errorf("SubmitCount %d, want 0", n)
+	}
+	if n := b.sim.Counters().Requests(apisim.EndpointVideoSubmit); n != 1 {
+		t.Errorf("%d submit requests, want 1", n)
+	}
+}

@@ -13,6 +13,7 @@ var routes = []struct{ method, path string }{
 	{"GET", "/api/llm/v1/tasks/{task_id}"},
 	{"POST", "/api/llm/v1/tasks/{task_id}/cancel"},
 	{"POST", "/ac/openapi/v2/tokens"},
+	{"POST", "/ac/openapi/v2/tokens/next"},
 	{"GET", "/ac/openapi/v2/center"},
 	{"POST", "/efile/openapi/v2/file/upload"},
 	{"GET", "/efile/openapi/v2/file/download"},

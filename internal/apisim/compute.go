@@ -35,6 +35,11 @@ const (
 	EndpointComputeMerge = "compute.merge"
 	// EndpointComputeList lists a directory (platform mode only).
 	EndpointComputeList = "compute.list"
+	// EndpointComputeLimits answers each queue's limits (platform mode
+	// only).
+	EndpointComputeLimits = "compute.limits"
+	// EndpointComputeTokensNext renews a token (platform mode only).
+	EndpointComputeTokensNext = "compute.tokens.next"
 )
 
 // Envelope codes the compute simulator answers with. The platform's own
@@ -68,7 +73,20 @@ const (
 	// ComputeCodeCheckFailed is the platform's "check failed" (HTTP 200):
 	// the AK/SK login's user, access key or signature is wrong.
 	ComputeCodeCheckFailed = "10009"
+	// The platform's file codes (platform-evidence.md section 7; HTTP
+	// 200): a file missing (a download, platform mode), a file that
+	// exists (an upload with uncover, platform mode), no permission on
+	// the path (DenyFiles) and storage full (SetStorageFull).
+	ComputeCodeFileMissing  = "911020"
+	ComputeCodeFileExists   = "911021"
+	ComputeCodeNoPermission = "911030"
+	ComputeCodeStorageFull  = "911501"
 )
+
+// ComputeRegionNoAI is the region (id "1004", platform mode) whose center
+// lists a container service address but whose gateway answers HTTP 404
+// to every /ai/ path, as one of the platform's regions does.
+const ComputeRegionNoAI = "cluster-d"
 
 // ComputeConfig configures the compute platform simulator. Fields are in a
 // stable order.
@@ -83,8 +101,9 @@ type ComputeConfig struct {
 	AccessKey, SecretKey string
 	// TokenLifetime is how long a token stays valid (platform mode): its
 	// JWT payload carries the expireTime, an expired token answers 401,
-	// and a login hands out a new token once half of it has passed.
-	// Defaults to 12h.
+	// a login hands out a new token once half of it has passed, and
+	// POST /ac/openapi/v2/tokens/next renews a token that has not
+	// expired yet. Defaults to 24h, the platform's.
 	TokenLifetime time.Duration
 	// BaseURL is the scheme://host[:port] the center lists as efile and
 	// hpc address. Defaults to "", which builds it from the request's Host
@@ -121,7 +140,8 @@ type ComputeConfig struct {
 	// the real platform differs from it (spec/platform-evidence.md): center
 	// URLs without their service segment, a token answer holding only
 	// usable clusters and no AK/SK login, finished jobs that stay in the
-	// realtime job detail, no history, cancel or chunked upload. Defaults
+	// realtime job detail, no history, cancel, chunked upload or queue
+	// limits (userquotas/queues). Defaults
 	// to false: the simulator behaves like the platform.
 	Letter bool
 	// StateFile, when set, is where the simulator keeps its jobs (and the
@@ -134,7 +154,7 @@ type ComputeConfig struct {
 func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.QueuedFor = cmp.Or(c.QueuedFor, time.Second)
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
-	c.TokenLifetime = cmp.Or(c.TokenLifetime, 12*time.Hour)
+	c.TokenLifetime = cmp.Or(c.TokenLifetime, 24*time.Hour)
 	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -151,27 +171,47 @@ type simCluster struct {
 	tokenUses   int
 	issuedAt    time.Time // when token was handed out
 	suspended   bool      // platform mode: listed with token null
+	noAI        bool      // platform mode: /ai/ paths answer 404
+	noImages    map[string]bool
 	queues      []simQueue
 	schedName   string
 	managerAddr string
 }
 
-// simQueue is one queue and its limits.
+// simQueue is one queue and its limits; a zero maxGPUPN or maxDCUPN
+// means the queue has no such cards. minDCUs is the scheduler's minimum
+// of DCUs per job (QOSMinGRES), which the limits answer does not show.
 type simQueue struct {
 	name     string
 	maxNodes int
 	maxPPN   int
 	maxWall  time.Duration
+	maxGPUPN int
+	maxDCUPN int
+	minDCUs  int
 }
 
 // Compute simulates the compute platform (spec/compute-api.md): tokens for
 // two clusters ("cluster-a" id "1001" with scheduler 2001, "cluster-b" id
-// "1002" with scheduler 2002, both with queues "debug" and "normal"; in
-// platform mode also the suspended "cluster-c" id "1003" with token null
-// and the platform's own entry "0"/"ac", see ComputeConfig.Letter), the
-// center, file upload and download on a real directory tree, the cluster
-// and queue lists, job submission (template BASIC/BASE) and job details.
-// Safe for concurrent use.
+// "1002" with scheduler 2002, both with queues "debug", "normal" and
+// "dcu"; in platform mode also the suspended "cluster-c" id "1003" with
+// token null, ComputeRegionNoAI "cluster-d" id "1004" without a container
+// service behind its gateway, and the platform's own entry "0"/"ac", see
+// ComputeConfig.Letter), the center, file upload and download on a real
+// directory tree, the cluster and queue lists, the queues' limits
+// (platform mode: GET .../userquotas/queues?strJobManagerID=), job
+// submission (template BASIC/BASE) and job details. Safe for concurrent
+// use.
+//
+// # Queues
+//
+// debug takes 1-2 nodes of at most 32 cores for 30 minutes; normal 1-16
+// nodes of at most 64 cores and 4 GPUs for 72 hours; dcu 1-4 nodes of at
+// most 32 cores and 4 DCUs for 24 hours, and, like some DCU queues of the
+// platform, refuses a job without a DCU (GAP_NDCU >= 1) with the
+// scheduler's QOSMinGRES in msg, a minimum its limits do not show. A
+// submit over a queue's limits answers HTTP 200 with ComputeCodeInvalid
+// and a message naming the key and the limit: nothing is created.
 //
 // Failure shapes (the platform's are not documented): bad credentials
 // and bad tokens answer HTTP 401 with an error envelope; every other
@@ -258,7 +298,13 @@ type Compute struct {
 	platTok  string   // platform mode: the platform's own token ("0"/"ac")
 	uploads  map[string]*chunkedUpload
 	ctr      *containerSim // platform mode: the container service
-	busy     busyAnswers   // requests to answer busy (AnswerBusy)
+	// fileMu guards full and denied apart from mu, which a merge holds
+	// while it places its file.
+	fileMu sync.Mutex
+	full   bool           // every write answers storage full
+	fullAt map[string]int // files whose writes answer storage full: refusals
+	denied []string       // paths (and all below) without permission
+	busy   busyAnswers    // requests to answer busy (AnswerBusy)
 	// saved is the state file's content, rewritten in part by the jobs
 	// (under mu) and by the container service (under ctr.mu); its own
 	// lock is taken last.
@@ -289,12 +335,14 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		{id: "1002", name: "cluster-b", schedID: 2002, schedType: "PBS", schedName: "pbs-b", managerAddr: "10.0.0.12", queues: defaultQueues()},
 	}
 	if !c.cfg.Letter {
-		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true})
+		c.clusters = append(c.clusters, &simCluster{id: "1003", name: "cluster-c", suspended: true},
+			&simCluster{id: "1004", name: ComputeRegionNoAI, schedID: 2004, schedType: "SLURM", schedName: "slurm-d", managerAddr: "10.0.0.14", queues: defaultQueues(), noAI: true})
 	}
 	mux := http.NewServeMux()
 	c.handle(mux, "POST /ac/openapi/v2/tokens", EndpointComputeTokens, c.tokens)
 	if !c.cfg.Letter {
 		c.handle(mux, "POST /api/user/v3/tokens", EndpointComputeAKSK, c.akskTokens)
+		c.handle(mux, "POST /ac/openapi/v2/tokens/next", EndpointComputeTokensNext, c.renewToken)
 		c.handle(mux, "POST /efile/openapi/v2/file/burst", EndpointComputeBurst, c.burst)
 		c.handle(mux, "POST /efile/openapi/v2/file/merge", EndpointComputeMerge, c.merge)
 		c.handle(mux, "GET /efile/openapi/v2/file/list", EndpointComputeList, c.listFiles)
@@ -305,6 +353,9 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	c.handle(mux, "GET /efile/openapi/v2/file/download", EndpointComputeDownload, c.download)
 	c.handle(mux, "GET /hpc/openapi/v2/cluster", EndpointComputeCluster, c.cluster)
 	c.handle(mux, "GET /hpc/openapi/v2/queuenames/users/{user}", EndpointComputeQueues, c.queues)
+	if !c.cfg.Letter {
+		c.handle(mux, "GET /hpc/openapi/v2/userquotas/queues", EndpointComputeLimits, c.queueLimits)
+	}
 	c.handle(mux, "POST /hpc/openapi/v2/apptemplates/{type}/{name}/job", EndpointComputeSubmit, c.submit)
 	c.handle(mux, "GET /hpc/openapi/v2/jobs/{id}", EndpointComputeJob, c.job)
 	if !c.cfg.Letter {
@@ -318,7 +369,8 @@ func NewCompute(cfg ComputeConfig) *Compute {
 func defaultQueues() []simQueue {
 	return []simQueue{
 		{name: "debug", maxNodes: 2, maxPPN: 32, maxWall: 30 * time.Minute},
-		{name: "normal", maxNodes: 16, maxPPN: 64, maxWall: 72 * time.Hour},
+		{name: "normal", maxNodes: 16, maxPPN: 64, maxWall: 72 * time.Hour, maxGPUPN: 4},
+		{name: "dcu", maxNodes: 4, maxPPN: 32, maxWall: 24 * time.Hour, maxDCUPN: 4, minDCUs: 1},
 	}
 }
 
@@ -503,6 +555,33 @@ func (c *Compute) issueTokens() []map[string]any {
 	return out
 }
 
+// renewToken answers POST /ac/openapi/v2/tokens/next (platform mode,
+// platform-evidence.md section 7): the token header's token, if it has
+// not expired, is replaced by a new one of a full lifetime, the answer's
+// data; an expired, replaced or unknown token answers 401: only a new
+// login works then.
+func (c *Compute) renewToken(w http.ResponseWriter, r *http.Request) {
+	tok := r.Header.Get("token")
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tok != "" && tok == c.platTok {
+		c.platTok = c.newToken("0", now)
+		c.issued = append(c.issued, c.platTok)
+		writeOK(w, c.platTok)
+		return
+	}
+	for _, cl := range c.clusters {
+		if tok != "" && tok == cl.token && c.tokenUsable(cl, now) {
+			cl.token, cl.tokenUses, cl.issuedAt = c.newToken(cl.id, now), 0, now
+			c.issued = append(c.issued, cl.token)
+			writeOK(w, cl.token)
+			return
+		}
+	}
+	writeEnvelopeError(w, http.StatusUnauthorized, ComputeCodeBadToken, "token is missing, invalid or expired: log in again")
+}
+
 func credOK(want, got string) bool { return got != "" && (want == "" || want == got) }
 
 // authorize checks the token header, counts one use, and returns the
@@ -619,18 +698,42 @@ func (c *Compute) queues(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "user_name "+strconv.Quote(user)+" is not a user of this cluster")
 		return
 	}
+	c.writeQueues(w, r, cl)
+}
+
+// queueLimits answers GET .../userquotas/queues?strJobManagerID=: each
+// queue's limits (platform-evidence.md section 7), as the user queues
+// answer gives them.
+func (c *Compute) queueLimits(w http.ResponseWriter, r *http.Request) {
+	cl, ok := c.authorize(w, r)
+	if !ok {
+		return
+	}
+	c.writeQueues(w, r, cl)
+}
+
+// writeQueues answers cl's queues with their limits (compute-api.md 2.4
+// and queMinNodect); "-1" is a limit the queue does not set.
+func (c *Compute) writeQueues(w http.ResponseWriter, r *http.Request, cl *simCluster) {
 	if id := r.URL.Query().Get("strJobManagerID"); id != strconv.FormatInt(cl.schedID, 10) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "strJobManagerID "+strconv.Quote(id)+" is not a scheduler of this cluster")
 		return
+	}
+	limit := func(n int) string {
+		if n <= 0 {
+			return "-1"
+		}
+		return strconv.Itoa(n)
 	}
 	out := make([]map[string]string, 0, len(cl.queues))
 	for _, q := range cl.queues {
 		out = append(out, map[string]string{
 			"queueName": q.name, "id": q.name, "text": q.name,
-			"queNodes": "16", "queFreeNodes": "8", "queNcpus": "1024", "queFreeNcpus": "512",
-			"queMaxNcpus": strconv.Itoa(q.maxNodes * q.maxPPN), "queMaxNgpus": "-1", "queMaxNdcus": "-1",
-			"queMaxNmlus": "-1", "queMaxNodect": strconv.Itoa(q.maxNodes), "queMaxPPN": strconv.Itoa(q.maxPPN),
-			"queMaxGpuPN": "-1", "queMaxDcuPN": "-1", "queMaxWalltime": formatHMS(q.maxWall),
+			"queNodes": strconv.Itoa(q.maxNodes), "queFreeNodes": "8", "queNcpus": "1024", "queFreeNcpus": "512",
+			"queMaxNcpus": strconv.Itoa(q.maxNodes * q.maxPPN), "queMaxNgpus": limit(q.maxNodes * q.maxGPUPN),
+			"queMaxNdcus": limit(q.maxNodes * q.maxDCUPN), "queMaxNmlus": "-1",
+			"queMinNodect": "1", "queMaxNodect": strconv.Itoa(q.maxNodes), "queMaxPPN": strconv.Itoa(q.maxPPN),
+			"queMaxGpuPN": limit(q.maxGPUPN), "queMaxDcuPN": limit(q.maxDCUPN), "queMaxWalltime": formatHMS(q.maxWall),
 			"queChargeRate": "1.0", "aclHosts": "node01,node02",
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -125,6 +126,8 @@ func (c *Compute) burst(w http.ResponseWriter, r *http.Request) {
 		return
 	case !coverOK:
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "cover "+strconv.Quote(fields["cover"])+" must be cover or uncover")
+		return
+	case c.refuseFile(w, path.Join(dir, name), true):
 		return
 	}
 	hdir, _ := c.chunkDir(fields["identifier"])

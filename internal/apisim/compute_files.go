@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -191,9 +192,12 @@ func (c *Compute) place(w http.ResponseWriter, tmp, dir, name string, overwrite 
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path "+strconv.Quote(dir)+" is not an absolute path")
 		return false
 	}
+	if c.refuseFile(w, path.Join(dir, name), true) {
+		return false
+	}
 	target := filepath.Join(hdir, name)
 	if _, err := os.Stat(target); err == nil && !overwrite {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeExists, "file "+path.Join(dir, name)+" exists and cover is not set")
+		writeEnvelopeError(w, http.StatusOK, c.fileCode(ComputeCodeFileExists, ComputeCodeExists), "file "+path.Join(dir, name)+" exists and cover is not set")
 		return false
 	}
 	if err := os.MkdirAll(hdir, 0o755); err != nil {
@@ -234,10 +238,13 @@ func (c *Compute) download(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path must be an absolute path")
 		return
 	}
+	if c.refuseFile(w, p, false) {
+		return
+	}
 	f, err := os.Open(hp)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "file "+p+" not found")
+			writeEnvelopeError(w, http.StatusOK, c.fileCode(ComputeCodeFileMissing, ComputeCodeNotFound), "file "+p+" not found")
 			return
 		}
 		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot open the file")
@@ -246,7 +253,7 @@ func (c *Compute) download(w http.ResponseWriter, r *http.Request) {
 	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
-		writeEnvelopeError(w, http.StatusOK, ComputeCodeNotFound, "file "+p+" not found")
+		writeEnvelopeError(w, http.StatusOK, c.fileCode(ComputeCodeFileMissing, ComputeCodeNotFound), "file "+p+" not found")
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -270,6 +277,9 @@ func (c *Compute) listFiles(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "path must be an absolute path")
 		return
 	}
+	if c.refuseFile(w, p, false) {
+		return
+	}
 	entries, err := os.ReadDir(hp)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		writeEnvelopeError(w, http.StatusInternalServerError, ComputeCodeInternal, "cannot read the directory")
@@ -284,4 +294,77 @@ func (c *Compute) listFiles(w http.ResponseWriter, r *http.Request) {
 		files = append(files, map[string]any{"name": e.Name(), "path": path.Join(p, e.Name()), "size": info.Size(), "type": "file"})
 	}
 	writeOK(w, map[string]any{"fileList": files, "total": len(files)})
+}
+
+// SetStorageFull makes every upload, chunk and merge answer the
+// platform's storage full (911501, HTTP 200; nothing is written) while on.
+func (c *Compute) SetStorageFull(on bool) {
+	c.fileMu.Lock()
+	c.full = on
+	c.fileMu.Unlock()
+}
+
+// SetStorageFullFor makes every write of the file p (a cluster path)
+// answer storage full while on, as a storage that fills between two
+// uploads of a job does.
+func (c *Compute) SetStorageFullFor(p string, on bool) {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	if c.fullAt == nil {
+		c.fullAt = map[string]int{}
+	}
+	if on {
+		c.fullAt[path.Clean(p)] += 0
+	} else {
+		delete(c.fullAt, path.Clean(p))
+	}
+}
+
+// StorageFullRefusals is how many writes of p SetStorageFullFor refused.
+func (c *Compute) StorageFullRefusals(p string) int {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	return c.fullAt[path.Clean(p)]
+}
+
+// DenyFiles makes every file call on dir or below it answer the
+// platform's no permission (911030, HTTP 200).
+func (c *Compute) DenyFiles(dir string) {
+	c.fileMu.Lock()
+	c.denied = append(c.denied, path.Clean(dir))
+	c.fileMu.Unlock()
+}
+
+// refuseFile answers no permission when p (a cluster path) lies under a
+// denied directory, and, for a write, storage full while the storage is;
+// it reports whether it answered.
+func (c *Compute) refuseFile(w http.ResponseWriter, p string, write bool) bool {
+	p = path.Clean(p)
+	c.fileMu.Lock()
+	full, denied := c.full, slices.ContainsFunc(c.denied, func(d string) bool {
+		return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/")
+	})
+	if _, at := c.fullAt[p]; at && write && !denied {
+		c.fullAt[p]++
+		full = true
+	}
+	c.fileMu.Unlock()
+	switch {
+	case denied:
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeNoPermission, "no permission: "+p)
+	case write && full:
+		writeEnvelopeError(w, http.StatusOK, ComputeCodeStorageFull, "storage full: the user's quota is used up")
+	default:
+		return false
+	}
+	return true
+}
+
+// fileCode is the code of a file answer: the platform's in platform
+// mode, the simulator's own (letter) in Letter mode.
+func (c *Compute) fileCode(platform, letter string) string {
+	if c.cfg.Letter {
+		return letter
+	}
+	return platform
 }

@@ -230,6 +230,12 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 		invalid("GAP_WALL_TIME must be in (00:00:00, %s] for queue %s", formatHMS(queue.maxWall), queue.name)
 		return
 	}
+	gpus, _ := strconv.Atoi(cmpStr(get["GAP_NGPU"], "0"))
+	dcus, _ := strconv.Atoi(cmpStr(get["GAP_NDCU"], "0"))
+	if refusal := queue.refuseCards(gpus, dcus); refusal != "" {
+		invalid("%s", refusal)
+		return
+	}
 	schedPath := get["GAP_SCHED_FILE"]
 	hp, err := c.hostPath(schedPath)
 	if err != nil {
@@ -255,8 +261,6 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 		invalid("GAP_WORK_DIR must be an absolute path")
 		return
 	}
-	gpus, _ := strconv.Atoi(cmpStr(get["GAP_NGPU"], "0"))
-	dcus, _ := strconv.Atoi(cmpStr(get["GAP_NDCU"], "0"))
 	job := &simJob{
 		gpus: max(gpus, 0), dcus: max(dcus, 0),
 		name: get["GAP_JOB_NAME"], queue: queue.name, cluster: cl,
@@ -284,6 +288,22 @@ func (c *Compute) submit(w http.ResponseWriter, r *http.Request) {
 	c.counters.Add("submits:"+job.name, 1)
 	c.counters.Add("jobs:"+simQueued, 1)
 	writeOK(w, job.id)
+}
+
+// refuseCards says why q's scheduler refuses a job of gpus GPUs and dcus
+// DCUs per node, "" when it takes it. A queue's minimum of DCUs is
+// refused as Slurm refuses it, by its QOS reason QOSMinGRES
+// (platform-evidence.md section 7).
+func (q *simQueue) refuseCards(gpus, dcus int) string {
+	switch {
+	case q.maxGPUPN > 0 && gpus > q.maxGPUPN:
+		return fmt.Sprintf("GAP_NGPU %d is more than the %d GPUs per node of queue %s", gpus, q.maxGPUPN, q.name)
+	case q.maxDCUPN > 0 && dcus > q.maxDCUPN:
+		return fmt.Sprintf("GAP_NDCU %d is more than the %d DCUs per node of queue %s", dcus, q.maxDCUPN, q.name)
+	case dcus < q.minDCUs:
+		return "sbatch: error: QOSMinGRES\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+	}
+	return ""
 }
 
 func cmpStr(a, b string) string {

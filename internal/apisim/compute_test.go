@@ -282,7 +282,7 @@ func TestComputeSimCenterAndLists(t *testing.T) {
 
 	var queues []map[string]string
 	a = b.get(t, "/hpc/openapi/v2/queuenames/users/"+csUser+"?strJobManagerID=2001", ta)
-	if err := json.Unmarshal(a.Data, &queues); err != nil || len(queues) != 2 || queues[0]["queueName"] != "debug" || queues[0]["queMaxWalltime"] != "00:30:00" {
+	if err := json.Unmarshal(a.Data, &queues); err != nil || len(queues) != 3 || queues[0]["queueName"] != "debug" || queues[0]["queMaxWalltime"] != "00:30:00" {
 		t.Errorf("queues = %s", a.raw)
 	}
 	if a := b.get(t, "/hpc/openapi/v2/queuenames/users/"+csUser+"?strJobManagerID=2002", ta); a.Code != apisim.ComputeCodeInvalid {

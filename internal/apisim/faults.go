@@ -24,6 +24,9 @@ type Fault struct {
 	// Error433Rate answers 433, the media API's exhausted quota, before
 	// the handler runs: nothing is created.
 	Error433Rate float64
+	// ConcurrencyRate answers 433 with code 10007, the media API's "too
+	// many tasks at once", before the handler runs: nothing is created.
+	ConcurrencyRate float64
 	// RetryAfter is the Retry-After value sent with 429 and 503. Defaults
 	// to 1s.
 	RetryAfter time.Duration
@@ -46,6 +49,21 @@ type Fault struct {
 // StatusQuotaExhausted is the media API's answer to a submit over the
 // account's quota (platform-evidence.md section 6).
 const StatusQuotaExhausted = 433
+
+// ConcurrencyConflictCode and ConcurrencyConflictMessage are the code and
+// message of the media API's 433 answer to a submit over the account's
+// concurrency limit (platform-evidence.md section 6).
+const (
+	ConcurrencyConflictCode    = "10007"
+	ConcurrencyConflictMessage = "Concurrency conflict for request"
+)
+
+// writeConcurrencyConflict answers a submit over the account's concurrency
+// limit as the platform does: HTTP 433 and its own envelope, not the
+// documented error object.
+func writeConcurrencyConflict(w http.ResponseWriter) {
+	writeEnvelopeError(w, StatusQuotaExhausted, ConcurrencyConflictCode, ConcurrencyConflictMessage)
+}
 
 // Faults holds the Fault of each endpoint. Endpoint names are the
 // simulator's own (see the Endpoint* constants of each API). Safe for
@@ -125,6 +143,10 @@ func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, statu
 		}
 		if hit(ft.Error433Rate) {
 			errBody(w, StatusQuotaExhausted)
+			return
+		}
+		if hit(ft.ConcurrencyRate) {
+			writeConcurrencyConflict(w)
 			return
 		}
 		if hit(ft.Error5xxRate) {

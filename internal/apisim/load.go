@@ -77,6 +77,15 @@ func (c *Counters) expire(now time.Time) {
 	}
 }
 
+// running returns the tasks (compute jobs) submitted and not yet terminal
+// at now.
+func (c *Counters) running(now time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expire(now)
+	return c.load.live
+}
+
 // PeakRunning returns the highest number of tasks (compute jobs) that were
 // submitted and not yet terminal at once, as seen at each submit.
 func (c *Counters) PeakRunning() int {

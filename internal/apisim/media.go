@@ -57,8 +57,20 @@ type MediaConfig struct {
 	// Defaults to false: every input is fetched and checked against the
 	// input media limits at submit, as upstream does.
 	SkipInputChecks bool
+	// ConcurrencyLimit, when above zero, is the account's limit of tasks
+	// pending or running at once: a submit past it is answered 433 with
+	// code 10007 (platform-evidence.md section 6) and creates nothing.
+	// Defaults to 0, no limit: the platform's number is not known, and
+	// tests and benchmarks hold thousands of tasks at once.
+	ConcurrencyLimit int
 	// Now reads the clock that moves tasks along. Defaults to time.Now.
 	Now func() time.Time
+	// Letter makes the simulator follow media-api.md to the letter where
+	// the platform differs from it (spec/platform-evidence.md section 6):
+	// video resolutions 768P and 2K only, and no concurrency limit (the
+	// document names none). Defaults to false: like the platform, the
+	// models public clients use also take 720p and 1080p.
+	Letter bool
 	// StateFile, when set, is where the simulator keeps its tasks (and
 	// the submit counts), rewritten after each submit and cancel and read
 	// back by NewMedia, so that a restarted simulator still answers for

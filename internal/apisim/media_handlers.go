@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -32,7 +33,7 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 		m.writeParamError(w, perr.param, perr.msg)
 		return
 	}
-	f, perr := validateVideo(&b)
+	f, perr := validateVideo(&b, m.cfg.Letter)
 	if perr == nil {
 		perr = m.checkInputs(r.Context(), &b)
 	}
@@ -54,6 +55,11 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 	}
 	now := m.cfg.Now()
 	m.mu.Lock()
+	if m.overLimit(now) {
+		m.mu.Unlock()
+		writeConcurrencyConflict(w)
+		return
+	}
 	t := m.newTask(m.nextID("vt"), false, false, d, now, usage)
 	t.owner = f.prompt
 	m.countSubmit(f.prompt)
@@ -63,6 +69,13 @@ func (m *Media) submitVideo(w http.ResponseWriter, r *http.Request) {
 		"request_id": m.nextID("req"),
 		"output":     map[string]any{"task_id": t.id, "task_status": statusPending},
 	})
+}
+
+// overLimit reports whether a new task would pass the account's
+// concurrency limit (MediaConfig.ConcurrencyLimit); call with m.mu held,
+// so that two submits cannot both take the last place.
+func (m *Media) overLimit(now time.Time) bool {
+	return !m.cfg.Letter && m.cfg.ConcurrencyLimit > 0 && m.counters.running(now) >= m.cfg.ConcurrencyLimit
 }
 
 // countSubmit records an accepted paid submission (and saves the state,
@@ -131,6 +144,11 @@ func (m *Media) submitSpeech(w http.ResponseWriter, r *http.Request) {
 	secs := audioSeconds(text)
 	now := m.cfg.Now()
 	m.mu.Lock()
+	if async && m.overLimit(now) {
+		m.mu.Unlock()
+		writeConcurrencyConflict(w)
+		return
+	}
 	t := m.newTask(m.nextID("st"), true, !async, d, now, speechUsage(text, secs, !async))
 	t.owner = text
 	m.countSubmit(text)

@@ -657,3 +657,47 @@ func TestSyncSpeechIsNotCountedAsRunning(t *testing.T) {
 		t.Fatalf("peak %d after an asynchronous request, want 1", p)
 	}
 }
+
+// platformErr is the platform's own error envelope, which its 433 answers
+// carry (platform-evidence.md section 6).
+type platformErr struct {
+	Code string `json:"code"`
+	Msg  string `json:"msg"`
+}
+
+// TestMediaConcurrencyLimit: with a concurrency limit, a submit while that
+// many tasks are pending or running is answered 433 with code 10007 and
+// creates nothing; once a task ends, a submit passes again. The injected
+// fault answers the same; the letter of media-api.md has no such limit.
+func TestMediaConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	b := setupSim(t, apisim.MediaConfig{ConcurrencyLimit: 2})
+	b.submitVideo(t, "one")
+	b.submitVideo(t, "two")
+	a := b.call(t, "POST", "/api/llm/v1/videos/generations", videoBody("three"), asyncHdr)
+	if e := decode[platformErr](t, a); a.status != apisim.StatusQuotaExhausted || e.Code != apisim.ConcurrencyConflictCode || e.Msg != apisim.ConcurrencyConflictMessage {
+		t.Fatalf("third submit: %d %s, want 433 with code 10007", a.status, a.body)
+	}
+	if a := b.call(t, "POST", "/api/llm/v1/audios/generations", speechBody("async three", false), asyncHdr); a.status != apisim.StatusQuotaExhausted {
+		t.Fatalf("asynchronous speech over the limit: %d %s, want 433", a.status, a.body)
+	}
+	if n := b.sim.SubmitCount("three"); n != 0 {
+		t.Fatalf("a refused submit created %d tasks", n)
+	}
+	b.clock.Advance(11 * time.Second)
+	b.submitVideo(t, "three")
+	if n := b.sim.Counters().Get("requests:video.submit:433"); n != 1 {
+		t.Errorf("433 answers counted %d, want 1", n)
+	}
+
+	f := setupSim(t, apisim.MediaConfig{})
+	f.sim.Faults().Set(apisim.EndpointVideoSubmit, apisim.Fault{ConcurrencyRate: 1, Times: 1})
+	a = f.call(t, "POST", "/api/llm/v1/videos/generations", videoBody("fault"), asyncHdr)
+	if e := decode[platformErr](t, a); a.status != apisim.StatusQuotaExhausted || e.Code != apisim.ConcurrencyConflictCode {
+		t.Fatalf("injected conflict: %d %s, want 433 with code 10007", a.status, a.body)
+	}
+
+	l := setupSim(t, apisim.MediaConfig{ConcurrencyLimit: 1, Letter: true})
+	l.submitVideo(t, "letter one")
+	l.submitVideo(t, "letter two")
+}

@@ -89,11 +89,18 @@ type videoBody struct {
 	} `json:"parameters"`
 }
 
-// Video rules (spec/media-api.md 2.4, 4.1, 8).
+// Video rules (spec/media-api.md 2.4, 4.1, 8). The simulator's table
+// stands for the platform, not for sluice's model catalog: every model
+// takes the document's resolutions; outside Letter mode the models public
+// clients use (spec/platform-evidence.md section 6) also take
+// platformResolutions, spelled as the platform spells them.
 var (
-	resolutions = []string{"768P", "2K"}
-	ratios      = []string{"adaptive", "21:9", "16:9", "4:3", "1:1", "3:4", "9:16"}
-	roleMax     = map[string]int{
+	resolutions         = []string{"768P", "2K"}
+	platformResolutions = map[string][]string{
+		"Seedance2.0": {"720p", "1080p"}, "Wan2.7-T2V": {"720p", "1080p"}, "HappyHorse-1.0-T2V": {"720p", "1080p"},
+	}
+	ratios  = []string{"adaptive", "21:9", "16:9", "4:3", "1:1", "3:4", "9:16"}
+	roleMax = map[string]int{
 		"first_frame": 1, "last_frame": 1,
 		"reference_image": 9, "reference_video": 3, "reference_audio": 3,
 	}
@@ -114,9 +121,17 @@ type videoFacts struct {
 	images     int    // input images that count for billing
 }
 
-// validateVideo checks b by the documented rules and names the first
-// offending field.
-func validateVideo(b *videoBody) (videoFacts, *paramError) {
+// videoResolutions are the resolutions model takes.
+func videoResolutions(model string, letter bool) []string {
+	if letter {
+		return resolutions
+	}
+	return append(slices.Clone(resolutions), platformResolutions[model]...)
+}
+
+// validateVideo checks b by the documented rules (or the platform's, see
+// videoResolutions) and names the first offending field.
+func validateVideo(b *videoBody, letter bool) (videoFacts, *paramError) {
 	var f videoFacts
 	if b.Model == nil || strings.TrimSpace(*b.Model) == "" {
 		return f, badParam("model", "is required")
@@ -182,8 +197,8 @@ func validateVideo(b *videoBody) (videoFacts, *paramError) {
 	if p.Resolution == nil {
 		return f, badParam("parameters.resolution", "is required")
 	}
-	if !slices.Contains(resolutions, *p.Resolution) {
-		return f, badParam("parameters.resolution", "must be 768P or 2K")
+	if res := videoResolutions(*b.Model, letter); !slices.Contains(res, *p.Resolution) {
+		return f, badParam("parameters.resolution", "must be one of %s for model %s", strings.Join(res, ", "), *b.Model)
 	}
 	f.resolution = *p.Resolution
 	if p.Duration == nil || string(*p.Duration) == "null" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // specFlags are the flags every flag-built spec has.
@@ -120,7 +121,7 @@ func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames,
 		}
 		bad = append(bad, flagProblem{rule: ee.err.Error()})
 	}
-	sub, err := a.submission(spec, names, pf, bad)
+	sub, err := a.submission(ctx, spec, names, pf, bad)
 	if err != nil {
 		return err
 	}
@@ -131,12 +132,18 @@ func (a *app) runBuilt(ctx context.Context, spec *jobspec.Spec, names flagNames,
 // with every problem at once (the flags' own in bad, then the spec's),
 // naming the flags, on stderr and, with --json, as the report's
 // invalid_specs on stdout; nothing is published and the exit code is 2.
-func (a *app) submission(spec *jobspec.Spec, names flagNames, pf *publishFlags, bad []flagProblem) (jobclient.Submission, error) {
+func (a *app) submission(ctx context.Context, spec *jobspec.Spec, names flagNames, pf *publishFlags, bad []flagProblem) (jobclient.Submission, error) {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return jobclient.Submission{}, err
 	}
-	sub, err := jobclient.NewSubmission(data, a.newID)
+	var cat *models.Catalog // only a video is checked against one
+	if spec.Video != nil {
+		if cat, err = a.catalog(ctx, pf); err != nil {
+			return jobclient.Submission{}, err
+		}
+	}
+	sub, err := jobclient.NewSubmission(data, a.newID, cat)
 	var je *jobspec.Error
 	if err != nil && !errors.As(err, &je) {
 		return jobclient.Submission{}, err

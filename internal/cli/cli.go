@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluice-dev/sluice/internal/buildinfo"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // Exit codes of enqueue. When jobs end differently, failed wins over
@@ -132,6 +133,7 @@ func commands() []command {
 		{"quota", "show the fleet's upstream quotas in use and the jobs waiting for them", runQuota},
 		{"tenants", "set and show tenants' weights, task caps and budgets", runTenants},
 		{"prices", "set and show the price table of the budgets", runPrices},
+		{"models", "show the video model catalog in force", runModels},
 		{"spend", "show the credits spent by tenant, kind or label", runSpend},
 	}
 }
@@ -139,6 +141,8 @@ func commands() []command {
 // app is one run of the CLI.
 type app struct {
 	env Env
+	// models is the model catalog of the run, once read (catalog).
+	models *models.Catalog
 }
 
 // Run runs enqueue with args (without the program name) and returns the

@@ -165,7 +165,7 @@ as <work dir>/<sha256><ext>.` + "\n" + publishAbout,
 		if err := pf.check(); err != nil {
 			return err
 		}
-		if _, err := a.submission(spec, names, &pf, bad); err != nil {
+		if _, err := a.submission(ctx, spec, names, &pf, bad); err != nil {
 			return err
 		}
 		store, err := a.inputStore(ctx)

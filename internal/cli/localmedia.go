@@ -74,7 +74,7 @@ func (a *app) uploadLocalMedia(ctx context.Context, spec *jobspec.Spec, names fl
 	}
 	check := *spec
 	check.Video = &probe
-	if _, err := a.submission(&check, names, pf, nil); err != nil {
+	if _, err := a.submission(ctx, &check, names, pf, nil); err != nil {
 		return err
 	}
 	store, err := a.inputStore(ctx)

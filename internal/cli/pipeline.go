@@ -55,7 +55,11 @@ below (a failed step fails the pipeline).`,
 		return err
 	}
 	defer closeIn()
-	subs, invalid, err := jobclient.ReadSpecs(in, a.newID)
+	cat, err := a.catalog(ctx, &pf)
+	if err != nil {
+		return err
+	}
+	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
 	if errors.Is(err, jobclient.ErrNoSpecs) {
 		return usageErrorf("pipeline: %s: %v", fileName(file), err)
 	}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
@@ -22,7 +23,9 @@ func runPrices(ctx context.Context, a *app, args []string) error {
 	h := help{
 		usage: "enqueue prices set RULE=PRICE... [--json]\n  enqueue prices show [--json]",
 		about: `Set and show the price table in SLUICE_TENANTS (docs/tenants.md#prices):
-credits per unit, by rule. The rules are ` + strings.Join(tenants.Rules(), ", ") + `.
+credits per unit, by rule. The rules are video.<resolution>.second for
+every resolution of the model catalog in force (enqueue models; shipped:
+` + strings.Join(tenants.Rules(models.Shipped()), ", ") + `).
 "set" merges the rules it names into the table and writes nothing when one
 names no known unit or its price is not a number of 0 or more. Once a table
 exists, every job it covers reserves its estimated cost before its paid
@@ -30,7 +33,7 @@ submit and records its actual cost when it ends.
 
 Exit codes: 0 done, 2 usage error or invalid rule (nothing written), 5 NATS
 unreachable or another runtime error.`,
-		examples: `  enqueue prices set video.768P.second=0.5 video.2K.second=2 speech.char=0.0002
+		examples: `  enqueue prices set video.720p.second=0.5 video.1080p.second=1 speech.char=0.0002
   enqueue prices show --json`,
 	}
 	sub, args, err := a.subcommand(fs, h, args)
@@ -79,7 +82,15 @@ func (a *app) setPrices(ctx context.Context, cf *connFlags, rest []string) error
 		return err
 	}
 	defer client.Close()
-	p, err := client.SetPrices(ctx, rules)
+	// The video rules are the resolutions of the catalog the workers use.
+	pub, _, err := client.Catalog(ctx)
+	if err != nil {
+		return err
+	}
+	if err := (&tenants.Prices{Rules: rules}).Validate(pub.Catalog); err != nil {
+		return usageErrorf("prices set: %v", err)
+	}
+	p, err := client.SetPrices(ctx, rules, pub.Catalog)
 	if err != nil {
 		return err
 	}

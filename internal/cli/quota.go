@@ -24,7 +24,9 @@ func runQuota(ctx context.Context, a *app, args []string) error {
 		about: `Show the fleet's upstream quotas (SLUICE_FLEET_MEDIA_TASKS, _MEDIA_RATE,
 SLUICE_FLEET_COMPUTE_JOBS, _COMPUTE_RATE), one line per limited resource:
 the tasks in flight upstream across every worker (leases in SLUICE_QUOTA)
-against the fleet's limit, the jobs held by workers and waiting for a lease,
+against the fleet's effective limit (the configured one, or less while
+upstream refuses submits for too many tasks at once) and its configured
+limit, the jobs held by workers and waiting for a lease,
 the jobs of its kinds still queued in SLUICE_JOBS (workers pull only what
 the quota lets them start), and the requests of the current second against
 the fleet's rate. A worker
@@ -32,8 +34,8 @@ that dies gives its leases back within SLUICE_ACK_WAIT.
 
 Nothing is printed but a note when no worker has a fleet limit.
 
-With --json, one object: {"quotas":[{"resource","limit","in_use","waiting",
-"queued","rate","rate_used"}]}.
+With --json, one object: {"quotas":[{"resource","limit","effective_limit",
+"in_use","waiting","queued","rate","rate_used"}]}.
 
 Exit codes: 0 shown, 2 usage error, 5 NATS unreachable or another runtime
 error.`,
@@ -69,7 +71,7 @@ func printQuotas(w io.Writer, sts []quota.Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RESOURCE\tIN USE\tLIMIT\tHELD WAITING\tQUEUED\tREQ/S\tRATE")
+	fmt.Fprintln(tw, "RESOURCE\tIN USE\tEFFECTIVE\tLIMIT\tHELD WAITING\tQUEUED\tREQ/S\tRATE")
 	orNone := func(s string, set bool) string {
 		if !set {
 			return "-"
@@ -77,8 +79,8 @@ func printQuotas(w io.Writer, sts []quota.Status) {
 		return s
 	}
 	for _, st := range sts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", st.Resource, st.InUse,
-			orNone(strconv.Itoa(st.Limit), st.Limit > 0), st.Waiting, st.Queued,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", st.Resource, st.InUse,
+			orNone(strconv.Itoa(st.Effective), st.Limit > 0), orNone(strconv.Itoa(st.Limit), st.Limit > 0), st.Waiting, st.Queued,
 			orNone(strconv.Itoa(st.RateUsed), st.Rate > 0), orNone(strconv.FormatFloat(st.Rate, 'g', -1, 64), st.Rate > 0))
 	}
 	_ = tw.Flush()

@@ -97,7 +97,11 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 		return err
 	}
 	defer closeIn()
-	subs, invalid, err := jobclient.ReadSpecs(in, a.newID)
+	cat, err := a.catalog(ctx, &pf)
+	if err != nil {
+		return err
+	}
+	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
 	if errors.Is(err, jobclient.ErrNoSpecs) {
 		return usageErrorf("submit: %s: %v", fileName(file), err)
 	}
@@ -183,6 +187,7 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 			return exitCode(ExitUsage)
 		}
 	}
+	a.warnUnknownModels(subs)
 	if pf.dryRun {
 		return a.dryRun(subs, rep, pf)
 	}

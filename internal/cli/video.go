@@ -21,9 +21,9 @@ func runVideo(ctx context.Context, a *app, args []string) error {
 	)
 	fs.StringVar(&model, "model", "", "video model name (required)")
 	fs.StringVar(&prompt, "prompt", "", "text prompt, at most 7000 characters (required)")
-	fs.StringVar(&resolution, "resolution", "", "768P or 2K (required)")
-	fs.IntVar(&duration, "duration", 0, "length in seconds, 4 to 15 (required)")
-	fs.StringVar(&ratio, "ratio", "", "adaptive, 21:9, 16:9, 4:3, 1:1, 3:4 or 9:16 (required for text-to-video, not adaptive)")
+	fs.StringVar(&resolution, "resolution", "", "one the model takes, any case (required; shipped catalog: 768P, 2K, 720p, 1080p)")
+	fs.IntVar(&duration, "duration", 0, "length in seconds, in the model's range (required; shipped catalog: 4 to 15)")
+	fs.StringVar(&ratio, "ratio", "", "one the model takes (shipped catalog: adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16); required for text-to-video, not adaptive")
 	fs.StringVar(&firstFrame, "first-frame", "", "first frame image `URL` (https://, s3://bucket/key, a data: URI, or a local file to upload)")
 	fs.StringVar(&lastFrame, "last-frame", "", "last frame image `URL` or local file")
 	fs.Var(&refImages, "ref-image", "reference image `URL` or local file (repeatable, at most 9)")
@@ -33,11 +33,18 @@ func runVideo(ctx context.Context, a *app, args []string) error {
 	sf.register(fs)
 	pf.register(fs, false)
 	h := help{
-		usage: "enqueue video --model M --prompt TEXT --resolution 768P|2K --duration SECONDS [--ratio R] [media flags] [flags]",
+		usage: "enqueue video --model M --prompt TEXT --resolution R --duration SECONDS [--ratio R] [media flags] [flags]",
 		about: `Publish one video job. Without media flags it is text-to-video (--ratio
 required, not adaptive); --first-frame/--last-frame make it image-to-video;
 --ref-image/--ref-video/--ref-audio make it a multimodal reference job. The
 two groups cannot be mixed.
+
+The resolutions, durations, ratios and input kinds a model takes are the
+model catalog's: the one the workers published (enqueue models); with
+--dry-run, before any worker has published one or with NATS unreachable,
+the shipped one, or SLUICE_MEDIA_MODELS in enqueue's environment loaded
+over it. A model the catalog does not name is checked against its default
+entry, with a warning; the resolution is sent as the catalog spells it.
 
 A media flag may name a local file: enqueue checks it against the media
 API's input limits at once (a bad file is an error naming its flag, and
@@ -48,6 +55,8 @@ credentials, as the worker reads them) unless those bytes are there
 already, and publishes the s3:// URL.` + "\n" + publishAbout,
 		examples: `  enqueue video --model M --prompt "a paper boat drifting down a rain gutter" \
       --resolution 768P --duration 5 --ratio 16:9 --id clip-0001 --label campaign=spring --wait
+  enqueue video --model Seedance2.0 --prompt "a lighthouse at dusk" --resolution 720p \
+      --duration 5 --ratio 16:9
   enqueue video --model M --prompt "the boat sails off" --resolution 2K --duration 8 \
       --first-frame s3://media/boat.png --prefix spring/clips
   enqueue video --model M --prompt "dance" --resolution 768P --duration 10 \

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config/containername"
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/redact"
@@ -58,6 +59,7 @@ type Config struct {
 	S3PathStyle      bool          `envconfig:"S3_PATH_STYLE" default:"false"`
 	MediaBaseURL     string        `envconfig:"MEDIA_BASE_URL"`
 	MediaAPIKey      string        `envconfig:"MEDIA_API_KEY"`
+	MediaModels      string        `envconfig:"MEDIA_MODELS"`
 	ComputeBaseURL   string        `envconfig:"COMPUTE_BASE_URL"`
 	ComputeUser      string        `envconfig:"COMPUTE_USER"`
 	ComputePassword  string        `envconfig:"COMPUTE_PASSWORD"`
@@ -362,6 +364,9 @@ func (c *Config) Validate() error {
 	if _, err := c.NATSSecurity().Options(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.ModelCatalog(); err != nil {
+		bad("MEDIA_MODELS", "%v", err)
+	}
 	if len(c.Kinds) == 0 {
 		bad("KINDS", "must name at least one of %s", strings.Join(contract.Kinds, ", "))
 	}
@@ -492,12 +497,23 @@ func (c *Config) NATSSecurity() natsconn.Security {
 // Serves reports whether the worker serves kind.
 func (c *Config) Serves(kind string) bool { return slices.Contains(c.Kinds, kind) }
 
+// ModelCatalog returns the model catalog in force: the shipped one, or
+// the one SLUICE_MEDIA_MODELS names (docs/job-spec.md#the-model-catalog)
+// loaded over it. A file that cannot be read, does not parse or names an
+// unknown field is an error naming its line.
+func (c *Config) ModelCatalog() (*models.Catalog, error) {
+	if c.MediaModels == "" {
+		return models.Shipped(), nil
+	}
+	return models.Load(c.MediaModels)
+}
+
 // Summary returns the configuration without secrets, for the start-up log.
 func (c *Config) Summary() map[string]any {
 	return map[string]any{
 		"dev": c.Dev, "nats_url": redact.ServerURLs(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
 		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
-		"media_api_key_set": c.MediaAPIKey != "", "console": c.Console, "console_token_set": c.ConsoleToken != "", "compute_base_url": c.ComputeBaseURL,
+		"media_api_key_set": c.MediaAPIKey != "", "media_models": c.MediaModels, "console": c.Console, "console_token_set": c.ConsoleToken != "", "compute_base_url": c.ComputeBaseURL,
 		"compute_user_set": c.ComputeUser != "", "compute_access_key_set": c.ComputeAccessKey != "",
 		"compute_secret_key_set": c.ComputeSecretKey != "", "compute_auth_url": c.ComputeAuthURL,
 		"compute_region": c.ComputeRegion, "compute_chunk_size": int64(c.ComputeChunkSize), "max_inflight": c.MaxInflight,

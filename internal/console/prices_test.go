@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ func TestTenantsPageShowsPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jc.SetPrices(ctx, map[string]float64{"video.768P.second": 0.5, "speech.char": 0.0002}); err != nil {
+	if _, err := jc.SetPrices(ctx, map[string]float64{"video.768P.second": 0.5, "speech.char": 0.0002}, models.Shipped()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get(base + "/console/tenants")

@@ -169,6 +169,7 @@ type rendered struct {
 	docs           []renderedDoc
 	deployment     *appsv1.Deployment
 	configMap      *corev1.ConfigMap // the worker's settings
+	models         *corev1.ConfigMap // the model catalog (modelCatalog)
 	dashboard      *corev1.ConfigMap
 	secrets        []*corev1.Secret
 	services       []*corev1.Service
@@ -262,9 +263,12 @@ func render(t *testing.T, args ...string) *rendered {
 		case "v1 ConfigMap":
 			cm := &corev1.ConfigMap{}
 			strict(cm)
-			if strings.HasSuffix(cm.Name, "-dashboard") {
+			switch {
+			case strings.HasSuffix(cm.Name, "-dashboard"):
 				r.dashboard = cm
-			} else {
+			case strings.HasSuffix(cm.Name, "-models"):
+				r.models = cm
+			default:
 				r.configMap = cm
 			}
 		case "v1 Secret":
@@ -426,8 +430,9 @@ func (r *rendered) checkWorker(t *testing.T) {
 	}
 
 	// The worker accepts the settings: the environment parses and
-	// validates as it would in the pod (files named by the TLS and creds
-	// variables excepted, which exist only there).
+	// validates as it would in the pod (files named by the TLS, creds and
+	// model catalog variables excepted, which exist only there; the
+	// catalog's is checked by TestChartMountsModelCatalog).
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
@@ -437,7 +442,7 @@ func (r *rendered) checkWorker(t *testing.T) {
 	}
 	if err := cfg.Validate(); err != nil {
 		for line := range strings.Lines(err.Error()) {
-			if !strings.Contains(line, "SLUICE_NATS_") || !strings.Contains(line, "/etc/sluice/") {
+			if !(strings.Contains(line, "SLUICE_NATS_") || strings.Contains(line, "SLUICE_MEDIA_MODELS")) || !strings.Contains(line, "/etc/sluice/") {
 				t.Errorf("the worker refuses the chart's settings: %s", strings.TrimSpace(line))
 			}
 		}

@@ -31,6 +31,7 @@ var routes = map[string]string{
 	"GET /efile/openapi/v2/file/download":                              "download",
 	"GET /hpc/openapi/v2/cluster":                                      "cluster",
 	"GET /hpc/openapi/v2/queuenames/users/{user}":                      "queues",
+	"GET /hpc/openapi/v2/userquotas/queues":                            "queues",
 	"POST /hpc/openapi/v2/apptemplates/{type}/{name}/job":              "submit",
 	"GET /hpc/openapi/v2/jobs/{id}":                                    "detail",
 	"GET /hpc/openapi/v2/jobs":                                         "list",

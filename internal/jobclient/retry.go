@@ -198,7 +198,12 @@ func (c *Client) rerun(ctx context.Context, id string, spec []byte, o RetryOptio
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, err)
 	}
-	sub, err := NewSubmission(data, nil)
+	// Checked as the workers will check it: against the catalog in force.
+	pub, _, err := c.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := NewSubmission(data, nil, pub.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: its spec is invalid: %w", ErrNotRetryable, id, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // Submission is one valid spec, ready to publish.
@@ -26,18 +27,22 @@ type Submission struct {
 	// GeneratedID reports that the id was generated: publishing the same
 	// input again makes a new job.
 	GeneratedID bool
+	// UnknownModel is the video's model when the catalog does not name
+	// it: the spec was checked against the catalog's default entry.
+	UnknownModel string
 }
 
 // IDFunc returns a fresh job id for a kind, for example NewID with a
 // clock and a source of randomness.
 type IDFunc func(kind string) (string, error)
 
-// NewSubmission validates data with jobspec.Decode and returns it ready to
-// publish. A spec without an id gets one from newID, written into the
-// document. A spec that breaks a rule gives the *jobspec.Error, with a
-// Submission that carries only the spec's id, when that id is valid.
-func NewSubmission(data []byte, newID IDFunc) (Submission, error) {
-	spec, err := jobspec.Decode(data, "")
+// NewSubmission validates data with jobspec.DecodeWith against the model
+// catalog cat and returns it ready to publish. A spec without an id gets
+// one from newID, written into the document. A spec that breaks a rule
+// gives the *jobspec.Error, with a Submission that carries only the spec's
+// id, when that id is valid.
+func NewSubmission(data []byte, newID IDFunc, cat *models.Catalog) (Submission, error) {
+	spec, err := jobspec.DecodeWith(data, "", cat)
 	if err != nil {
 		if spec != nil {
 			return Submission{ID: spec.ID}, err
@@ -45,6 +50,9 @@ func NewSubmission(data []byte, newID IDFunc) (Submission, error) {
 		return Submission{}, err
 	}
 	sub := Submission{ID: spec.ID, Kind: spec.Kind, Data: data}
+	if spec.Video != nil && !spec.Video.ModelKnown(cat) {
+		sub.UnknownModel = spec.Video.Model
+	}
 	if sub.ID != "" {
 		return sub, nil
 	}
@@ -57,7 +65,7 @@ func NewSubmission(data []byte, newID IDFunc) (Submission, error) {
 		return Submission{}, err
 	}
 	// The document changed: check it as the worker will see it.
-	if _, err := jobspec.Decode(withID, spec.Kind); err != nil {
+	if _, err := jobspec.DecodeWith(withID, spec.Kind, cat); err != nil {
 		return Submission{}, err
 	}
 	sub.ID, sub.Data, sub.GeneratedID = id, withID, true
@@ -119,7 +127,8 @@ func (e *InvalidSpec) Problems() []jobspec.Problem {
 // ErrNoSpecs is returned by ReadSpecs for an input without any spec.
 var ErrNoSpecs = errors.New("no job spec in the input")
 
-// ReadSpecs reads job specs from r and validates every one of them. The
+// ReadSpecs reads job specs from r and validates every one of them
+// against the model catalog cat. The
 // input is either one JSON document, which may span many lines, or any
 // number of documents one per line (NDJSON; blank lines are skipped). It
 // is NDJSON when its first non-blank line is a complete JSON value by
@@ -128,7 +137,7 @@ var ErrNoSpecs = errors.New("no job spec in the input")
 // Valid specs come back in input order with ids written into those that
 // had none; the others come back as InvalidSpecs, as does a spec repeating
 // an id seen on an earlier line. The error is for reading r, or ErrNoSpecs.
-func ReadSpecs(r io.Reader, newID IDFunc) ([]Submission, []*InvalidSpec, error) {
+func ReadSpecs(r io.Reader, newID IDFunc, cat *models.Catalog) ([]Submission, []*InvalidSpec, error) {
 	all, err := io.ReadAll(r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read specs: %w", err)
@@ -164,7 +173,7 @@ func ReadSpecs(r io.Reader, newID IDFunc) ([]Submission, []*InvalidSpec, error) 
 	var invalid []*InvalidSpec
 	seen := make(map[string]int)
 	for _, d := range docs {
-		sub, err := NewSubmission(d.data, newID)
+		sub, err := NewSubmission(d.data, newID, cat)
 		if err != nil {
 			var je *jobspec.Error
 			if !errors.As(err, &je) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 const validSpec = `{"id":"%s","kind":"video","video":{"model":"m","input":{"prompt":"p"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`
@@ -50,7 +51,7 @@ func TestReadSpecs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			subs, invalid, err := ReadSpecs(strings.NewReader(tt.in), counterIDs())
+			subs, invalid, err := ReadSpecs(strings.NewReader(tt.in), counterIDs(), models.Shipped())
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("err = %v, want %v", err, tt.err)
 			}
@@ -86,7 +87,7 @@ func TestReadSpecs(t *testing.T) {
 func TestNewSubmissionWritesTheGeneratedID(t *testing.T) {
 	t.Parallel()
 	in := []byte(`{ "kind":"video","video":{"model":"m","input":{"prompt":"p"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`)
-	sub, err := NewSubmission(in, counterIDs())
+	sub, err := NewSubmission(in, counterIDs(), models.Shipped())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestNewSubmissionWritesTheGeneratedID(t *testing.T) {
 	}
 	// A spec with an id is published byte for byte.
 	withID := []byte(spec("keep"))
-	sub, err = NewSubmission(withID, counterIDs())
+	sub, err = NewSubmission(withID, counterIDs(), models.Shipped())
 	if err != nil || sub.GeneratedID || string(sub.Data) != string(withID) {
 		t.Errorf("submission %+v, %v", sub, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/kvcas"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
@@ -79,9 +80,10 @@ func (c *Client) SetTenant(ctx context.Context, tenant string, change func(*tena
 }
 
 // SetPrices merges rules into the price table and stores it, by
-// compare-and-set, when every rule is valid.
-func (c *Client) SetPrices(ctx context.Context, rules map[string]float64) (tenants.Prices, error) {
-	if err := (&tenants.Prices{Rules: rules}).Validate(); err != nil {
+// compare-and-set, when every rule is valid under the model catalog cat
+// (the one in force, see Catalog).
+func (c *Client) SetPrices(ctx context.Context, rules map[string]float64, cat *models.Catalog) (tenants.Prices, error) {
+	if err := (&tenants.Prices{Rules: rules}).Validate(cat); err != nil {
 		return tenants.Prices{}, err
 	}
 	kv, err := c.tenantsBucket(ctx, true)
@@ -170,4 +172,30 @@ func (c *Client) SpendByLabel(ctx context.Context, key string, start time.Time) 
 		out = append(out, *sums[v])
 	}
 	return out, nil
+}
+
+// Catalog returns the model catalog in force: the one a worker wrote into
+// SLUICE_TENANTS at its start, or, when none has, the shipped one with
+// found false.
+func (c *Client) Catalog(ctx context.Context) (p *models.Published, found bool, err error) {
+	shipped := &models.Published{Catalog: models.Shipped(), Source: models.SourceShipped}
+	kv, err := c.tenantsBucket(ctx, false)
+	if errors.Is(err, ErrNotSetUp) {
+		return shipped, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	e, err := kv.Get(ctx, models.Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return shipped, false, nil
+	}
+	if err != nil {
+		return nil, false, c.jsErr(fmt.Errorf("read %s %s: %w", contract.TenantsBucket, models.Key, err))
+	}
+	p, err = models.DecodePublished(e.Value())
+	if err != nil {
+		return nil, false, err
+	}
+	return p, true, nil
 }

@@ -113,8 +113,7 @@ func invalidCases(t testing.TB) []invalidCase {
 		{name: "prompt not a string", doc: mutate(text, set("video.input.prompt", 42)), path: "video.input.prompt", rule: "must be a string, got a number"},
 		{name: "parameters unknown field", doc: mutate(text, set("video.parameters.fps", 24)), path: "video.parameters.fps", rule: "unknown field"},
 		{name: "resolution missing", doc: mutate(text, del("video.parameters.resolution")), path: "video.parameters.resolution", rule: "required"},
-		{name: "resolution unknown", doc: mutate(text, set("video.parameters.resolution", "1080P")), path: "video.parameters.resolution", rule: "must be one of 768P, 2K"},
-		{name: "resolution lowercase", doc: mutate(text, set("video.parameters.resolution", "768p")), path: "video.parameters.resolution", rule: "must be one of"},
+		{name: "resolution unknown", doc: mutate(text, set("video.parameters.resolution", "4K")), path: "video.parameters.resolution", rule: "must be one of 768P, 2K, 720p, 1080p"},
 		{name: "duration missing", doc: mutate(text, del("video.parameters.duration")), path: "video.parameters.duration", rule: "required"},
 		{name: "duration 3", doc: mutate(text, set("video.parameters.duration", 3)), path: "video.parameters.duration", rule: "[4, 15]"},
 		{name: "duration 16", doc: mutate(text, set("video.parameters.duration", 16)), path: "video.parameters.duration", rule: "[4, 15]"},
@@ -286,13 +285,13 @@ func TestDecodeReportsAllProblems(t *testing.T) {
 	want := []Problem{
 		{"id", "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"},
 		{"video.input.extra", "unknown field"},
-		{"video.parameters.duration", "must be an integer in [4, 15]"},
+		{"video.parameters.duration", "must be an integer number of seconds"},
 		{`labels[""]`, "key must not be empty"},
 		{"output.prefix", `must not have a "." or ".." segment`},
 		{"video.model", "required (must not be empty)"},
 		{"video.input.media[1]", "role reference_image cannot be combined with first_frame"},
 		{"video.input.media[1].url", "must be an http(s) URL, a base64 data URI (data:<mime>;base64,<payload>) or s3://bucket/key"},
-		{"video.parameters.resolution", `must be one of 768P, 2K, got "4K"`},
+		{"video.parameters.resolution", `must be one of 768P, 2K, 720p, 1080p, got "4K"`},
 		{"video.parameters.ratio", `must be one of adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16, got "2:1"`},
 	}
 	if len(se.Problems) != len(want) {

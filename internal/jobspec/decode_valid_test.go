@@ -235,6 +235,8 @@ func validEdgeCases(t *testing.T) []validCase {
 		{"duration 1.5e1", mutate(base, set("video.parameters.duration", json.RawMessage("1.5e1")))},
 		{"duration 4", mutate(base, set("video.parameters.duration", 4))},
 		{"duration 15", mutate(base, set("video.parameters.duration", 15))},
+		{"resolution in another case", mutate(base, set("video.parameters.resolution", "768p"))},
+		{"resolution 1080p of public clients", mutate(base, set("video.parameters.resolution", "1080p"))},
 		{"tenant and priority", mutate(mutate(base, set("tenant", "team-a_1")), set("priority", 1))},
 		{"priority 5", mutate(base, set("priority", 5))},
 		{"id absent", mutate(base, del("id"))},

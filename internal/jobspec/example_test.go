@@ -50,7 +50,7 @@ func ExampleError() {
 	}
 	// Output:
 	// job clip-0002
-	// video.parameters.duration: must be an integer in [4, 15]
+	// video.parameters.duration: must be an integer number of seconds
 	// video.input.media[1]: role reference_image cannot be combined with first_frame
-	// video.parameters.resolution: must be one of 768P, 2K, got "4K"
+	// video.parameters.resolution: must be one of 768P, 2K, 720p, 1080p, got "4K"
 }

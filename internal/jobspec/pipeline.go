@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // MaxPipelineSteps bounds the steps of one pipeline.
@@ -137,7 +138,7 @@ func (st *Step) decode(d *decoder, path string, raw json.RawMessage) {
 
 // validate checks the graph and every step's spec; id is the pipeline's
 // job id when the spec has one.
-func (p *Pipeline) validate(ps *problems, path, id string) {
+func (p *Pipeline) validate(ps *problems, path, id string, cat *models.Catalog) {
 	if p.OnFailure != "" && p.OnFailure != OnFailureStop && p.OnFailure != OnFailureFinish {
 		ps.add(field(path, "on_failure"), "must be stop or finish")
 	}
@@ -154,7 +155,7 @@ func (p *Pipeline) validate(ps *problems, path, id string) {
 	p.validateNeeds(ps, steps, byName)
 	p.validateCycles(ps, steps, byName)
 	for i := range p.Steps {
-		p.validateStep(ps, index(steps, i), i, byName)
+		p.validateStep(ps, index(steps, i), i, byName, cat)
 	}
 }
 
@@ -243,7 +244,7 @@ func (p *Pipeline) validateCycles(ps *problems, steps string, byName map[string]
 
 // validateStep checks step i's spec with the ordinary rules, then its
 // artifact references against the graph.
-func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[string]int) {
+func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[string]int, cat *models.Catalog) {
 	st := p.Steps[i]
 	spec := field(path, "spec")
 	switch {
@@ -257,7 +258,7 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 		ps.add(field(spec, "id"), "must be absent: a step's id is <pipeline id>--<step name>")
 	}
 	var own problems
-	st.Spec.validateJob(&own)
+	st.Spec.validateJob(&own, cat)
 	ps.addUnder(spec, own)
 
 	ancestors := p.ancestors(i, byName)

@@ -74,6 +74,11 @@ var schemaCannotExpress = map[string]string{
 	"arrived for unknown kind":            "the subject is not part of the document",
 	"label key 64 bytes in 32 characters": "maxLength counts characters, the rule counts bytes",
 	"prompt of no-break spaces":           `\S in Go's regexp engine is ASCII-only`,
+	"resolution unknown":                  "the model catalog decides, and an operator may extend it",
+	"duration 3":                          "the model catalog decides, and an operator may extend it",
+	"duration 16":                         "the model catalog decides, and an operator may extend it",
+	"ratio unknown":                       "the model catalog decides, and an operator may extend it",
+	"first frame with unlisted ratio":     "the model catalog decides, and an operator may extend it",
 }
 
 // TestSchemaRejectsInvalid runs the invalid-spec table through the schema:

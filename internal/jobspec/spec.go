@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
 // MaxSpecBytes is the largest spec Decode accepts: 1 MiB.
@@ -129,7 +131,22 @@ type Output struct {
 // fields that decoded are set, while ID, Kind and Labels are left zero
 // unless they are valid themselves. The *Spec is nil only when data is over
 // MaxSpecBytes or is not a single JSON object.
+//
+// Decode checks a video section against the shipped model catalog;
+// DecodeWith takes the catalog in force.
 func Decode(data []byte, kind Kind) (*Spec, error) {
+	return DecodeWith(data, kind, shipped)
+}
+
+// shipped is the shipped model catalog, never modified.
+var shipped = models.Shipped()
+
+// DecodeWith is Decode checking a video section against cat: its model's
+// entry, or the default entry for a model cat does not name. A nil cat
+// checks the section's structure alone (any resolution, duration of 1 s
+// or more, ratio and input kind), for a job already upstream under an
+// earlier catalog.
+func DecodeWith(data []byte, kind Kind, cat *models.Catalog) (*Spec, error) {
 	if len(data) > MaxSpecBytes {
 		return nil, &Error{Problems: []Problem{{Rule: fmt.Sprintf("spec is %d bytes, more than the limit of %d", len(data), MaxSpecBytes)}}}
 	}
@@ -163,7 +180,7 @@ func Decode(data []byte, kind Kind) (*Spec, error) {
 		d.add("kind", fmt.Sprintf("must be %q, the kind of the subject it arrived on, got %q", kind, s.Kind))
 	}
 	var v problems
-	s.validate(&v)
+	s.validate(&v, cat)
 	all := merge(d.list, v)
 
 	// The best effort: never hand out an id, kind or labels that break a rule.
@@ -260,15 +277,22 @@ func (s *Spec) decode(d *decoder, path string, raw json.RawMessage) {
 // Validate checks every rule of the contract on s and returns an *Error
 // listing all problems, or nil. It does not need a decoded spec: the enqueue
 // CLI validates the specs it builds from flags with it. Version 0 counts as
-// absent, that is 1.
+// absent, that is 1. A video section is checked against the shipped model
+// catalog.
 func (s *Spec) Validate() error {
+	return s.ValidateWith(shipped)
+}
+
+// ValidateWith is Validate checking a video section against cat. Like
+// DecodeWith it writes the video's model and resolution in cat's spelling.
+func (s *Spec) ValidateWith(cat *models.Catalog) error {
 	var ps problems
-	s.validate(&ps)
+	s.validate(&ps, cat)
 	return ps.err()
 }
 
-func (s *Spec) validate(ps *problems) {
-	s.validateJob(ps)
+func (s *Spec) validate(ps *problems, cat *models.Catalog) {
+	s.validateJob(ps, cat)
 	for _, r := range s.refs() {
 		ps.add(r.path, "an artifact reference {step, artifact} is allowed only in a pipeline step's inputs")
 	}
@@ -276,7 +300,7 @@ func (s *Spec) validate(ps *problems) {
 
 // validateJob checks every rule but the artifact references, which only a
 // pipeline can judge.
-func (s *Spec) validateJob(ps *problems) {
+func (s *Spec) validateJob(ps *problems, cat *models.Catalog) {
 	if s.Version != 0 && s.Version != Version {
 		ps.add("version", "must be 1")
 	}
@@ -307,11 +331,11 @@ func (s *Spec) validateJob(ps *problems) {
 		present bool
 		check   func()
 	}{
-		{KindVideo, s.Video != nil, func() { s.Video.validate(ps, "video") }},
+		{KindVideo, s.Video != nil, func() { s.Video.validate(ps, "video", cat) }},
 		{KindSpeech, s.Speech != nil, func() { s.Speech.validate(ps, "speech") }},
 		{KindCompute, s.Compute != nil, func() { s.Compute.validate(ps, "compute") }},
 		{KindContainer, s.Container != nil, func() { s.Container.validate(ps, "container") }},
-		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID) }},
+		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID, cat) }},
 	}
 	for _, sec := range sections {
 		switch {

@@ -3,18 +3,20 @@ package jobspec
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/internal/apiclient"
+	"github.com/sluice-dev/sluice/internal/models"
 )
 
-// Video limits of media-api.md sections 2.4 and 8.
+// Video limits of media-api.md sections 2.4 and 8. The resolutions,
+// durations, ratios and input kinds each model accepts are the model
+// catalog's (internal/models).
 const (
 	MaxPromptChars = 7000
-	MinDuration    = 4
-	MaxDuration    = 15
 	MaxImages      = 1
 )
 
@@ -34,13 +36,6 @@ var roles = []string{
 	apiclient.RoleReferenceImage, apiclient.RoleReferenceVideo, apiclient.RoleReferenceAudio,
 }
 
-// Video resolutions and aspect ratios (media-api.md 2.4); adaptive comes
-// first so that ratios[1:] are the ones text-to-video may use.
-var (
-	resolutions = []string{"768P", "2K"}
-	ratios      = []string{"adaptive", "21:9", "16:9", "4:3", "1:1", "3:4", "9:16"}
-)
-
 // RatioAdaptive is the ratio text-to-video must not use.
 const RatioAdaptive = "adaptive"
 
@@ -55,6 +50,20 @@ type Video struct {
 	Input VideoInput `json:"input"`
 	// Parameters holds resolution, duration, ratio and watermark.
 	Parameters VideoParameters `json:"parameters"`
+
+	// priceRule is the rule pricing a second of it, from the catalog
+	// entry it was checked against; "" until validated.
+	priceRule string
+}
+
+// PriceRule is the rule pricing a second of the video (docs/tenants.md#prices):
+// the one its model's catalog entry maps its resolution to, as validation
+// found it, else video.<resolution>.second.
+func (v *Video) PriceRule() string {
+	if v.priceRule != "" {
+		return v.priceRule
+	}
+	return models.PriceRule(v.Parameters.Resolution)
 }
 
 // VideoInput is the input object of a video request. Prompt is required:
@@ -68,22 +77,23 @@ type VideoInput = apiclient.VideoInput
 // s3://bucket/key.
 type Media = apiclient.MediaInput
 
-// VideoParameters is the parameters object of a video request. Resolution
-// is 768P or 2K and Duration whole seconds from 4 to 15, both required.
-// Ratio is one of adaptive, 21:9, 16:9, 4:3, 1:1, 3:4, 9:16: required and not
-// adaptive for text-to-video, ignored upstream for first/last frame,
-// optional (default adaptive) for multimodal reference. A nil Watermark
-// means upstream's default (false).
+// VideoParameters is the parameters object of a video request.
+// Resolution and Duration (whole seconds) are required, Ratio is required
+// and not adaptive for text-to-video, ignored upstream for first/last
+// frame, optional (default adaptive) for multimodal reference; the values
+// each model accepts are the model catalog's (shipped: resolutions 768P,
+// 2K, 720p, 1080p, durations 4-15 s, ratios adaptive, 21:9, 16:9, 4:3,
+// 1:1, 3:4, 9:16). A nil Watermark means upstream's default (false).
 type VideoParameters = apiclient.VideoParameters
 
 // VideoScenario is the kind of video request, decided by its media.
 type VideoScenario string
 
-// The scenarios of media-api.md 2.4.
+// The scenarios of media-api.md 2.4: the catalog's input kinds.
 const (
-	ScenarioTextToVideo  VideoScenario = "text_to_video"
-	ScenarioImageToVideo VideoScenario = "image_to_video"
-	ScenarioReference    VideoScenario = "multimodal_reference"
+	ScenarioTextToVideo  VideoScenario = models.InputText
+	ScenarioImageToVideo VideoScenario = models.InputImage
+	ScenarioReference    VideoScenario = models.InputReference
 )
 
 // Scenario returns the request's scenario: text-to-video when there are
@@ -194,7 +204,8 @@ func (v *Video) decode(d *decoder, path string, raw json.RawMessage) bool {
 			d.object(p, r, map[string]fieldFunc{
 				"resolution": func(p string, r json.RawMessage) { d.str(p, r, &prm.Resolution) },
 				"duration": func(p string, r json.RawMessage) {
-					d.integer(p, r, &prm.Duration, MinDuration, MaxDuration, durationRule)
+					// The range is the model's, checked in validate.
+					d.integer(p, r, &prm.Duration, math.MinInt32, math.MaxInt32, "must be an integer number of seconds")
 				},
 				"ratio":     func(p string, r json.RawMessage) { d.optStr(p, r, &prm.Ratio) },
 				"watermark": func(p string, r json.RawMessage) { d.boolPtr(p, r, &prm.Watermark) },
@@ -203,13 +214,40 @@ func (v *Video) decode(d *decoder, path string, raw json.RawMessage) bool {
 	})
 }
 
-var (
-	durationRange = fmt.Sprintf("an integer in [%d, %d]", MinDuration, MaxDuration)
-	durationRule  = "must be " + durationRange
-)
+// ModelKnown reports whether cat names v's model; a model it does not
+// name is checked against its default entry.
+func (v *Video) ModelKnown(cat *models.Catalog) bool {
+	_, _, known := cat.Lookup(v.Model)
+	return known
+}
 
-func (v *Video) validate(ps *problems, path string) {
+// openEntry is a catalog entry that takes v's own values: checking v
+// against it checks the document's structure alone.
+func openEntry(v *Video) models.Entry {
+	return models.Entry{
+		Resolutions: []string{v.Parameters.Resolution},
+		Durations:   models.Durations{Min: 1, Max: math.MaxInt32},
+		Ratios:      []string{v.Parameters.Ratio, RatioAdaptive},
+		Inputs:      []string{string(ScenarioTextToVideo), string(ScenarioImageToVideo), string(ScenarioReference)},
+	}
+}
+
+// validate checks v against its model's entry in cat, or, when cat is
+// nil, its structure alone. A model or resolution the catalog spells
+// otherwise (in another case) is rewritten in the catalog's spelling, the
+// one sent upstream.
+func (v *Video) validate(ps *problems, path string, cat *models.Catalog) {
 	requireText(ps, field(path, "model"), v.Model)
+	name, entry, known := v.Model, openEntry(v), false
+	if cat != nil {
+		name, entry, known = cat.Lookup(v.Model)
+	}
+	v.Model = name
+	// Which list a value was checked against, so a refusal is clear.
+	of := ""
+	if known {
+		of = " (model " + name + ")"
+	}
 
 	in := field(path, "input")
 	prompt := field(in, "prompt")
@@ -268,29 +306,51 @@ func (v *Video) validate(ps *problems, path string) {
 		}
 	}
 
+	if sc := v.Scenario(); sc != "" && !entry.Takes(string(sc)) {
+		at := media
+		if len(v.Input.Images) > 0 {
+			at = images
+		}
+		if sc == ScenarioTextToVideo {
+			at = in
+		}
+		ps.add(at, fmt.Sprintf("%s input is not taken%s (takes %s)", sc, of, strings.Join(entry.Inputs, ", ")))
+	}
+
 	prm := field(path, "parameters")
 	res := v.Parameters.Resolution
+	canon, ok := entry.Resolution(res)
 	switch {
 	case res == "":
-		ps.add(field(prm, "resolution"), "required (one of "+strings.Join(resolutions, ", ")+")")
-	case !slices.Contains(resolutions, res):
-		ps.add(field(prm, "resolution"), "must be one of "+strings.Join(resolutions, ", ")+", got "+quote(res))
+		ps.add(field(prm, "resolution"), "required (one of "+strings.Join(entry.Resolutions, ", ")+of+")")
+	case !ok:
+		ps.add(field(prm, "resolution"), "must be one of "+strings.Join(entry.Resolutions, ", ")+of+", got "+quote(res))
+	default:
+		v.Parameters.Resolution = canon
+		v.priceRule = entry.RuleFor(canon)
+	}
+	durationRange := func() string {
+		return fmt.Sprintf("an integer in [%d, %d]%s", entry.Durations.Min, entry.Durations.Max, of)
 	}
 	switch dur := v.Parameters.Duration; {
 	case dur == 0:
-		ps.add(field(prm, "duration"), "required, "+durationRange)
-	case dur < MinDuration || dur > MaxDuration:
-		ps.add(field(prm, "duration"), durationRule)
+		ps.add(field(prm, "duration"), "required, "+durationRange())
+	case dur < entry.Durations.Min || dur > entry.Durations.Max:
+		ps.add(field(prm, "duration"), "must be "+durationRange())
 	}
 	ratio := v.Parameters.Ratio
+	canonRatio, ok := entry.Ratio(ratio)
 	switch {
-	case ratio != "" && !slices.Contains(ratios, ratio):
-		ps.add(field(prm, "ratio"), "must be one of "+strings.Join(ratios, ", ")+", got "+quote(ratio))
-	case v.Scenario() != ScenarioTextToVideo:
-	case ratio == "":
-		ps.addDep(field(prm, "ratio"), "required for text-to-video (one of "+strings.Join(ratios[1:], ", ")+")", media, images)
-	case ratio == RatioAdaptive:
-		ps.addDep(field(prm, "ratio"), "must not be adaptive for text-to-video", media, images)
+	case ratio != "" && !ok:
+		ps.add(field(prm, "ratio"), "must be one of "+strings.Join(entry.Ratios, ", ")+of+", got "+quote(ratio))
+	case ratio != "":
+		v.Parameters.Ratio = canonRatio
+		if canonRatio == RatioAdaptive && v.Scenario() == ScenarioTextToVideo {
+			ps.addDep(field(prm, "ratio"), "must not be adaptive for text-to-video", media, images)
+		}
+	case v.Scenario() == ScenarioTextToVideo:
+		textRatios := slices.DeleteFunc(slices.Clone(entry.Ratios), func(r string) bool { return strings.EqualFold(r, RatioAdaptive) })
+		ps.addDep(field(prm, "ratio"), "required for text-to-video (one of "+strings.Join(textRatios, ", ")+of+")", media, images)
 	}
 }
 

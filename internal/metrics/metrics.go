@@ -44,6 +44,7 @@ type Metrics struct {
 	quota         quotaGauges
 	store         storeGauges
 	space         prometheus.Gauge
+	tokens        *prometheus.CounterVec
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -135,6 +136,7 @@ func New() *Metrics {
 		quota:        newQuotaGauges(),
 		store:        newStoreGauges(),
 		space:        newSpaceGauge(),
+		tokens:       newTokenCounter(),
 		codes:        make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.stuck, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
@@ -142,7 +144,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
-	m.reg.MustRegister(m.space)
+	m.reg.MustRegister(m.space, m.tokens)
 	return m
 }
 

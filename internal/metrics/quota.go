@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // quotaGauges are the fleet quota gauges, by resource (media, compute).
 type quotaGauges struct {
-	limit, inUse, held, waiting, waitingHere, rate *prometheus.GaugeVec
+	limit, effective, inUse, held, waiting, waitingHere, rate *prometheus.GaugeVec
 }
 
 func newQuotaGauges() quotaGauges {
@@ -13,6 +13,7 @@ func newQuotaGauges() quotaGauges {
 	}
 	return quotaGauges{
 		limit:       g("sluice_quota_limit", "Fleet limit of upstream tasks in flight (SLUICE_FLEET_MEDIA_TASKS, SLUICE_FLEET_COMPUTE_JOBS), by resource; 0: none."),
+		effective:   g("sluice_quota_effective_limit", "Fleet limit leases are granted by, by resource: the configured limit, or less while upstream answers concurrency conflicts."),
 		inUse:       g("sluice_quota_in_use", "Leases held across the fleet (upstream tasks in flight), by resource, as this worker last read them."),
 		held:        g("sluice_quota_held", "Leases held by this worker, by resource."),
 		waiting:     g("sluice_quota_waiting_jobs", "Jobs held by the fleet's workers and waiting for a lease, by resource."),
@@ -22,15 +23,16 @@ func newQuotaGauges() quotaGauges {
 }
 
 func (q quotaGauges) collectors() []prometheus.Collector {
-	return []prometheus.Collector{q.limit, q.inUse, q.held, q.waiting, q.waitingHere, q.rate}
+	return []prometheus.Collector{q.limit, q.effective, q.inUse, q.held, q.waiting, q.waitingHere, q.rate}
 }
 
 // Quota records one resource's fleet quota as this worker sees it.
-func (m *Metrics) Quota(resource string, limit, inUse, held, waiting, waitingHere int) {
+func (m *Metrics) Quota(resource string, limit, effective, inUse, held, waiting, waitingHere int) {
 	if m == nil {
 		return
 	}
 	m.quota.limit.WithLabelValues(resource).Set(float64(limit))
+	m.quota.effective.WithLabelValues(resource).Set(float64(effective))
 	m.quota.inUse.WithLabelValues(resource).Set(float64(inUse))
 	m.quota.held.WithLabelValues(resource).Set(float64(held))
 	m.quota.waiting.WithLabelValues(resource).Set(float64(waiting))

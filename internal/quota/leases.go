@@ -33,6 +33,7 @@ type leases struct {
 	resource string
 	key      string
 	limit    int
+	aimd     AIMD
 	holder   string
 	ttl      time.Duration
 	doc      *kvcas.Doc[board]
@@ -78,6 +79,12 @@ type leases struct {
 	// handedOver hears what that write handed over.
 	gone       map[life]bool
 	handedOver func(resource string, handed map[string]lease)
+	// conflicts are the submits upstream refused for too many tasks at
+	// once since the last write of the board (see aimd).
+	conflicts []conflict
+	// granted is when (Unix milliseconds, the boards' clock) each job of
+	// keep was granted its lease, which its conflict carries.
+	granted map[string]int64
 	// changed is closed, and replaced, whenever the view changes: a
 	// consumer the quota held back asks again at once (Fleet.Changed).
 	changed chan struct{}
@@ -100,11 +107,11 @@ type request struct {
 func newLeases(resource string, limit int, cfg Config) *leases {
 	log := cfg.Logger.With().Str("quota", resource).Logger()
 	return &leases{
-		resource: resource, key: "leases." + resource, limit: limit, holder: cfg.Holder, ttl: cfg.TTL,
+		resource: resource, key: "leases." + resource, limit: limit, aimd: cfg.AIMD.withDefaults(), holder: cfg.Holder, ttl: cfg.TTL,
 		doc: boardDoc(cfg, cfg.TTL, log), log: log, clock: cfg.Clock, observe: cfg.Observe,
 		wake: make(chan struct{}, 1),
 		refs: map[string]int{}, keep: map[string]bool{}, take: map[string]bool{}, drop: map[string]bool{}, handBack: map[string]time.Time{},
-		replies: map[string]string{}, kinds: map[string]string{}, gone: map[life]bool{}, changed: make(chan struct{}),
+		replies: map[string]string{}, kinds: map[string]string{}, gone: map[life]bool{}, granted: map[string]int64{}, changed: make(chan struct{}),
 	}
 }
 
@@ -186,6 +193,7 @@ func (l *leases) release(job string, handBack bool, redeliverIn time.Duration) {
 	delete(l.take, job)
 	delete(l.replies, job)
 	delete(l.kinds, job)
+	delete(l.granted, job)
 	if handBack {
 		l.handBack[job] = l.clock.Now().Add(max(redeliverIn, 0))
 	} else {
@@ -237,7 +245,8 @@ func (l *leases) reserve(kind string, n int) int {
 		return 0
 	}
 	v := l.view.live(now.UnixMilli())
-	free := min(l.limit-len(v.Leases), fairShare(v, l.holder, l.limit)-v.held(l.holder))
+	limit := v.effective(l.limit)
+	free := min(limit-len(v.Leases), fairShare(v, l.holder, limit)-v.held(l.holder))
 	// A job handed back counts until its next delivery takes its lease
 	// over: that delivery must be pulled whatever the limit, and only it.
 	// Its place is no other job's: not another kind's (handedBackFor),
@@ -311,7 +320,7 @@ func (l *leases) intent() intent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	in := intent{
-		holder: l.holder, now: l.clock.Now(), ttl: l.ttl, limit: l.limit,
+		holder: l.holder, now: l.clock.Now(), ttl: l.ttl, limit: l.limit, aimd: l.aimd, conflicts: slices.Clone(l.conflicts),
 		keep: make(map[string]bool, len(l.keep)),
 		take: keys(l.take), drop: keys(l.drop), handBack: make(map[string]int64, len(l.handBack)),
 	}
@@ -441,6 +450,7 @@ func (l *leases) apply(in intent, out outcome) {
 	for _, g := range in.gone {
 		delete(l.gone, g)
 	}
+	l.conflicts = l.conflicts[len(in.conflicts):]
 	for _, id := range out.lost {
 		delete(l.keep, id)
 	}
@@ -455,6 +465,7 @@ func (l *leases) apply(in intent, out outcome) {
 		}
 		l.keep[r.job] = true
 		l.refs[r.job]++
+		l.granted[r.job] = in.now.UnixMilli()
 		grants = append(grants, r)
 		return true
 	})
@@ -492,7 +503,15 @@ func (l *leases) apply(in intent, out outcome) {
 func (l *leases) statusLocked(now time.Time) Status {
 	v := l.view.live(now.UnixMilli())
 	return Status{
-		Resource: l.resource, Limit: l.limit, InUse: len(v.Leases), Held: v.held(l.holder),
+		Resource: l.resource, Limit: l.limit, Effective: v.effective(l.limit), InUse: len(v.Leases), Held: v.held(l.holder),
 		Waiting: v.waitingJobs(), WaitingHere: len(l.want),
 	}
+}
+
+// conflict records job's refused submit for the next write of the board.
+func (l *leases) conflict(job string) {
+	l.mu.Lock()
+	l.conflicts = append(l.conflicts, conflict{job: job, granted: l.granted[job]})
+	l.mu.Unlock()
+	l.poke()
 }

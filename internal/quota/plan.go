@@ -20,6 +20,8 @@ type board struct {
 	Grace   int64             `json:"grace_ms,omitempty"`
 	Leases  map[string]lease  `json:"leases,omitempty"`
 	Waiting map[string]waiter `json:"waiting,omitempty"`
+	// pace is the fleet's effective limit and what paces it (aimd.go).
+	pace
 	// Writer is the id of the write that stored the board (kvcas), so a
 	// worker whose compare-and-set went unanswered can tell its own write
 	// when it reads the key again; only its writer compares it.
@@ -76,7 +78,7 @@ func decodeBoard(b []byte) (board, error) {
 // next delivery takes the lease over; past that it is dropped (at once on
 // a board without grace), and so are waiters past their expiry.
 func (bd board) live(now int64) board {
-	out := board{Limit: bd.Limit, Grace: bd.Grace, Writer: bd.Writer}
+	out := board{Limit: bd.Limit, Grace: bd.Grace, Writer: bd.Writer, pace: bd.pace}
 	for id, l := range bd.Leases {
 		if l.Exp <= now {
 			if bd.Grace == 0 || l.Lapsed != 0 && l.Lapsed+bd.Grace <= now {
@@ -172,7 +174,7 @@ func graceOf(ttl time.Duration) int64 { return 2 * ttl.Milliseconds() }
 // same reports whether a and b hold the same leases, waiters and limit
 // (the writer aside).
 func same(a, b board) bool {
-	return a.Limit == b.Limit && a.Grace == b.Grace && maps.Equal(a.Leases, b.Leases) && maps.Equal(a.Waiting, b.Waiting)
+	return a.Limit == b.Limit && a.Grace == b.Grace && a.pace == b.pace && maps.Equal(a.Leases, b.Leases) && maps.Equal(a.Waiting, b.Waiting)
 }
 
 // intent is what one worker wants of a resource's board.
@@ -208,6 +210,11 @@ type intent struct {
 	inst string
 	// kind is the kind of each held or wanted job.
 	kind map[string]string
+	// conflicts are the submits upstream refused for too many tasks at
+	// once since the worker's last write; aimd paces the effective limit
+	// they lower.
+	conflicts []conflict
+	aimd      AIMD
 	// gone are other holders' lives known dead (watch): their leases are
 	// handed back, and the waiting entry of a holder gone silent dropped.
 	gone []life
@@ -259,9 +266,10 @@ func plan(cur board, in intent) outcome {
 		}
 	}
 	var out outcome
+	planLimit(&next, in)
 	planGone(next, in, &out)
 	planHeld(next, in, &out)
-	planWanted(next, in, &out)
+	planWanted(&next, in, &out)
 	if len(next.Leases) == 0 {
 		next.Leases = nil
 	}
@@ -345,7 +353,7 @@ func planHeld(next board, in intent, out *outcome) {
 
 // planWanted grants the worker's waiting jobs what next and the fair
 // share allow, and registers the worker as waiting for the rest.
-func planWanted(next board, in intent, out *outcome) {
+func planWanted(next *board, in intent, out *outcome) {
 	now, exp := in.now.UnixMilli(), in.now.Add(in.ttl).UnixMilli()
 	// Jobs of want already leased to this worker (by a write whose answer
 	// was lost) or handed back (a stopped or dead worker's delivery of the
@@ -368,14 +376,16 @@ func planWanted(next board, in intent, out *outcome) {
 			rest = append(rest, id)
 		}
 	}
-	free := in.limit - len(next.Leases)
+	limit := next.effective(in.limit)
+	free := limit - len(next.Leases)
 	if free > 0 && len(rest) > 0 {
-		allow := min(free, max(0, fairShare(next, in.holder, in.limit)-next.held(in.holder)))
+		allow := min(free, max(0, fairShare(*next, in.holder, limit)-next.held(in.holder)))
 		n := min(allow, len(rest))
 		for _, id := range rest[:n] {
 			next.Leases[id] = in.lease(id, exp)
 			out.granted = append(out.granted, id)
 		}
+		next.countGrants(n)
 		rest = rest[n:]
 	}
 	if waiting := len(rest) + held; waiting > 0 || in.starved {

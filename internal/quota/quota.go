@@ -129,6 +129,9 @@ type Config struct {
 	// Clock is the clock every time on the boards is on. Defaults to the
 	// clock of KV's server (NewClock over KV and Now).
 	Clock *natsconn.Clock
+	// AIMD paces the effective limit that concurrency conflicts lower;
+	// zero fields take their defaults.
+	AIMD AIMD
 }
 
 // Fleet is one worker's side of the fleet's quotas. A nil *Fleet, or one
@@ -242,7 +245,7 @@ func (f *Fleet) Waiting(kind string) bool {
 		return false
 	}
 	st := l.status()
-	return st.InUse >= st.Limit || st.WaitingHere > 0
+	return st.InUse >= st.Effective || st.WaitingHere > 0
 }
 
 // Take returns job's lease, taken over whatever the limit: job's task is
@@ -273,6 +276,17 @@ func (s *Lease) Release() {
 func (s *Lease) HandBack(redeliverIn time.Duration) {
 	if s != nil {
 		s.l.release(s.job, true, redeliverIn)
+	}
+}
+
+// Conflict tells the fleet that upstream refused job's submit, of kind,
+// for too many tasks at once: the fleet's effective limit of kind's
+// resource drops (see aimd), unless the job's lease was granted before
+// the last cut. Call it before the job's lease is given back. Nothing
+// without a limit.
+func (f *Fleet) Conflict(kind, job string) {
+	if l := f.leases(kind); l != nil {
+		l.conflict(job)
 	}
 }
 
@@ -333,6 +347,9 @@ type Status struct {
 	Resource string `json:"resource"`
 	// Limit is the configured limit (0: none).
 	Limit int `json:"limit"`
+	// Effective is the limit leases are granted by: Limit, or less while
+	// upstream answers concurrency conflicts (see AIMD).
+	Effective int `json:"effective_limit"`
 	// InUse is the leases held across the fleet.
 	InUse int `json:"in_use"`
 	// Held is this worker's leases (for a reader of the board, 0).

@@ -370,10 +370,17 @@ func TestHandedBackLeaseIsKeptForItsJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.HandBack(0) // the task still runs upstream; its job comes back
+	// w2's view must hold the lease, handed back: on a view read before
+	// w1's grant the place is free (any kind may pull for it), and on one
+	// read before the hand-back w1 holds it. The view only moves on (the
+	// clock stands still), so once it shows the lease a video job w2 may
+	// pull after is one for the handed-back lease. (Reserve also asks w2
+	// to read the board again.)
 	eventually(t, "w2 sees the handed-back lease", func() bool {
+		st := f2.Statuses()
 		n := f2.Reserve("video", 1)
 		f2.Unreserve("video", n)
-		return n == 1
+		return st[0].InUse == 1 && st[0].Held == 0 && n == 1
 	})
 	if n := f2.Reserve("speech", 1); n != 0 {
 		t.Errorf("w2 may pull %d speech job on the video job's handed-back lease, want 0", n)
@@ -396,4 +403,132 @@ func TestHandedBackLeaseIsKeptForItsJob(t *testing.T) {
 		st := f2.Statuses()
 		return st[0].Held == 1 && st[0].InUse == 1 && st[0].WaitingHere == 1
 	})
+}
+
+// TestConflictsLowerTheEffectiveLimitAcrossWorkers: a conflict heard by
+// one worker lowers the effective limit the other grants by, readers of
+// the board see it, and it grows back one step per quiet interval once
+// the conflicts stop.
+func TestConflictsLowerTheEffectiveLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	aimd := quota.AIMD{Window: time.Second, Raise: 5 * time.Second, Probe: time.Minute}
+	start := func(holder string) *quota.Fleet {
+		f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: quota.Limits{MediaTasks: 10},
+			TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { f.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return f
+	}
+	f1, f2 := start("w1"), start("w2")
+	ctx := testenv.Context(t, 60*time.Second)
+	var held []*quota.Lease
+	for i := range 10 {
+		l, err := f1.Acquire(ctx, "video", fmt.Sprintf("a%d", i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	f1.Conflict("video", "a9")
+	eventually(t, "the board's effective limit is 7", func() bool { return read(t, b, quota.Media).Effective == 7 })
+	eventually(t, "w2 grants by 7", func() bool { return f2.Statuses()[0].Effective == 7 })
+	for _, l := range held {
+		l.Release()
+	}
+	// Eight jobs on w2: seven get a lease, the eighth waits.
+	held = held[:0]
+	for i := range 7 {
+		l, err := f2.Acquire(ctx, "video", fmt.Sprintf("b%d", i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	eighth := make(chan error, 1)
+	go func() {
+		l, err := f2.Acquire(ctx, "video", "b7", "")
+		l.Release()
+		eighth <- err
+	}()
+	eventually(t, "seven granted, one waiting", func() bool { return read(t, b, quota.Media).Waiting == 1 })
+	if st := read(t, b, quota.Media); st.Limit != 10 || st.InUse != 7 {
+		t.Errorf("%+v, want 7 in use of the configured 10", st)
+	}
+
+	// The conflicts stop: one more per quiet interval with a round of
+	// grants, never more than one at once.
+	b.clock.Advance(aimd.Raise)
+	for _, l := range held {
+		l.Release()
+	}
+	if err := <-eighth; err != nil {
+		t.Fatal(err)
+	}
+	for want := 8; want <= 9; want++ {
+		eventually(t, fmt.Sprintf("the effective limit grows to %d", want), func() bool {
+			return read(t, b, quota.Media).Effective == want
+		})
+		b.clock.Advance(aimd.Raise)
+		runJobs(ctx, t, []*quota.Fleet{f1, f2}, want).wait()
+	}
+	if st := read(t, b, quota.Media); st.Effective != 9 {
+		t.Fatalf("effective %d, want 9 until a long quiet (10 is where the conflict came)", st.Effective)
+	}
+	b.clock.Advance(aimd.Probe)
+	runJobs(ctx, t, []*quota.Fleet{f1, f2}, 4*9).wait()
+	eventually(t, "the effective limit back at the configured 10", func() bool { return read(t, b, quota.Media).Effective == 10 })
+}
+
+// TestLateConflictOfAnEarlierGrantCutsOnce: leases granted together whose
+// submits are refused over more than the window (they queued behind a
+// rate) cut the effective limit once, on the first refusal; a lease
+// granted after the cut and refused cuts again.
+func TestLateConflictOfAnEarlierGrantCutsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	aimd := quota.AIMD{Window: time.Second, Raise: time.Hour, Probe: time.Hour}
+	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: "w1", Limits: quota.Limits{MediaTasks: 10},
+		TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ctx := testenv.Context(t, 30*time.Second)
+
+	leases := map[string]*quota.Lease{}
+	for i := range 10 {
+		id := fmt.Sprintf("a%d", i)
+		if leases[id], err = f.Acquire(ctx, "video", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuse := func(id string) {
+		b.clock.Advance(3 * aimd.Window)
+		f.Conflict("video", id)
+		leases[id].Release()
+	}
+	refuse("a9")
+	eventually(t, "the first refusal cuts to 7", func() bool { return read(t, b, quota.Media).Effective == 7 })
+	refuse("a8")
+	eventually(t, "the late refusal given back", func() bool { return read(t, b, quota.Media).InUse == 8 })
+	if st := read(t, b, quota.Media); st.Effective != 7 {
+		t.Fatalf("effective %d after a late refusal of a lease granted before the cut, want 7 still", st.Effective)
+	}
+	// A lease granted by the lowered limit, refused: a new over-commit.
+	leases["a7"].Release()
+	leases["a6"].Release()
+	if leases["b0"], err = f.Acquire(ctx, "video", "b0", ""); err != nil {
+		t.Fatal(err)
+	}
+	refuse("b0")
+	eventually(t, "a refusal of a lease granted since cuts again", func() bool { return read(t, b, quota.Media).Effective < 7 })
 }

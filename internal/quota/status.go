@@ -42,6 +42,7 @@ func Read(ctx context.Context, js jetstream.JetStream, now time.Time) ([]Status,
 			if derr == nil {
 				v := bd.live(now.UnixMilli())
 				st.Limit, st.InUse, st.Waiting = bd.Limit, len(v.Leases), v.waitingJobs()
+				st.Effective = bd.effective(bd.Limit)
 				found = true
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -97,7 +97,7 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duratio
 		return verdictStray
 	case a.badSpec:
 		return verdictBadSpec
-	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits > a.maxDeliver:
+	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits-next.ConflictWaits > a.maxDeliver:
 		return verdictTooMany
 	case next.Cancel != nil && !submittedOrLater(next.Status) && next.Upstream.TaskID == "":
 		// (A media task whose id reached the record is cancelled upstream.)
@@ -131,7 +131,8 @@ func countDelivery(rec *state.Record, a arrival, spec *jobspec.Spec) {
 // time, the record's count of the deliveries that reached a worker (this
 // one included), so that SLUICE_MAX_DELIVER also bounds a job handed over
 // again and again (a handler that panics on it). The caller subtracts the
-// deliveries that waited for upstream's quota (see quotaExhausted).
+// deliveries that waited for upstream's quota (see quotaExhausted), its
+// concurrency (concurrencyConflict) or the tenant's budget.
 func (a arrival) deliveries(rec *state.Record) int {
 	if a.orphaned {
 		return max(a.delivered, rec.Attempts)
@@ -144,10 +145,14 @@ func (a arrival) deliveries(rec *state.Record) int {
 // settles the message already (see verdict, or no state); the caller must
 // call j.unregister either way.
 func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
-	spec, specErr := jobspec.Decode(d.Msg.Data(), jobspec.Kind(d.Kind))
+	spec, specErr := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), r.cfg.Models)
+	spared := spareable(d, spec, specErr)
 	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
 	j.id = jobID(spec, d)
 	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
+	if spec != nil && spec.Video != nil && spec.Video.Model != "" && !spec.Video.ModelKnown(r.cfg.Models) {
+		j.log.Warn().Str("model", spec.Video.Model).Msg(LogUnknownModel)
+	}
 
 	// Register for cancel notices before reading the record: a cancel
 	// either is in the record read below or is noticed after it.
@@ -163,8 +168,13 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, out, done
 	}
 	var v verdict
+	var spare bool
 	rec, err := r.put(ctx, view{id: j.id, fresh: true}, admitted, "", func(rec *state.Record) error {
 		rec.Kind = cmp.Or(rec.Kind, j.kind)
+		a, spec := a, spec
+		if spare = spared != nil && upstream(rec); spare {
+			a.badSpec, spec = false, spared
+		}
 		if v = decide(rec, a, spec, r.quiet(j.id, rec)); !v.counts() {
 			return state.Unchanged
 		}
@@ -177,6 +187,10 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 		return j, r.settle(j, transient(err)), true
 	}
 	r.checkpoints.OK()
+	if spare {
+		j.log.Warn().Str("spec_error", specMessage(specErr)).Msg(LogSpared)
+		j.spec, specErr = spared, nil
+	}
 	if v != verdictBusy && v != verdictInSubmit {
 		r.sightings.forget(j.id)
 	}
@@ -275,6 +289,36 @@ func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
 	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
 		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
 }
+
+// spareable returns d's video spec checked for its structure alone when
+// only the model catalog refuses it (specErr): a job the catalog took
+// when it was submitted goes on, if its record shows it upstream, after
+// the catalog changed. nil otherwise.
+func spareable(d *consumer.Delivery, spec *jobspec.Spec, specErr error) *jobspec.Spec {
+	if specErr == nil || spec == nil || spec.Video == nil {
+		return nil
+	}
+	s, err := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), nil)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// upstream reports whether rec shows its job's paid submit sent: a
+// submit under way or done, or an upstream task.
+func upstream(rec *state.Record) bool {
+	return rec.Status == state.StatusSubmitting || rec.Submits > 0 || rec.Upstream.TaskID != ""
+}
+
+// LogSpared is logged for a job whose spec the model catalog now refuses
+// but which is upstream already: it goes on (spareable).
+const LogSpared = "spec no longer fits the model catalog, but the job is upstream already: it goes on"
+
+// LogUnknownModel is logged, with the model's name, for a video whose
+// model the catalog does not name: it was checked against the catalog's
+// default entry (docs/job-spec.md#the-model-catalog).
+const LogUnknownModel = "video model not in the model catalog; checked against its default entry"
 
 // LogLeftInSubmit is logged by a delivery that leaves its job to another
 // delivery inside its paid submit (see paying).

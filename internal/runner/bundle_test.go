@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -37,12 +38,16 @@ type bundle struct {
 	store   *state.Store
 	cancels *Cancels
 	r       *Runner
+	// wrap, when set before startCompute, stands between the compute
+	// client and the simulator.
+	wrap func(http.Handler) http.Handler
 	// deliverMu keeps one delivery's publish and fetch together: every
 	// message of a kind comes through its one consumer.
 	deliverMu sync.Mutex
 }
 
-func setup(t *testing.T) *bundle {
+// setup builds a bundle; opts tune the compute simulator's config.
+func setup(t *testing.T, opts ...func(*apisim.ComputeConfig)) *bundle {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
 	b := &bundle{nats: testenv.StartNATS(t), cancels: NewCancels()}
@@ -68,7 +73,7 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(stop)
 	go poller.Run(bg)
 
-	compute := b.startCompute(t)
+	compute := b.startCompute(t, opts...)
 
 	store, err := artifacts.NewStore(artifacts.StoreConfig{Client: s3env.Client, Bucket: s3env.Bucket, Prefix: "sluice"})
 	if err != nil {
@@ -100,15 +105,24 @@ func videoSpec(id, prompt string) []byte {
 }
 
 // startCompute starts the compute simulator, whose jobs queue for a
-// second and run for computeRun, and returns a client of it.
-func (b *bundle) startCompute(t *testing.T) *apiclient.Compute {
+// second and run for computeRun, and returns a client of it; opts tune
+// the simulator's config.
+func (b *bundle) startCompute(t *testing.T, opts ...func(*apisim.ComputeConfig)) *apiclient.Compute {
 	t.Helper()
-	b.compute = apisim.NewCompute(apisim.ComputeConfig{
+	cfg := apisim.ComputeConfig{
 		User: "alice", Password: "pw-compute", OrgID: "org-1",
 		QueuedFor: time.Second, RunFor: computeRun, Root: t.TempDir(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b.compute = apisim.NewCompute(cfg)
 	t.Cleanup(func() { _ = b.compute.Close() })
-	srv := httptest.NewServer(b.compute)
+	var h http.Handler = b.compute
+	if b.wrap != nil {
+		h = b.wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	client, err := apiclient.NewCompute(apiclient.ComputeConfig{BaseURL: srv.URL, User: "alice", Password: "pw-compute", OrgID: "org-1"})
 	if err != nil {

@@ -123,18 +123,40 @@ var storeRefusalBackoff = backoff.Exponential{Min: time.Second, Max: 5 * time.Mi
 // whose store refuses takes no job (the store watch), so a redelivered
 // one would wait unseen and never reach its limit.
 func (r *Runner) waitForStore(ctx context.Context, j *job, refusals int, err error) error {
-	rt := &retry{err: err, step: state.StatusCollecting, code: CodeStoreRefused}
+	return r.holdJob(ctx, j, storeHold, refusals, err)
+}
+
+// hold describes a wait for storage that refuses for a lasting reason:
+// the artifact store (storeHold) or the platform's storage (roomHold).
+type hold struct {
+	code  string
+	step  state.Status // "": the record's status
+	stage state.Stage
+	what  string // what refused, in the failure and the log
+}
+
+var (
+	storeHold = hold{code: CodeStoreRefused, step: state.StatusCollecting, stage: state.StageCollect, what: "the artifact store refused the copies"}
+	roomHold  = hold{code: CodeStorageFull, stage: state.StageSubmit, what: "the compute platform's storage stayed full"}
+)
+
+// holdJob holds j while h's storage refuses (err; n earlier refusals in
+// this delivery), then lets the caller try again: the rule of
+// waitForStore, for either storage. Past StoreRefusalLimit since the
+// first refusal the job fails h.code.
+func (r *Runner) holdJob(ctx context.Context, j *job, h hold, n int, err error) error {
+	rt := &retry{err: err, step: h.step, code: h.code}
 	note := r.stepError(j, rt)
 	waited := r.cfg.Now().Sub(note.Since)
 	if waited >= r.cfg.StoreRefusalLimit {
-		return fail(CodeStoreRefused, state.StageCollect, true,
-			"the artifact store refused the copies for %s (SLUICE_STORE_REFUSAL_LIMIT=%s): %v",
-			waited.Round(time.Second), r.cfg.StoreRefusalLimit, err)
+		return fail(h.code, h.stage, true,
+			"%s for %s (SLUICE_STORE_REFUSAL_LIMIT=%s): %v",
+			h.what, waited.Round(time.Second), r.cfg.StoreRefusalLimit, err)
 	}
-	delay := min(storeRefusalBackoff.Delay(refusals), r.cfg.StoreRefusalLimit-waited)
-	if refusals == 0 {
+	delay := min(storeRefusalBackoff.Delay(n), r.cfg.StoreRefusalLimit-waited)
+	if n == 0 {
 		j.log.Warn().Err(err).Time("since", note.Since).Dur("limit", r.cfg.StoreRefusalLimit).
-			Msg("the artifact store refuses the copy; the job keeps its upstream result and tries again")
+			Str("code", h.code).Msg("storage refuses for now; the job is held and tries again")
 	}
 	r.noteRetry(ctx, j, rt)
 	r.pause(ctx, j, nil, delay)

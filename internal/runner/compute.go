@@ -19,7 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// runCompute runs a compute job: upload inputs, check the queue, submit
+// runCompute runs a compute job: check the queue, upload inputs, submit
 // (unless the record says it was submitted), poll the job until it ends,
 // then collect stdout, stderr and the declared outputs. A cancel before
 // the submit ends the job without it; after the submit the job is deleted
@@ -88,17 +88,23 @@ func (r *Runner) openSession(ctx context.Context, j *job, specCluster, field, wh
 	return sess, nil
 }
 
-// submitCompute uploads the inputs, checks the queue and sends the job.
+// submitCompute checks the queue and the job's shape against it, uploads
+// the inputs and sends the job: a job its queue cannot take fails before
+// anything is uploaded.
 func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.ClusterSession) error {
 	spec := j.spec.Compute
-	if err := r.uploadInputs(ctx, j, sess, "compute", spec.Inputs); err != nil {
-		return err
-	}
 	schedID, err := sess.SchedulerID(ctx)
 	if err != nil {
 		return computeError(state.StageSubmit, "query cluster", err)
 	}
 	if err := r.checkQueue(ctx, j, sess, schedID); err != nil {
+		return err
+	}
+	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
+	if err := r.checkLimits(ctx, j, sess, schedID, req.MapAppJobInfo); err != nil {
+		return err
+	}
+	if err := r.uploadInputs(ctx, j, sess, "compute", spec.Inputs); err != nil {
 		return err
 	}
 	if j.cancelled() {
@@ -107,7 +113,6 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
-	req := spec.Request(jobspec.ComputeTarget{JobID: j.id, SchedulerID: schedID, ClusterID: sess.ClusterID()})
 
 	// The platform job carries the job's identity, by which a lost
 	// answer's job is found (settleUnrecorded).
@@ -152,6 +157,9 @@ func (r *Runner) submitCompute(ctx context.Context, j *job, sess *apiclient.Clus
 		}
 	}
 	if err != nil {
+		if errors.Is(err, apiclient.ErrMinGRES) {
+			return r.submitError(wctx, j, minGRESFailure(&spec.Job, req.MapAppJobInfo, err))
+		}
 		if errors.Is(err, apiclient.ErrAmbiguous) || !isTransientCompute(err) {
 			return r.submitError(wctx, j, asPermanent(err))
 		}
@@ -219,7 +227,7 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			continue
 		}
 		cover := in.Cover || j.rec.Attempts > 1
-		err := sess.Upload(ctx, in.To, name, cover, open)
+		err := r.uploadHeld(ctx, j, func() error { return sess.Upload(ctx, in.To, name, cover, open) })
 		if err == nil {
 			continue
 		}
@@ -235,10 +243,40 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 			return transient(fmt.Errorf("%s: %w", field, err))
 		case errors.As(err, &ie):
 			return fail(CodeInputFetchFailed, state.StageSubmit, true, "%s: %v", field, err)
+		case errors.Is(err, apiclient.ErrFileMissing):
+			// The platform has no such place for the input.
+			return fail(CodeInputUnreachable, state.StageSubmit, true, "%s: upload: %v", field, err)
 		}
 		return computeError(state.StageSubmit, field+": upload", err)
 	}
 	return nil
+}
+
+// StepStorageFull is the watchdog's step of a job held while the
+// platform's storage is full: a wait bounded by StoreRefusalLimit, never
+// judged stuck.
+const StepStorageFull = "waiting_storage"
+
+// uploadHeld runs upload, an upload of j's, and holds j while the
+// platform answers that its storage is full (apiclient.ErrStorageFull),
+// as a job whose artifact store refuses is held (holdJob): nothing is
+// paid yet, the job is not failed, and it goes on once there is room.
+func (r *Runner) uploadHeld(ctx context.Context, j *job, upload func() error) error {
+	err := upload()
+	if !errors.Is(err, apiclient.ErrStorageFull) {
+		return err
+	}
+	// The wait may be long: let other jobs start meanwhile.
+	j.d.Started()
+	j.watch.Step(StepStorageFull, 0)
+	defer r.resumeStep(j)
+	for n := 0; errors.Is(err, apiclient.ErrStorageFull); n++ {
+		if herr := r.holdJob(ctx, j, roomHold, n, err); herr != nil {
+			return herr
+		}
+		err = upload()
+	}
+	return err
 }
 
 // uploadedBefore reports whether an earlier delivery of the job got past
@@ -686,10 +724,18 @@ func isTransientCompute(err error) bool {
 }
 
 // computeError maps a compute client error at stage: busy answers
-// redeliver the job, the rest fail it.
+// redeliver the job, the rest fail it. An outcome the runner already
+// decided (a failure, a stop) passes as it is.
 func computeError(stage state.Stage, what string, err error) error {
+	if _, decided := errors.AsType[*failure](err); decided || errors.Is(err, errStopping) {
+		return err
+	}
 	if isTransientCompute(err) {
 		return transient(fmt.Errorf("%s: %w", what, err))
+	}
+	if errors.Is(err, apiclient.ErrStorageFull) {
+		// Where no hold is in place (uploadHeld), a redelivery waits.
+		return &retry{err: fmt.Errorf("%s: %w", what, err), code: CodeStorageFull}
 	}
 	code := CodeUpstreamRejected
 	var ee *apiclient.EnvelopeError
@@ -698,6 +744,8 @@ func computeError(stage state.Stage, what string, err error) error {
 		code = CodeClusterNotFound
 	case errors.Is(err, apiclient.ErrUnauthorized):
 		code = CodeUpstreamUnauthorized
+	case errors.Is(err, apiclient.ErrNoPermission):
+		code = CodeNoPermission
 	case errors.As(err, &ee) && ee.Code != "":
 		code = "compute_" + ee.Code
 	}

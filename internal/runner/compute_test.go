@@ -18,8 +18,8 @@ import (
 )
 
 // computeSpec is a compute job's spec whose script, put in the S3 store
-// first, writes result.dat.
-func (b *bundle) computeSpec(t *testing.T, id string) []byte {
+// first, writes result.dat; edits change its job section.
+func (b *bundle) computeSpec(t *testing.T, id string, edits ...func(job map[string]any)) []byte {
 	t.Helper()
 	script := "#!/bin/sh\necho simulating\n#SIM output result.dat 1K\n"
 	if _, err := b.s3.Client.PutObject(testenv.Context(t, 10*time.Second), &s3.PutObjectInput{
@@ -28,16 +28,20 @@ func (b *bundle) computeSpec(t *testing.T, id string) []byte {
 		t.Fatal(err)
 	}
 	dir := computeDir(id)
+	job := map[string]any{
+		"name": id, "queue": "normal", "nodes": 1, "ppn": 4, "wall_time": "00:10:00",
+		"work_dir": dir, "script": dir + "/" + id + ".sh",
+	}
+	for _, edit := range edits {
+		edit(job)
+	}
 	spec, _ := json.Marshal(map[string]any{
 		"id": id, "kind": "compute",
 		"compute": map[string]any{
 			"template": map[string]string{"type": "BASIC", "name": "BASE"},
-			"job": map[string]any{
-				"name": id, "queue": "normal", "nodes": 1, "ppn": 4, "wall_time": "00:10:00",
-				"work_dir": dir, "script": dir + "/" + id + ".sh",
-			},
-			"inputs":  []map[string]any{{"from": "s3://" + b.s3.Bucket + "/scripts/" + id + ".sh", "to": dir, "cover": true}},
-			"outputs": []string{dir + "/result.dat"},
+			"job":      job,
+			"inputs":   []map[string]any{{"from": "s3://" + b.s3.Bucket + "/scripts/" + id + ".sh", "to": dir, "cover": true}},
+			"outputs":  []string{dir + "/result.dat"},
 		},
 	})
 	return spec

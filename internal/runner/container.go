@@ -145,11 +145,17 @@ func (r *Runner) workDir(j *job, sess *apiclient.ClusterSession) string {
 	return path.Join(home, "sluice", j.id)
 }
 
-// createInstance uploads the inputs and the wrapped script, checks the
-// group's room, and creates the instance, or adopts the one an earlier
+// createInstance checks the group's room, uploads the inputs and the
+// wrapped script, and creates the instance, or adopts the one an earlier
 // delivery created (found by its name), and records its id.
 func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.ClusterSession, workDir string) error {
 	spec := j.spec.Container
+	// The room check is the first call to the region's container
+	// service: a region without one fails here, before anything is
+	// uploaded or created.
+	if err := r.checkRoom(ctx, j, sess); err != nil {
+		return err
+	}
 	if !submittedOrLater(j.rec.Status) && j.rec.Status != state.StatusSubmitting {
 		if err := r.uploadInputs(ctx, j, sess, "container", spec.Inputs); err != nil {
 			return err
@@ -158,11 +164,17 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	wrapper := ContainerStartScript(j.id, workDir, spec.Script)
 	// The wrapper goes to the work directory too: it makes the directory
 	// the instance mounts, and shows what ran.
-	if err := uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper); err != nil {
+	if err := r.uploadHeld(ctx, j, func() error { return uploadText(ctx, sess, path.Join(workDir, j.id+".start.sh"), wrapper) }); err != nil {
 		return computeError(state.StageSubmit, "container.work_dir: upload the start script", err)
 	}
-	if err := r.checkRoom(ctx, j, sess); err != nil {
-		return err
+	again := j.rec.Status == state.StatusSubmitting
+	if !again {
+		// No create was sent before: the exit status file is emptied
+		// before the claim, where a full storage holds the job as any
+		// upload does.
+		if err := r.uploadHeld(ctx, j, func() error { return r.clearExit(ctx, sess, workDir, j.id) }); err != nil {
+			return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
+		}
 	}
 	if j.cancelled() {
 		return errCancelled
@@ -170,7 +182,6 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 	if err := r.admit(ctx, j); err != nil {
 		return err
 	}
-	again := j.rec.Status == state.StatusSubmitting
 	sctx, cancel := r.paidBudget(ctx)
 	defer cancel()
 	if err := r.claimSubmit(sctx, j, func(rec *state.Record) { rec.Upstream.ClusterID = sess.ClusterID() }); err != nil {
@@ -188,9 +199,10 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 			j.log.Warn().Str("instance_id", found).Msg("found the instance an earlier delivery created; resuming it")
 			return r.recordInstance(ctx, sctx, j, sess, found)
 		}
-	}
-	if err := r.clearExit(sctx, sess, workDir, j.id); err != nil {
-		return err
+		// Only now, none found: the file may hold that instance's status.
+		if err := r.clearExit(sctx, sess, workDir, j.id); err != nil {
+			return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
+		}
 	}
 	req := spec.Request(jobspec.ContainerTarget{Name: InstanceName(j.id), WorkDir: workDir, StartScript: wrapper})
 	id, err := sess.CreateInstance(sctx, req)
@@ -210,7 +222,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 		}
 	}
 	if err != nil {
-		return r.backOutCreate(wctx, j, err)
+		return r.backOutCreate(wctx, j, sess, err)
 	}
 	return r.recordInstance(ctx, wctx, j, sess, id)
 }
@@ -222,10 +234,7 @@ func (r *Runner) createInstance(ctx context.Context, j *job, sess *apiclient.Clu
 // it. The efile API has a remove, which sluice does not call yet: the
 // covering upload it already uses does the same here.
 func (r *Runner) clearExit(ctx context.Context, sess *apiclient.ClusterSession, workDir, jobID string) error {
-	if err := uploadText(ctx, sess, filesOf(workDir, jobID).exit, ""); err != nil {
-		return computeError(state.StageSubmit, "container.work_dir: clear an earlier exit status file", err)
-	}
-	return nil
+	return uploadText(ctx, sess, filesOf(workDir, jobID).exit, "")
 }
 
 // uploadText writes text to the file at p on the platform, covering it.
@@ -236,13 +245,17 @@ func uploadText(ctx context.Context, sess *apiclient.ClusterSession, p, text str
 }
 
 // backOutCreate ends a create that created nothing: a refusal fails the
-// job, anything passing hands it back at "received".
-func (r *Runner) backOutCreate(ctx context.Context, j *job, err error) error {
+// job, naming the region and the image (a region holding no copy of the
+// image refuses the create, and no call lists a region's images to
+// check before), anything passing hands it back at "received".
+func (r *Runner) backOutCreate(ctx context.Context, j *job, sess *apiclient.ClusterSession, err error) error {
 	switch {
 	case errors.Is(err, apiclient.ErrNoContainerService):
 		return fail(CodeNoContainerService, state.StageSubmit, true, "%v", err)
 	case !isTransientCompute(err):
-		return computeError(state.StageSubmit, "create container instance", err)
+		in := j.spec.Container.Instance
+		return computeError(state.StageSubmit, fmt.Sprintf("create container instance in region %s (%s) with image %s (version %s)",
+			sess.ClusterName(), sess.ClusterID(), in.Image, in.Version), err)
 	}
 	return r.backOutSubmit(ctx, j, err)
 }

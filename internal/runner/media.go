@@ -278,6 +278,8 @@ func (r *Runner) submitError(ctx context.Context, j *job, err error) error {
 		return f
 	case errors.Is(err, apiclient.ErrQuotaExhausted):
 		return r.quotaExhausted(ctx, j, err)
+	case errors.Is(err, apiclient.ErrConcurrencyConflict):
+		return r.concurrencyConflict(ctx, j, err)
 	case errors.Is(err, apiclient.ErrAmbiguous):
 		j.unseenTask = true
 		return fail(CodeSubmitAmbiguous, state.StageSubmit, true,
@@ -346,6 +348,44 @@ func (r *Runner) quotaExhausted(ctx context.Context, j *job, err error) error {
 	}
 	j.log.Warn().Str("upstream", msg).Dur("retry_in", rt.delay).Time("since", since).
 		Msg("upstream's quota is exhausted; nothing was created, submitting again later")
+	return rt
+}
+
+// conflictRetry spaces the redeliveries of a job whose submit upstream
+// refused for too many tasks at once: a place frees as soon as one of the
+// account's tasks ends, so the job comes back within seconds, jittered so
+// that the jobs refused by one over-commit do not come back together, and
+// spaced further at each conflict so that a fleet without a limit of its
+// own slows down too.
+var conflictRetry = backoff.Exponential{Min: time.Second, Max: 15 * time.Second}
+
+// conflictDelay is the redelivery delay of a job after waits earlier
+// concurrency conflicts (conflictRetry): 1 to 2 s after its first, the
+// ceiling doubling up to 15 s. The first is jittered too: a ceiling of
+// Min would bring a burst's refused jobs back at one instant.
+func conflictDelay(waits int) time.Duration { return conflictRetry.Delay(waits + 1) }
+
+// concurrencyConflict handles a submit that upstream answered with a
+// concurrency conflict (HTTP 433, code 10007: too many tasks at once):
+// nothing was created, so the job backs out of its submit, as for an
+// exhausted quota, and is redelivered after conflictRetry. The fleet's
+// quota hears of it and lowers its effective limit (quota.Fleet.Conflict).
+// The wait counts in ConflictWaits, neither against MaxDeliver (a fleet
+// configured above the account's limit must not dead-letter its jobs)
+// nor against the quota's QuotaWait: the limit frees by itself.
+func (r *Runner) concurrencyConflict(ctx context.Context, j *job, err error) error {
+	r.cfg.Quota.Conflict(j.kind, j.id)
+	rt := &retry{err: fmt.Errorf("upstream refused the submit for too many tasks at once: %w", err),
+		step: state.StatusSubmitting, code: CodeConcurrencyConflict}
+	rt.delay = conflictDelay(j.rec.ConflictWaits)
+	note := r.stepError(j, rt)
+	if cerr := r.write(ctx, j, live, state.StatusReceived, set(func(rec *state.Record) {
+		rec.Submits--
+		rec.ConflictWaits++
+		rec.LastError = note
+	})); cerr != nil {
+		j.log.Warn().Err(cerr).Msg("cannot reset the submit checkpoint")
+	}
 	return rt
 }
 

@@ -21,6 +21,8 @@ const (
 	CodeArtifactTooLarge     = "artifact_too_large"
 	CodeArtifactFetchFailed  = "artifact_fetch_failed"
 	CodeStoreRefused         = "artifact_store_refused"
+	CodeStorageFull          = "upstream_storage_full"
+	CodeNoPermission         = "no_permission"
 	CodeExitStatus           = "exit_status"
 	CodeJobVanished          = "job_vanished"
 	CodeWallTimeExceeded     = "wall_time_exceeded"
@@ -33,6 +35,9 @@ const (
 	CodeInvalidMedia         = "invalid_media"
 	CodeInputUnreachable     = "input_unreachable"
 	CodeQuotaExhausted       = "upstream_quota_exhausted"
+	// CodeConcurrencyConflict names, in a job's last error, a submit
+	// refused for too many tasks at once; it never fails a job.
+	CodeConcurrencyConflict = "upstream_concurrency_conflict"
 	// CodeBudgetExhausted: the job's tenant spent its budget for the
 	// period and its on_budget is fail (docs/tenants.md).
 	CodeBudgetExhausted = "budget_exhausted"

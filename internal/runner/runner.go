@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/quota"
 	"github.com/sluice-dev/sluice/internal/reach"
@@ -120,6 +121,9 @@ type Config struct {
 	// Quota holds the fleet's upstream quotas: a lease before each paid
 	// submit, given back once the task is terminal. Optional (no limit).
 	Quota *quota.Fleet
+	// Models is the model catalog video specs are checked against.
+	// Defaults to the shipped catalog.
+	Models *models.Catalog
 	// Tenants is the budget ledger over the live SLUICE_TENANTS view: a
 	// reservation before each paid submit a price table covers, settled
 	// with the job's cost when it ends (docs/tenants.md). Optional (no
@@ -171,6 +175,8 @@ type Runner struct {
 	checkpoints, publishes *reach.Loop
 	// probes bounds the media inputs probed at once (preflight.go).
 	probes chan struct{}
+	// limits keeps the compute queues' limits (queuelimits.go).
+	limits *limitsCache
 	// sightings measure how long records left to another delivery stay
 	// unchanged (begin).
 	sightings *sightings
@@ -207,6 +213,9 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: Preflight is %q, want %q or %q", cfg.Preflight, PreflightStrict, PreflightOff)
 	}
 	cfg.PreflightConcurrency = cmp.Or(cfg.PreflightConcurrency, DefaultPreflightConcurrency)
+	if cfg.Models == nil {
+		cfg.Models = models.Shipped()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -227,6 +236,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg: cfg, log: *cfg.Logger, tracer: cfg.Tracer.Tracer(tracerName),
 		copy:        make(chan struct{}, 4*cfg.CopyConcurrency),
 		probes:      make(chan struct{}, cfg.PreflightConcurrency),
+		limits:      newLimitsCache(cfg.Now),
 		sightings:   newSightings(),
 		checkpoints: cfg.Reach.Loop("state writes"), publishes: cfg.Reach.Loop("event publishes"),
 		waiting: make(map[*waiter]struct{}), stopWatched: make(map[<-chan struct{}]bool),

@@ -87,6 +87,11 @@ type Record struct {
 	// exhausted quota: the wait SLUICE_MEDIA_QUOTA_WAIT bounds counts from
 	// it, whatever other errors come between.
 	QuotaSince time.Time `json:"quota_since,omitzero"`
+	// ConflictWaits counts the deliveries that ended because upstream
+	// answered the submit with a concurrency conflict (too many tasks at
+	// once; nothing was created); they do not count against
+	// SLUICE_MAX_DELIVER, nor against SLUICE_MEDIA_QUOTA_WAIT.
+	ConflictWaits int `json:"conflict_waits,omitempty"`
 	// Note qualifies a terminal status, e.g. "submit_may_have_happened"
 	// on a job cancelled inside its submit window (docs/events.md).
 	Note string `json:"note,omitempty"`

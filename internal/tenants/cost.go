@@ -26,8 +26,7 @@ func (p *Prices) Estimate(spec *jobspec.Spec) (credits float64, covered bool) {
 	var parts []part
 	switch {
 	case spec.Video != nil:
-		prm := spec.Video.Parameters
-		parts = []part{{VideoRule(prm.Resolution), float64(prm.Duration)}}
+		parts = []part{{p.videoRule(spec.Video.PriceRule()), float64(spec.Video.Parameters.Duration)}}
 	case spec.Speech != nil:
 		parts = []part{{RuleSpeechChar, float64(utf8.RuneCountInString(spec.Speech.Input.Text))}}
 	case spec.Compute != nil:
@@ -75,11 +74,13 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 	u := usageOf(usage)
 	switch {
 	case spec.Video != nil && u.has("video_duration"):
-		res := u.str("resolution")
-		if !p.Has(VideoRule(res)) {
-			res = spec.Video.Parameters.Resolution
+		// The spec's rule, unless upstream reports another resolution
+		// the table prices.
+		rule := p.videoRule(spec.Video.PriceRule())
+		if res := u.str("resolution"); !strings.EqualFold(res, spec.Video.Parameters.Resolution) && p.Has(p.videoRule(VideoRule(res))) {
+			rule = p.videoRule(VideoRule(res))
 		}
-		return p.Price(VideoRule(res)) * u.num("video_duration"), true
+		return p.Price(rule) * u.num("video_duration"), true
 	case spec.Speech != nil && u.has("input_chars_num"):
 		return p.Price(RuleSpeechChar) * u.num("input_chars_num"), true
 	case spec.Compute != nil && (u.has("cpuNuclearHour") || u.has("gpuCardHour") || u.has("dcuCardHour")):
@@ -94,6 +95,21 @@ func (p *Prices) Cost(spec *jobspec.Spec, usage json.RawMessage, run Run) (credi
 		return estimate, true
 	}
 	return 0, true
+}
+
+// videoRule is the table's spelling of want, a video rule matched
+// whatever its case: upstream's usage may spell a resolution otherwise
+// than the catalog.
+func (p *Prices) videoRule(want string) string {
+	if p.Has(want) {
+		return want
+	}
+	for rule := range p.Rules {
+		if strings.EqualFold(rule, want) {
+			return rule
+		}
+	}
+	return want
 }
 
 // containerCost prices the hours a container's instance lived.

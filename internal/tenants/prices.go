@@ -8,11 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-)
 
-// VideoResolutions are the resolutions of spec/media-api's video
-// parameters, each priced per second by rule video.<resolution>.second.
-var VideoResolutions = []string{"768P", "2K"}
+	"github.com/sluice-dev/sluice/internal/models"
+)
 
 // The price rules besides the video ones (docs/tenants.md#prices).
 const (
@@ -24,19 +22,16 @@ const (
 	RuleContainerDCUHour = "container.dcu_hour"
 	RuleContainerMLUHour = "container.mlu_hour"
 	RuleContainerCPUHour = "container.cpu_hour"
-	videoRulePrefix      = "video."
-	videoRuleSuffix      = ".second"
 )
 
-// VideoRule is the rule pricing a second of video at resolution.
-func VideoRule(resolution string) string { return videoRulePrefix + resolution + videoRuleSuffix }
+// VideoRule is the rule pricing a second of video at resolution, spelled
+// as the model catalog spells it.
+func VideoRule(resolution string) string { return models.PriceRule(resolution) }
 
-// Rules lists every known price rule.
-func Rules() []string {
-	var out []string
-	for _, r := range VideoResolutions {
-		out = append(out, VideoRule(r))
-	}
+// Rules lists every known price rule: the video rules of the model
+// catalog cat, then the others.
+func Rules(cat *models.Catalog) []string {
+	out := cat.PriceRules()
 	return append(out, RuleSpeechChar, RuleComputeCoreHour, RuleComputeGPUHour, RuleComputeDCUHour,
 		RuleContainerGPUHour, RuleContainerDCUHour, RuleContainerMLUHour, RuleContainerCPUHour)
 }
@@ -80,24 +75,27 @@ func (p *Prices) Price(rule string) float64 {
 	return p.Rules[rule]
 }
 
-// Validate reports every rule that names no known unit and every price
-// that is not a number of 0 or more.
-func (p *Prices) Validate() error {
+// Validate reports every rule that names no known unit (under the model
+// catalog cat) and every price that is not a number of 0 or more.
+func (p *Prices) Validate(cat *models.Catalog) error {
 	var errs []error
-	known := Rules()
+	known := Rules(cat)
 	for _, rule := range slices.Sorted(maps.Keys(p.Rules)) {
 		price := p.Rules[rule]
 		switch {
 		case !slices.Contains(known, rule):
 			errs = append(errs, fmt.Errorf("%s: names no known unit (known: %s)", rule, strings.Join(known, ", ")))
-		case price < 0 || math.IsNaN(price) || math.IsInf(price, 0):
-			errs = append(errs, fmt.Errorf("%s: price must be 0 or more credits, got %v", rule, price))
+		default:
+			if err := checkPrice(rule, price); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// ParseRule parses RULE=PRICE.
+// ParseRule parses RULE=PRICE and checks the price; whether the rule
+// names a known unit depends on the model catalog in force (Validate).
 func ParseRule(arg string) (rule string, price float64, err error) {
 	rule, val, ok := strings.Cut(arg, "=")
 	if !ok || rule == "" {
@@ -107,6 +105,16 @@ func ParseRule(arg string) (rule string, price float64, err error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("%s: price %q is not a number", rule, val)
 	}
-	p := Prices{Rules: map[string]float64{rule: price}}
-	return rule, price, p.Validate()
+	if err := checkPrice(rule, price); err != nil {
+		return "", 0, err
+	}
+	return rule, price, nil
+}
+
+// checkPrice refuses a price that is not a number of 0 or more.
+func checkPrice(rule string, price float64) error {
+	if price < 0 || math.IsNaN(price) || math.IsInf(price, 0) {
+		return fmt.Errorf("%s: price must be 0 or more credits, got %v", rule, price)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
 
@@ -60,8 +61,7 @@ func TestParseRule(t *testing.T) {
 		{"speech.char=0.001", ""},
 		{"compute.core_hour=2", ""},
 		{"container.dcu_hour=3", ""},
-		{"video.4K.second=1", "names no known unit"},
-		{"gpu_hour=1", "names no known unit"},
+		{"video.1080p.second=1", ""},
 		{"speech.char=-1", "0 or more"},
 		{"speech.char=cheap", "not a number"},
 		{"speech.char", "want RULE=PRICE"},
@@ -73,6 +73,52 @@ func TestParseRule(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: got %v, want %q", tt.arg, err, tt.want)
 		}
+	}
+}
+
+// TestPriceRulesFollowTheCatalog: the video rules are the catalog's
+// resolutions, so the table prices 720p/1080p under the shipped catalog
+// and 4K only under a catalog that has it.
+func TestPriceRulesFollowTheCatalog(t *testing.T) {
+	t.Parallel()
+	shipped := models.Shipped()
+	for _, rule := range []string{"video.768P.second", "video.2K.second", "video.720p.second", "video.1080p.second", "speech.char"} {
+		if err := (&tenants.Prices{Rules: map[string]float64{rule: 1}}).Validate(shipped); err != nil {
+			t.Errorf("%s: %v", rule, err)
+		}
+	}
+	for _, rule := range []string{"video.4K.second", "gpu_hour", "video.1080P.second"} {
+		err := (&tenants.Prices{Rules: map[string]float64{rule: 1}}).Validate(shipped)
+		if err == nil || !strings.Contains(err.Error(), "names no known unit") {
+			t.Errorf("%s: err = %v", rule, err)
+		}
+	}
+	if rules := strings.Join(tenants.Rules(shipped), " "); !strings.Contains(rules, "video.1080p.second") {
+		t.Errorf("Rules() = %s", rules)
+	}
+	fourK := &models.Catalog{Default: shipped.Default, Models: map[string]models.Entry{"Studio-X": {
+		Resolutions: []string{"4K"}, Durations: models.Durations{Min: 4, Max: 30}, Ratios: []string{"16:9"}, Inputs: []string{models.InputText}}}}
+	if err := (&tenants.Prices{Rules: map[string]float64{"video.4K.second": 1}}).Validate(fourK); err != nil {
+		t.Errorf("4K under a catalog that has it: %v", err)
+	}
+}
+
+// TestVideoPricedByCatalogResolution: a 1080p video is priced by
+// video.1080p.second, also when upstream's usage spells it 1080P.
+func TestVideoPricedByCatalogResolution(t *testing.T) {
+	t.Parallel()
+	prices := &tenants.Prices{Rules: map[string]float64{"video.1080p.second": 3, "video.720p.second": 1}}
+	video := &jobspec.Spec{Kind: jobspec.KindVideo, Video: &jobspec.Video{Model: "HappyHorse-1.0-T2V",
+		Parameters: jobspec.VideoParameters{Resolution: "1080p", Duration: 5}}}
+	if est, covered := prices.Estimate(video); !covered || est != 15 {
+		t.Errorf("Estimate = %v, %v; want 15", est, covered)
+	}
+	done := tenants.Run{Submitted: true, Succeeded: true}
+	if cost, _ := prices.Cost(video, json.RawMessage(`{"video_duration":5,"resolution":"1080P"}`), done); cost != 15 {
+		t.Errorf("Cost with usage 1080P = %v, want 15", cost)
+	}
+	if cost, _ := prices.Cost(video, json.RawMessage(`{"video_duration":4,"resolution":"720P"}`), done); cost != 4 {
+		t.Errorf("Cost with usage 720P = %v, want 4 (upstream's resolution, priced by the table's rule)", cost)
 	}
 }
 
@@ -148,5 +194,32 @@ func TestPeriods(t *testing.T) {
 		if got := tenants.NextPeriod(tt.per, at).Format(time.DateOnly); got != tt.next {
 			t.Errorf("%s next = %s, want %s", tt.per, got, tt.next)
 		}
+	}
+}
+
+// TestVideoPricedByTheModelsRule: a catalog entry that maps a resolution
+// to a rule of its own prices that model's videos by it, estimate and
+// cost alike; the rule is known to the table's validation.
+func TestVideoPricedByTheModelsRule(t *testing.T) {
+	t.Parallel()
+	shipped := models.Shipped()
+	e := shipped.Models["Seedance2.0"]
+	e.Prices = map[string]string{"1080p": "video.seedance-1080p.second"}
+	shipped.Models["Seedance2.0"] = e
+	doc := `{"kind":"video","video":{"model":"Seedance2.0","input":{"prompt":"p"},"parameters":{"resolution":"1080P","duration":5,"ratio":"16:9"}}}`
+	spec, err := jobspec.DecodeWith([]byte(doc), jobspec.KindVideo, shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := &tenants.Prices{Rules: map[string]float64{"video.seedance-1080p.second": 7, "video.1080p.second": 3}}
+	if err := prices.Validate(shipped); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if est, _ := prices.Estimate(spec); est != 35 {
+		t.Errorf("Estimate = %v, want 35 (the model's own rule)", est)
+	}
+	done := tenants.Run{Submitted: true, Succeeded: true}
+	if cost, _ := prices.Cost(spec, json.RawMessage(`{"video_duration":5,"resolution":"1080p"}`), done); cost != 35 {
+		t.Errorf("Cost = %v, want 35", cost)
 	}
 }

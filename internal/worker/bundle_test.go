@@ -84,6 +84,9 @@ type setupOpts struct {
 	// simSkipInputs makes the media simulator accept media inputs without
 	// fetching them.
 	simSkipInputs bool
+	// mediaConcurrency is the media simulator's ConcurrencyLimit: the
+	// account's tasks at once, past which a submit is answered 433/10007.
+	mediaConcurrency int
 	// computeLetter runs the compute simulator in Letter mode
 	// (compute-api.md's letter); historyDelay is its HistoryDelay.
 	computeLetter bool
@@ -108,7 +111,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		b.nats = testenv.StartNATSWith(t, o.nats)
 	}
 	b.media = apisim.NewMedia(apisim.MediaConfig{APIKey: secretMediaKey, TaskDuration: o.taskTime, PendingFor: o.taskTime / 3, ResultSize: 96 << 10, SkipInputChecks: o.simSkipInputs,
-		Now: func() time.Time { return time.Now().Add(time.Duration(b.mediaAhead.Load())) }})
+		ConcurrencyLimit: o.mediaConcurrency, Now: func() time.Time { return time.Now().Add(time.Duration(b.mediaAhead.Load())) }})
 	b.compute = apisim.NewCompute(apisim.ComputeConfig{
 		User: "alice", Password: secretComputePass, OrgID: "org-1",
 		AccessKey: computeAccessKey, SecretKey: secretComputeSK,

@@ -23,7 +23,9 @@ import (
 // realtime detail queries per finished job, for a poll interval shorter
 // than that delay (the end is seen in the detail, the history is asked
 // once for the accounting) and one longer (the job has left the detail;
-// the history gives its end). BENCHMARKS.md shows the figures.
+// the history gives its end), and the queue limit reads per job (one read
+// serves every job of the region for a while). BENCHMARKS.md shows the
+// figures.
 func BenchmarkComputeHistoryLookups(b *testing.B) {
 	for _, poll := range []time.Duration{500 * time.Millisecond, 5 * time.Second} {
 		b.Run("poll="+poll.String(), func(b *testing.B) {
@@ -79,6 +81,7 @@ func BenchmarkComputeHistoryLookups(b *testing.B) {
 			n := float64(b.N)
 			b.ReportMetric(float64(c.Requests(apisim.EndpointComputeHistory)+c.Requests(apisim.EndpointComputeHistoryList))/n, "history-calls/job")
 			b.ReportMetric(float64(c.Requests(apisim.EndpointComputeJob))/n, "detail-queries/job")
+			b.ReportMetric(float64(c.Requests(apisim.EndpointComputeLimits))/n, "limit-reads/job")
 		})
 	}
 }

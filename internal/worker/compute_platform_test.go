@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-dev/sluice/internal/apiclient"
 	"github.com/sluice-dev/sluice/internal/apisim"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
@@ -307,4 +310,43 @@ func TestComputeCancelAnswerLost(t *testing.T) {
 	if n := b.compute.Counters().Get("jobs:cancelled"); n != 1 {
 		t.Errorf("simulator cancelled %d jobs", n)
 	}
+}
+
+// A compute job its queue cannot run ends with one failed event naming
+// the limit, and its message goes to SLUICE_DLQ: nothing was uploaded
+// or submitted, nothing is lost.
+func TestComputeOverQueueLimitsDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	id := "over-limits"
+	spec := computeSpec(t, b, id, "#!/bin/sh\n")
+	spec["compute"].(map[string]any)["job"].(map[string]any)["ppn"] = 128
+	b.publish(t, "compute", id, spec)
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil || ev.Data.Error.Code != runner.CodeInvalidSpec ||
+		!strings.Contains(ev.Data.Error.Message, "compute.job.ppn: ppn 128 > queue normal's 64 cores per node") {
+		t.Fatalf("event %+v error %+v, want failed invalid_spec naming ppn and the limit", ev.Data, ev.Data.Error)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !deadLettered(b.deadLetters(t), id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job's message is not in SLUICE_DLQ")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := b.compute.Counters()
+	if up, sub := c.Requests(apisim.EndpointComputeUpload)+c.Requests(apisim.EndpointComputeBurst), c.Requests(apisim.EndpointComputeSubmit); up != 0 || sub != 0 {
+		t.Errorf("%d uploads and %d submits, want none", up, sub)
+	}
+}
+
+// deadLettered reports whether msgs hold job id's message.
+func deadLettered(msgs []*jetstream.RawStreamMsg, id string) bool {
+	for _, m := range msgs {
+		if m.Header.Get(contract.HeaderJobID) == id {
+			return true
+		}
+	}
+	return false
 }

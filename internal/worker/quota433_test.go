@@ -27,8 +27,9 @@ func TestQuotaExhaustedSubmit(t *testing.T) {
 	if n := b.media.SubmitCount(prompt); n != 1 {
 		t.Errorf("tasks created = %d, want 1", n)
 	}
-	if rec := b.record(t, "quota-then-ok"); rec.QuotaWaits != 2 || rec.LastError != nil || rec.Submits != 1 {
-		t.Errorf("record: quota_waits %d (want 2), submits %d (want 1), last error %+v (want none)", rec.QuotaWaits, rec.Submits, rec.LastError)
+	if rec := b.record(t, "quota-then-ok"); rec.QuotaWaits != 2 || rec.ConflictWaits != 0 || rec.LastError != nil || rec.Submits != 1 {
+		t.Errorf("record: quota_waits %d (want 2), conflict_waits %d (want 0), submits %d (want 1), last error %+v (want none)",
+			rec.QuotaWaits, rec.ConflictWaits, rec.Submits, rec.LastError)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gopool"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/models"
 	"github.com/sluice-dev/sluice/internal/natsconn"
 	"github.com/sluice-dev/sluice/internal/order"
 	"github.com/sluice-dev/sluice/internal/quota"
@@ -74,7 +75,11 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 			return err
 		}
 	}
-	err := run(ctx, cfg, log, ready)
+	cat, err := cfg.ModelCatalog()
+	if err != nil {
+		return fmt.Errorf("SLUICE_MEDIA_MODELS: %w", err)
+	}
+	err = run(ctx, cfg, cat, log, ready)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Str("while", err.Error()).Msg("worker stopped before it consumed")
 		return nil
@@ -82,7 +87,7 @@ func Run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	return err
 }
 
-func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(Endpoints)) error {
+func run(ctx context.Context, cfg config.Config, cat *models.Catalog, log zerolog.Logger, ready func(Endpoints)) error {
 	var ep Endpoints
 	if cfg.Dev {
 		stack, err := startDev(ctx, &cfg, log)
@@ -125,7 +130,7 @@ func run(ctx context.Context, cfg config.Config, log zerolog.Logger, ready func(
 	}
 	space.js = js
 	readyz.wait("waiting for JetStream")
-	p, err := openParts(ctx, cfg, nc, js, watch, readyz, m, tr, log)
+	p, err := openParts(ctx, cfg, cat, nc, js, watch, readyz, m, tr, log)
 	if err != nil {
 		return err
 	}
@@ -272,7 +277,7 @@ type parts struct {
 // job goes through: the state store, the fleet's quotas, the artifact
 // store (probed once before the first pull: a worker whose store is away
 // takes no job), the upstream clients and the runner.
-func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstream.JetStream, watch *reach.Watch,
+func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *nats.Conn, js jetstream.JetStream, watch *reach.Watch,
 	readyz *readiness, m *metrics.Metrics, tr *tracing.Tracing, log zerolog.Logger) (p parts, err error) {
 	opts := contract.Options{Replicas: cfg.NATSReplicas, EventsMaxAge: cfg.EventsMaxAge, StateTTL: cfg.StateTTL, AckWait: cfg.AckWait}
 	limits := fleetLimits(cfg)
@@ -302,6 +307,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 	}
 	p.tenants = tenants.NewLedger(b.tenants, nc, view, clock)
 	m.WatchTenants(view.MetricsSpend)
+	publishCatalog(ctx, b.tenants, cfg, cat, clock, log)
 	if p.store, p.stores, err = openStore(ctx, cfg, m, tr, log); err != nil {
 		return p, err
 	}
@@ -320,7 +326,7 @@ func openParts(ctx context.Context, cfg config.Config, nc *nats.Conn, js jetstre
 		ComputeTimeout: cfg.ComputeTimeout, ComputePoll: cfg.ComputePoll, PresignTTL: cfg.PresignTTL, StateTTL: cfg.StateTTL,
 		CopyConcurrency: cfg.CopyConcurrency, Preflight: cfg.Preflight, PreflightConcurrency: cfg.PreflightConc,
 		Tracer: tr.Provider, Metrics: m, Logger: &log, Reach: watch, Quota: p.fleet, Now: clock,
-		Tenants:         p.tenants,
+		Tenants: p.tenants, Models: cat,
 		StepMinDeadline: cfg.StuckMinDeadline,
 		Watchdog: watchdog.New(watchdog.Config{
 			Factor: cfg.StuckFactor, HandBackFactor: cfg.StuckHandBack, Interval: cfg.AckWait / 4,
@@ -388,6 +394,7 @@ func openUpstreams(rcfg *runner.Config, cfg config.Config, m *metrics.Metrics, f
 			BaseURL: cfg.ComputeBaseURL, User: cfg.ComputeUser, Password: cfg.ComputePassword, OrgID: cfg.ComputeOrgID,
 			AccessKey: cfg.ComputeAccessKey, SecretKey: cfg.ComputeSecretKey, AuthURL: cfg.ComputeAuthURL,
 			Region: cfg.ComputeRegion, ChunkSize: int64(cfg.ComputeChunkSize), Logger: &log,
+			OnToken: m.ComputeToken,
 			// Only the embedded default points at the simulator with its user.
 			Simulated:  cfg.Dev && cfg.ComputeUser == devstack.ComputeUser,
 			HTTPClient: limitedClient(m, fleet, tr, "compute", cfg.ComputeConc, cfg.ComputeRate),
@@ -609,7 +616,9 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 	m.QuotaRate(quota.Compute, limits.ComputeRate)
 	fleet, err := quota.New(quota.Config{
 		KV: kv, Conn: nc, Holder: cfg.WorkerName, Limits: limits, TTL: cfg.AckWait, Logger: &log, Now: cfg.Clock(),
-		Observe: func(st quota.Status) { m.Quota(st.Resource, st.Limit, st.InUse, st.Held, st.Waiting, st.WaitingHere) },
+		Observe: func(st quota.Status) {
+			m.Quota(st.Resource, st.Limit, st.Effective, st.InUse, st.Held, st.Waiting, st.WaitingHere)
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -67,3 +67,24 @@ NATS_PASSWORD is not the worker's: SLUICE_NATS_URL refers to it.
 {{- end }}
 {{- join "," $urls }}
 {{- end }}
+
+{{/*
+The model catalog file (modelCatalog, docs/job-spec.md#the-model-catalog):
+the JSON text as given, so that the worker's errors name its lines, or an
+object written as JSON; empty without one. Text that is not a JSON object
+fails the render here rather than every worker at start.
+*/}}
+{{- define "sluice.modelCatalog" -}}
+{{- $c := .Values.modelCatalog }}
+{{- if $c }}
+{{- $text := $c }}
+{{- if not (kindIs "string" $c) }}
+{{- $text = printf "%s\n" (toPrettyJson $c) }}
+{{- end }}
+{{- $parsed := fromJson $text }}
+{{- if hasKey $parsed "Error" }}
+{{- fail (printf "modelCatalog: not a JSON object: %s" (get $parsed "Error")) }}
+{{- end }}
+{{- $text }}
+{{- end }}
+{{- end }}
