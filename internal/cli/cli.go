@@ -123,6 +123,7 @@ func commands() []command {
 		{"compute", "publish a compute job built from flags", runCompute},
 		{"container", "publish a container job built from flags", runContainer},
 		{"submit", "publish job specs from a file or stdin (one spec, or NDJSON)", runSubmit},
+		{"pipeline", "publish a pipeline spec: jobs run as the steps of a graph", runPipeline},
 		{"status", "show jobs' state records", runStatus},
 		{"cancel", "cancel jobs", runCancel},
 		{"watch", "tail job events until Ctrl-C", runWatch},

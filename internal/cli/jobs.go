@@ -28,7 +28,7 @@ func runJobs(ctx context.Context, a *app, args []string) error {
 	)
 	cf.register(fs)
 	fs.StringVar(&status, "status", "", "only jobs whose latest status is this: "+strings.Join(jobclient.ListStatuses, ", "))
-	fs.StringVar(&kind, "kind", "", "only jobs of this kind: video, speech, compute or container")
+	fs.StringVar(&kind, "kind", "", "only jobs of this kind: video, speech, compute, container or pipeline")
 	fs.StringVar(&tenant, "tenant", "", "only jobs of this tenant (\"default\" for jobs that name none)")
 	fs.Var(labels, "label", "only jobs carrying this label, `key=value` (repeatable; all must match)")
 	fs.DurationVar(&since, "since", 24*time.Hour, "only jobs active in this past period, e.g. 1h or 168h (events are kept 7 days by default)")
@@ -124,7 +124,7 @@ func checkKind(kind string) error {
 		return nil
 	}
 	if _, err := jobspec.ParseKind(kind); err != nil {
-		return usageErrorf("--kind: want video, speech, compute or container, got %q", kind)
+		return usageErrorf("--kind: want video, speech, compute, container or pipeline, got %q", kind)
 	}
 	return nil
 }

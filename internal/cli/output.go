@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/jobclient"
@@ -105,6 +106,30 @@ func printJobLine(w io.Writer, j *jobclient.Job) {
 		fmt.Fprintf(w, "%s  %s\n", j.ID, j.Status)
 	}
 	printArtifacts(w, "    ", j.Artifacts)
+	printSteps(w, "    ", j.Steps)
+}
+
+// printSteps writes a pipeline's steps as a table: name, status, job,
+// then what it produced or why it failed.
+func printSteps(w io.Writer, indent string, steps []state.PipelineStep) {
+	if len(steps) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range steps {
+		var note string
+		switch {
+		case s.Error != nil:
+			note = s.Error.Code + ": " + s.Error.Message
+		case len(s.Artifacts) > 0:
+			note = fmt.Sprintf("%d artifact(s)", len(s.Artifacts))
+		}
+		if s.Reused {
+			note = strings.TrimSpace("reused " + note)
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", indent, s.Name, s.Status, s.JobID, note)
+	}
+	_ = tw.Flush()
 }
 
 // writeJSON writes v as one line of JSON.

@@ -153,6 +153,10 @@ func printStatus(w io.Writer, j *jobclient.Job) {
 		fmt.Fprintf(w, "  artifacts\n")
 		printArtifacts(w, "    ", j.Artifacts)
 	}
+	if len(j.Steps) > 0 {
+		fmt.Fprintf(w, "  steps\n")
+		printSteps(w, "    ", j.Steps)
+	}
 }
 
 func timeText(t *time.Time) string {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -94,18 +92,11 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 	if pf.maxInFlight < 1 {
 		return usageErrorf("--max-in-flight must be at least 1, got %d", pf.maxInFlight)
 	}
-	var in io.Reader = a.env.Stdin
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return usageErrorf("submit: %v", err)
-		}
-		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.IsDir() {
-			return usageErrorf("submit: %s is a directory; -f takes a file of job specs (or - for stdin)", file)
-		}
-		in = f
+	in, closeIn, err := a.openSpecs("submit", file)
+	if err != nil {
+		return err
 	}
+	defer closeIn()
 	cat, err := a.catalog(ctx, &pf)
 	if err != nil {
 		return err

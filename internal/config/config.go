@@ -51,7 +51,7 @@ type Config struct {
 	NATSTLSCA        string        `envconfig:"NATS_TLS_CA"`
 	NATSTLSCert      string        `envconfig:"NATS_TLS_CERT"`
 	NATSTLSKey       string        `envconfig:"NATS_TLS_KEY"`
-	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute,container"`
+	Kinds            []string      `envconfig:"KINDS" default:"video,speech,compute,container,pipeline"`
 	S3Endpoint       string        `envconfig:"S3_ENDPOINT"`
 	S3Region         string        `envconfig:"S3_REGION" default:"us-east-1"`
 	S3Bucket         string        `envconfig:"S3_BUCKET"`

@@ -19,7 +19,7 @@ func TestDefaultsNeedOnlyABucket(t *testing.T) {
 	}
 	if c.MaxInflight != 256 || c.PollInterval != 5*time.Second || c.ComputePoll != 30*time.Second ||
 		c.MaxArtifactBytes != 5368709120 || c.HTTPAddr != ":9090" || c.S3Prefix != "sluice" ||
-		strings.Join(c.Kinds, ",") != "video,speech,compute,container" || c.ShutdownTimeout != 30*time.Second ||
+		strings.Join(c.Kinds, ",") != "video,speech,compute,container,pipeline" || c.ShutdownTimeout != 30*time.Second ||
 		c.NATSMoveAfter != 10*time.Second || c.AckWait != 60*time.Second || c.SweepInterval != 10*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}

@@ -231,6 +231,8 @@ type jobView struct {
 	Downloads bool
 	Queued    bool
 	Now       time.Time
+	// Graph is a pipeline's graph; nil for the other kinds.
+	Graph *graph
 }
 
 func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
@@ -256,6 +258,13 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		v.SpecErr = err.Error()
 	} else {
 		v.Spec = elideSpec(spec)
+		if job.Kind == string(jobspec.KindPipeline) {
+			// The spec was valid when the pipeline ran; a graph is drawn
+			// from whatever of it decodes.
+			if ps, _ := jobspec.Decode(spec, jobspec.KindPipeline); ps != nil {
+				v.Graph = pipelineGraph(ps.Pipeline, id, job.Steps)
+			}
+		}
 	}
 	if v.Retries, err = c.cfg.Client.Retries(ctx, id); err != nil {
 		c.fail(w, r, err)

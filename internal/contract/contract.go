@@ -61,7 +61,15 @@ const (
 )
 
 // Kinds lists the job kinds in their canonical order.
-var Kinds = []string{"video", "speech", "compute", "container"}
+var Kinds = []string{"video", "speech", "compute", "container", "pipeline"}
+
+// LabelRetryOf is the label a retry carries: the id of the job it runs
+// again (docs/cli.md#enqueue-retry). A pipeline's retry reuses the
+// succeeded steps of the run this label names.
+const LabelRetryOf = "retry_of"
+
+// LabelPipeline is the label of a pipeline's step: the pipeline's id.
+const LabelPipeline = "pipeline"
 
 // KindUnknown is the kind of a job message that names none of Kinds, in
 // its subject or its spec: its failed event and dead letter go to

@@ -303,13 +303,14 @@ func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) 
 		"demo/inputs/rain.wav":    string(mediasample.WAV(3 * time.Second)),
 		"demo/compute/run.sh":     "#!/bin/sh\necho simulating the river basin\n#SIM output result.dat 256K\ncp params.nml params-used.nml\n",
 		"demo/compute/params.nml": "&basin\n  cells = 4096\n/\n",
+		"demo/pipeline/render.sh": "#!/bin/sh\necho rendering with the voice-over\ncp result-0.mp3 voice-used.mp3\n",
 	}
 	for key, body := range inputs {
 		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
 			return nil, fmt.Errorf("upload demo input %s: %w", key, err)
 		}
 	}
-	dir, ctrDir := "/public/home/dev/demo", "/public/home/dev/demo-container"
+	dir, ctrDir, plDir := "/public/home/dev/demo", "/public/home/dev/demo-container", "/public/home/dev/demo-pipeline"
 	return []job{
 		{id: "demo-text-to-video", kind: "video", want: state.StatusSucceeded, spec: `{"id":"demo-text-to-video","kind":"video","labels":{"demo":"yes"},"output":{"prefix":"demo"},
 			"video":{"model":"video-model","input":{"prompt":"a paper boat drifting down a rain gutter"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`},
@@ -331,6 +332,13 @@ func prepare(ctx context.Context, s3c *s3.Client, bucket string) ([]job, error) 
 			"work_dir":"` + ctrDir + `",
 			"inputs":[{"from":"s3://` + bucket + `/demo/compute/params.nml","to":"` + ctrDir + `","cover":true}],
 			"outputs":["` + ctrDir + `/model.bin"]}}`},
+		{id: "demo-pipeline", kind: "pipeline", want: state.StatusSucceeded, spec: `{"id":"demo-pipeline","kind":"pipeline","labels":{"demo":"yes"},"pipeline":{"steps":[
+			{"name":"voice","spec":{"kind":"speech","output":{"prefix":"demo"},"speech":{"model":"speech-model","input":{"text":"A voice-over for the render.","voice":"alloy"}}}},
+			{"name":"render","needs":["voice"],"spec":{"kind":"compute","output":{"prefix":"demo"},"compute":{
+				"template":{"type":"BASIC","name":"BASE"},
+				"job":{"queue":"normal","nodes":1,"ppn":1,"wall_time":"00:10:00","work_dir":"` + plDir + `","script":"` + plDir + `/render.sh"},
+				"inputs":[{"from":"s3://` + bucket + `/demo/pipeline/render.sh","to":"` + plDir + `","cover":true},{"from":{"step":"voice","artifact":"result-0"},"to":"` + plDir + `","cover":true}],
+				"outputs":["` + plDir + `/voice-used.mp3"]}}}]}}`},
 		{id: "demo-invalid", kind: "video", want: state.StatusFailed, wantCode: "invalid_spec", spec: `{"id":"demo-invalid","kind":"video","video":{"model":"video-model","input":{"prompt":""},"parameters":{"resolution":"4K","duration":30}}}`},
 		{id: "demo-cancelled", kind: "video", want: state.StatusCancelled, cancel: true, spec: `{"id":"demo-cancelled","kind":"video","video":{"model":"video-model","input":{"prompt":"a very long take [sim:duration=10m]"},"parameters":{"resolution":"768P","duration":15,"ratio":"21:9"}}}`},
 	}, nil
@@ -421,7 +429,7 @@ func report(ctx context.Context, w io.Writer, s3c *s3.Client, jobs []job, result
 	tw = tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSIZE\tSHA256\tCHECK")
 	for _, j := range jobs {
-		for _, a := range results[j.id].Data.Artifacts {
+		for _, a := range artifactsOf(results[j.id]) {
 			check := "ok"
 			if sum, err := objectSHA(ctx, s3c, a.Bucket, a.Key); err != nil || sum != a.SHA256 {
 				check = "MISMATCH"
@@ -429,7 +437,7 @@ func report(ctx context.Context, w io.Writer, s3c *s3.Client, jobs []job, result
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", a.Key, a.Size, a.SHA256, check)
 		}
-		if j.want == state.StatusSucceeded && len(results[j.id].Data.Artifacts) == 0 {
+		if j.want == state.StatusSucceeded && len(artifactsOf(results[j.id])) == 0 {
 			problems = append(problems, j.id+" succeeded without artifacts")
 		}
 	}
@@ -439,6 +447,15 @@ func report(ctx context.Context, w io.Writer, s3c *s3.Client, jobs []job, result
 	}
 	fmt.Fprintf(w, "\nall %d jobs ended as expected\n", len(jobs))
 	return nil
+}
+
+// artifactsOf is a job's artifacts: a pipeline's are its steps'.
+func artifactsOf(ev events.Event) []state.Artifact {
+	arts := ev.Data.Artifacts
+	for _, s := range ev.Data.Steps {
+		arts = append(arts, s.Artifacts...)
+	}
+	return arts
 }
 
 func objectSHA(ctx context.Context, s3c *s3.Client, bucket, key string) (string, error) {

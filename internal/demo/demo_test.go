@@ -70,7 +70,8 @@ func TestDemo(t *testing.T) {
 		t.Error("the demo does not say its files are removed")
 	}
 	for _, want := range []string{"demo-speech-stream", "demo-compute", "demo/compute/demo-compute/result.dat",
-		"demo-container", "demo/container/demo-container/model.bin", "all 10 jobs ended as expected",
+		"demo-container", "demo/container/demo-container/model.bin",
+		"demo-pipeline", "demo/compute/demo-pipeline--render/voice-used.mp3", "all 11 jobs ended as expected",
 		"container instances left alive: none (1 container job(s) checked in the simulator)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)

@@ -58,6 +58,9 @@ type Data struct {
 	// Cost is the job's cost in credits, on a terminal event when the
 	// price table covers the job (docs/tenants.md).
 	Cost *float64 `json:"cost,omitempty"`
+	// Steps are a pipeline's steps with their statuses and artifacts
+	// (docs/pipelines.md); absent for the other kinds.
+	Steps []state.PipelineStep `json:"steps,omitempty"`
 	// Note qualifies a terminal status (docs/events.md), e.g.
 	// "submit_may_have_happened" on a cancelled media job.
 	Note string `json:"note,omitempty"`
@@ -86,6 +89,9 @@ func FromRecord(rec *state.Record, status state.Status, t time.Time) Event {
 	}
 	if d.Labels == nil {
 		d.Labels = map[string]string{}
+	}
+	if rec.Pipeline != nil {
+		d.Steps = rec.Pipeline.Steps
 	}
 	if d.Artifacts == nil {
 		d.Artifacts = []state.Artifact{}

@@ -26,6 +26,8 @@ const (
 	invQuota          = "the fleet quota never exceeded"
 	invOneTerminal    = "exactly one terminal event per job"
 	invNoneLost       = "every job ends"
+	invStepOnce       = "a pipeline's step runs once, and only when published"
+	invStepAgrees     = "a pipeline's event agrees with its steps"
 	explainedAliveErr = "instance_not_deleted"
 )
 
@@ -36,7 +38,8 @@ func (r *run) check(evs []events.Event, submits map[string]int) []Violation {
 	var out []Violation
 	out = append(out, r.checkTerminals(evs)...)
 	out = append(out, r.checkUpstream(evs, recs, submits)...)
-	out = append(out, r.checkQuota()...)
+	out = append(out, r.checkQuota(evs)...)
+	out = append(out, r.checkPipelines(evs, submits)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
@@ -46,9 +49,9 @@ func (r *run) check(evs []events.Event, submits map[string]int) []Violation {
 // of guarantees.md: the first task cannot be found and runs on unobserved,
 // holding no lease; a second submit the record does not count is a
 // violation of its own).
-func (r *run) checkQuota() []Violation {
+func (r *run) checkQuota(evs []events.Event) []Violation {
 	members := map[string]int{}
-	for _, j := range r.jobs {
+	for _, j := range r.ran(evs) {
 		members[j.family]++
 	}
 	paid := map[string]int{}
@@ -79,6 +82,9 @@ func (r *run) checkTerminals(evs []events.Event) []Violation {
 	}
 	var out []Violation
 	for _, j := range r.jobs {
+		if j.step {
+			continue // checkPipelines
+		}
 		switch n := count[j.id]; {
 		case n == 0:
 			out = append(out, Violation{invNoneLost, j.id, fmt.Sprintf("no terminal event once nothing moved for %s", quietBound)})
@@ -97,7 +103,7 @@ func (r *run) checkTerminals(evs []events.Event) []Violation {
 func (r *run) checkUpstream(evs []events.Event, recs []apisim.Record, submits map[string]int) []Violation {
 	family := map[string]string{}
 	members, explainedPaid := map[string]int{}, map[string]int{}
-	for _, j := range r.jobs {
+	for _, j := range r.ran(evs) {
 		family[j.id] = j.family
 		members[j.family]++
 		explainedPaid[j.family] += max(1, submits[j.id])
@@ -139,6 +145,76 @@ func (r *run) checkUpstream(evs []events.Event, recs []apisim.Record, submits ma
 		f := familyOf(rec)
 		if rec.Alive && len(endedJobs[f]) == members[f] && !explained[f] {
 			out = append(out, Violation{invAliveAfterEnd, f, fmt.Sprintf("%s %s still alive", rec.Kind, rec.ID)})
+		}
+	}
+	return out
+}
+
+// ran is the schedule's jobs but the pipelines' steps their pipeline's
+// terminal event shows never published (skipped, waiting, or reused from
+// the run a retry retries): those pay nothing and end nothing, which
+// checkPipelines checks.
+func (r *run) ran(evs []events.Event) []job {
+	unrun := map[string]bool{}
+	for _, e := range evs {
+		if e.Data.Kind != "pipeline" || !terminal(e.Data.Status) {
+			continue
+		}
+		for _, s := range e.Data.Steps {
+			if s.Status == "skipped" || s.Status == "waiting" || s.Reused {
+				unrun[e.Data.JobID+"--"+s.Name] = true
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []job
+	for _, j := range r.jobs {
+		if !unrun[j.id] {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// checkPipelines: each pipeline's terminal event against its steps'. A
+// step it shows skipped or waiting, or reused from the run a retry
+// retries, was never published: its job has no record and no terminal
+// event (what it would pay is counted with its family by checkUpstream;
+// a retried pipeline's steps share their prompts with the original's);
+// every other has exactly one terminal event, with the status the
+// pipeline shows; a pipeline that succeeded shows every step succeeded.
+// recorded holds the jobs with a record.
+func (r *run) checkPipelines(evs []events.Event, recorded map[string]int) []Violation {
+	ends := map[string][]string{}
+	var pipelines []events.Event
+	for _, e := range evs {
+		if !terminal(e.Data.Status) {
+			continue
+		}
+		ends[e.Data.JobID] = append(ends[e.Data.JobID], e.Data.Status)
+		if e.Data.Kind == "pipeline" {
+			pipelines = append(pipelines, e)
+		}
+	}
+	var out []Violation
+	for _, p := range pipelines {
+		for _, s := range p.Data.Steps {
+			own := p.Data.JobID + "--" + s.Name
+			_, ran := recorded[own]
+			switch {
+			case s.Status == "skipped" || s.Status == "waiting" || s.Reused:
+				if len(ends[own]) > 0 || ran {
+					out = append(out, Violation{invStepOnce, own, fmt.Sprintf("shown %s (reused %v) by %s, yet it has %d terminal events and a record: %v", s.Status, s.Reused, p.Data.JobID, len(ends[own]), ran)})
+				}
+			case len(ends[s.JobID]) != 1:
+				out = append(out, Violation{invStepOnce, s.JobID, fmt.Sprintf("%d terminal events %v", len(ends[s.JobID]), ends[s.JobID])})
+			case ends[s.JobID][0] != string(s.Status):
+				out = append(out, Violation{invStepAgrees, s.JobID, fmt.Sprintf("ended %s, shown %s by %s", ends[s.JobID][0], s.Status, p.Data.JobID)})
+			}
+			if p.Data.Status == "succeeded" && s.Status != "succeeded" {
+				out = append(out, Violation{invStepAgrees, p.Data.JobID, fmt.Sprintf("succeeded with step %s %s", s.Name, s.Status)})
+			}
 		}
 	}
 	return out

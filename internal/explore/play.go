@@ -112,6 +112,36 @@ func containerSpec(id string) map[string]any {
 	}
 }
 
+// pipelineSteps are the schedule's pipeline's steps: a needs nothing, b
+// needs a.
+var pipelineSteps = []string{"a", "b"}
+
+// pipelineSpec is a pipeline of two video steps, the second needing the
+// first; each step's prompt names the step's job.
+func pipelineSpec(id string) map[string]any {
+	var steps []any
+	for i, name := range pipelineSteps {
+		spec := videoSpec(id + "--" + name)
+		delete(spec, "id")
+		st := map[string]any{"name": name, "spec": spec}
+		if i > 0 {
+			st["needs"] = []string{pipelineSteps[i-1]}
+		}
+		steps = append(steps, st)
+	}
+	return map[string]any{"id": id, "kind": "pipeline", "pipeline": map[string]any{"steps": steps}}
+}
+
+// addPipeline registers pipeline id, a retry of pipeline family (its own
+// id for the first run), and its steps, each of the family of the
+// original's step: a retried pipeline's step runs the same spec.
+func (r *run) addPipeline(id, family string) {
+	r.addJob(job{id: id, family: family})
+	for _, name := range pipelineSteps {
+		r.addJob(job{id: id + "--" + name, family: family + "--" + name, step: true})
+	}
+}
+
 // putScript stores the compute jobs' script in S3 under the schedule's
 // prefix.
 func (r *run) putScript(ctx context.Context) error {
@@ -166,6 +196,10 @@ func (r *run) play(ctx context.Context) ([]events.Event, error) {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
 	}
+	r.addPipeline(jobID(pipelineJob), jobID(pipelineJob))
+	if err := r.publish(ctx, "pipeline", pipelineSpec(jobID(pipelineJob)), true); err != nil {
+		return nil, fmt.Errorf("publish the pipeline: %w", err)
+	}
 	if hash(r.seed, "duplicate")%2 == 0 {
 		if err := r.publish(ctx, "video", videoSpec(jobID(1)), false); err != nil {
 			return nil, fmt.Errorf("publish again: %w", err)
@@ -184,15 +218,33 @@ func (r *run) play(ctx context.Context) ([]events.Event, error) {
 		// The answer does not matter: the job's events say what happened.
 		_, _ = jc.Cancel(ctx, jobID(2), jobclient.CancelOptions{})
 	}
+	if h := hash(r.seed, "cancel pipeline"); h%3 == 0 {
+		// Races the steps' starts: sent at once or up to a task's time
+		// later, as the seed says.
+		time.Sleep(time.Duration(h/3%4) * taskTime / 3)
+		_, _ = jc.Cancel(ctx, jobID(pipelineJob), jobclient.CancelOptions{})
+	}
 	evs, err := r.awaitTerminal(ctx)
-	if err != nil || !r.allEnded(evs) || hash(r.seed, "retry")%2 != 0 {
+	if err != nil || !r.allEnded(evs) {
 		return evs, err
 	}
-	res, err := jc.Retry(ctx, jobID(3), jobclient.RetryOptions{Force: true})
-	if err != nil {
-		return evs, nil // a job retry refuses (e.g. still held) is no violation
+	retried := false
+	if hash(r.seed, "retry")%2 == 0 {
+		if res, err := jc.Retry(ctx, jobID(3), jobclient.RetryOptions{Force: true}); err == nil {
+			// (A retry refused, e.g. still held, is no violation.)
+			r.addJob(job{id: res.RetryID, family: jobID(3)})
+			retried = true
+		}
 	}
-	r.addJob(job{id: res.RetryID, family: jobID(3)})
+	if hash(r.seed, "retry pipeline")%2 == 0 {
+		if res, err := jc.Retry(ctx, jobID(pipelineJob), jobclient.RetryOptions{Force: true}); err == nil {
+			r.addPipeline(res.RetryID, jobID(pipelineJob))
+			retried = true
+		}
+	}
+	if !retried {
+		return evs, nil
+	}
 	return r.awaitTerminal(ctx)
 }
 
@@ -233,7 +285,7 @@ func (r *run) allEnded(evs []events.Event) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range r.jobs {
-		if !ended[j.id] {
+		if !ended[j.id] && !j.step { // a step ends before its pipeline
 			return false
 		}
 	}

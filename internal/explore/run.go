@@ -31,6 +31,9 @@ const (
 	computeJobs = 2
 	// containerJobs container jobs follow (instances named after them).
 	containerJobs = 1
+	// The pipeline job comes last: two video steps, the second needing
+	// the first.
+	pipelineJob = videoJobs + computeJobs + containerJobs + 1
 	// A schedule waits for every job's terminal event while anything
 	// moves: a job without one when no upstream call and no state or spec
 	// write happened for quietBound (far past AckWait, a delay past it and
@@ -45,6 +48,10 @@ const (
 // own id for a first attempt): upstream objects belong to a family.
 type job struct {
 	id, family string
+	// step: a pipeline's step, which runs only when its pipeline
+	// publishes it; its pipeline's terminal event says whether it did
+	// (checkPipelines).
+	step bool
 }
 
 // run is one schedule's world: its own NATS server and simulators, the
@@ -91,7 +98,7 @@ func newRun(t testing.TB, seed uint64, s3 *testenv.S3Env) *run {
 		AccessKey: "ak-explore", SecretKey: "sk-explore", QueuedFor: taskTime / 3, RunFor: taskTime})
 	t.Cleanup(func() { _ = r.compute.Close() })
 	r.cfg = config.Config{
-		DataDir: t.TempDir(), Kinds: []string{"video", "compute", "container"},
+		DataDir: t.TempDir(), Kinds: []string{"video", "compute", "container", "pipeline"},
 		S3Endpoint: s3.Endpoint, S3Region: "us-east-1", S3Bucket: s3.Bucket, S3Prefix: fmt.Sprintf("explore/%d", seed), S3PathStyle: true,
 		S3AccessKeyID: "sluice", S3SecretAccessKey: "s3-explore",
 		MediaAPIKey: "sk-explore", ComputeUser: "alice", ComputeAccessKey: "ak-explore", ComputeSecretKey: "sk-explore",

@@ -19,7 +19,8 @@ const StatusQueued = "queued"
 type Job struct {
 	// ID is the job id.
 	ID string `json:"job_id"`
-	// Kind is video, speech, compute or container; empty while unknown.
+	// Kind is video, speech, compute, container or pipeline; empty while
+	// unknown.
 	Kind string `json:"kind,omitempty"`
 	// Status is queued (no worker has reported on it), one of the state
 	// record's steps (received, submitting, submitted, running,
@@ -42,6 +43,9 @@ type Job struct {
 	Upstream *state.Upstream `json:"upstream,omitempty"`
 	// Artifacts are the objects copied to S3 so far.
 	Artifacts []state.Artifact `json:"artifacts"`
+	// Steps are a pipeline's steps with their statuses, jobs and
+	// artifacts (docs/pipelines.md); absent for the other kinds.
+	Steps []state.PipelineStep `json:"steps,omitempty"`
 	// Usage is upstream's usage object, verbatim.
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Error is set on a failed job.
@@ -105,6 +109,9 @@ func JobFromRecord(r *state.Record) Job {
 		SubmittedAt:     r.SubmittedAt,
 		FinishedAt:      r.FinishedAt,
 	}
+	if r.Pipeline != nil {
+		j.Steps = scrubSteps(r.Pipeline.Steps)
+	}
 	if j.Status == "" {
 		j.Status = StatusQueued
 	}
@@ -145,6 +152,7 @@ func JobFromEvent(ev *events.Event) Job {
 		Artifacts: scrubArtifacts(d.Artifacts),
 		Usage:     nullToNil(d.Usage),
 		Error:     d.Error,
+		Steps:     scrubSteps(d.Steps),
 		fromEvent: true,
 	}
 	if j.ID == "" {
@@ -162,6 +170,19 @@ func scrubArtifacts(in []state.Artifact) []state.Artifact {
 		a.URL = redact.URL(a.URL)
 		a.Source = redact.URL(a.Source)
 		out[i] = a
+	}
+	return out
+}
+
+// scrubSteps returns steps with their artifacts scrubbed as a job's are.
+func scrubSteps(in []state.PipelineStep) []state.PipelineStep {
+	if in == nil {
+		return nil
+	}
+	out := make([]state.PipelineStep, len(in))
+	for i, s := range in {
+		s.Artifacts = scrubArtifacts(s.Artifacts)
+		out[i] = s
 	}
 	return out
 }

@@ -34,7 +34,7 @@ func TestEventSubjects(t *testing.T) {
 			t.Errorf("running speech: %v, want %v", got, want)
 		}
 	}
-	if got := eventSubjects("", ""); len(got) != 20 { // 4 kinds, 5 statuses
+	if got := eventSubjects("", ""); len(got) != 25 { // 5 kinds, 5 statuses
 		t.Errorf("every kind and status: %d subjects", len(got))
 	}
 }

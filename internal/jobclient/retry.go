@@ -20,7 +20,7 @@ import (
 
 // LabelRetryOf is the label a retry carries: the id of the job it runs
 // again (docs/cli.md#enqueue-retry).
-const LabelRetryOf = "retry_of"
+const LabelRetryOf = contract.LabelRetryOf
 
 // CodeSubmitAmbiguous is the error code of a job whose submission may or
 // may not have reached upstream: running it again may pay twice.

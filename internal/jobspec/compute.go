@@ -99,8 +99,12 @@ type ComputeJob struct {
 
 // ComputeInput is one file uploaded before submitting.
 type ComputeInput struct {
-	// From is s3://bucket/key or an https:// URL.
+	// From is s3://bucket/key or an https:// URL; empty when Ref is set.
 	From string `json:"from"`
+	// Ref names an earlier step's artifact instead of From, only in a
+	// pipeline's step; the pipeline replaces it with the artifact's
+	// s3:// URL when it publishes the step (docs/pipelines.md).
+	Ref *ArtifactRef `json:"-"`
 	// To is the absolute target directory on the cluster, without "..".
 	To string `json:"to"`
 	// Cover overwrites an existing file when true; false when absent.
@@ -196,13 +200,82 @@ func decodeInputs(d *decoder, path string, raw json.RawMessage) []ComputeInput {
 	for i, e := range elems {
 		var in ComputeInput
 		d.object(index(path, i), e, map[string]fieldFunc{
-			"from":  func(p string, r json.RawMessage) { d.str(p, r, &in.From) },
+			"from":  func(p string, r json.RawMessage) { in.decodeFrom(d, p, r) },
 			"to":    func(p string, r json.RawMessage) { d.str(p, r, &in.To) },
 			"cover": func(p string, r json.RawMessage) { d.boolean(p, r, &in.Cover) },
 		})
 		ins = append(ins, in)
 	}
 	return ins
+}
+
+// decodeFrom reads an input's from: a URL, or in a pipeline's step an
+// object naming an earlier step's artifact.
+func (in *ComputeInput) decodeFrom(d *decoder, path string, raw json.RawMessage) {
+	if typeOf(raw) != jsonObject {
+		d.str(path, raw, &in.From)
+		return
+	}
+	ref := &ArtifactRef{}
+	if d.object(path, raw, map[string]fieldFunc{
+		"step":     func(p string, r json.RawMessage) { d.str(p, r, &ref.Step) },
+		"artifact": func(p string, r json.RawMessage) { d.str(p, r, &ref.Artifact) },
+	}) {
+		in.Ref = ref
+	}
+}
+
+// MarshalJSON writes from as the reference object when Ref is set, so a
+// marshalled step decodes to the same input.
+func (in ComputeInput) MarshalJSON() ([]byte, error) {
+	type plain ComputeInput
+	if in.Ref == nil {
+		return json.Marshal(plain(in))
+	}
+	return json.Marshal(struct {
+		From *ArtifactRef `json:"from"`
+		To   string       `json:"to"`
+		// Cover as in ComputeInput.
+		Cover bool `json:"cover,omitempty"`
+	}{in.Ref, in.To, in.Cover})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, so that encoding/json
+// copies a step's spec with its references (Decode is what validates).
+func (in *ComputeInput) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		From  json.RawMessage `json:"from"`
+		To    string          `json:"to"`
+		Cover bool            `json:"cover"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*in = ComputeInput{To: raw.To, Cover: raw.Cover}
+	if typeOf(raw.From) == jsonObject {
+		in.Ref = &ArtifactRef{}
+		return json.Unmarshal(raw.From, in.Ref)
+	}
+	if len(raw.From) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw.From, &in.From)
+}
+
+// validateInputs checks the inputs of a compute or container spec; a
+// reference's own rules are the pipeline's (validateRefs).
+func validateInputs(ps *problems, path string, inputs []ComputeInput) {
+	for i, in := range inputs {
+		item := index(path, i)
+		if in.Ref == nil {
+			if rule := sourceURLRule(in.From); rule != "" {
+				ps.add(field(item, "from"), rule)
+			}
+		}
+		if rule := absPathRule(in.To, true); rule != "" {
+			ps.add(field(item, "to"), rule)
+		}
+	}
 }
 
 // decodeOutputs reads the outputs list of a compute or container spec.
@@ -269,16 +342,7 @@ func (c *Compute) validate(ps *problems, path string) {
 
 	c.Job.validate(ps, field(path, "job"))
 
-	inputs := field(path, "inputs")
-	for i, in := range c.Inputs {
-		item := index(inputs, i)
-		if rule := sourceURLRule(in.From); rule != "" {
-			ps.add(field(item, "from"), rule)
-		}
-		if rule := absPathRule(in.To, true); rule != "" {
-			ps.add(field(item, "to"), rule)
-		}
-	}
+	validateInputs(ps, field(path, "inputs"), c.Inputs)
 	outputs := field(path, "outputs")
 	for i, out := range c.Outputs {
 		if rule := absPathRule(out, false); rule != "" {

@@ -186,16 +186,7 @@ func (c *Container) validate(ps *problems, path string) {
 			ps.add(field(path, "work_dir"), `must not contain "'" or "\"`)
 		}
 	}
-	inputs := field(path, "inputs")
-	for i, in := range c.Inputs {
-		item := index(inputs, i)
-		if rule := sourceURLRule(in.From); rule != "" {
-			ps.add(field(item, "from"), rule)
-		}
-		if rule := absPathRule(in.To, true); rule != "" {
-			ps.add(field(item, "to"), rule)
-		}
-	}
+	validateInputs(ps, field(path, "inputs"), c.Inputs)
 	outputs := field(path, "outputs")
 	for i, out := range c.Outputs {
 		if rule := absPathRule(out, false); rule != "" {

@@ -109,6 +109,7 @@ func TestDecodeExamples(t *testing.T) {
 				"GAP_NGPU":"","GAP_NDCU":"4","GAP_JOB_MEM":"32GB","GAP_NODE_TYPE":"","GAP_MULTI_SUB":"",
 				"GAP_CLUSTER_ID":"c-77","GAP_GUI":1,"advance":true}}`,
 		},
+		{name: "pipeline", kind: KindPipeline, want: `["voice","train","render"]`},
 	}
 
 	// Every example file has a case here, and every case a file.
@@ -153,6 +154,8 @@ func TestDecodeExamples(t *testing.T) {
 				tgt := target
 				tgt.JobID = spec.ID
 				assertJSON(t, spec.Compute.Request(tgt), tt.want)
+			case KindPipeline:
+				assertJSON(t, spec.Pipeline.Order(), tt.want)
 			}
 		})
 	}

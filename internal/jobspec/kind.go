@@ -19,19 +19,22 @@ const (
 	// KindContainer is a script run in a container instance of the
 	// compute platform.
 	KindContainer Kind = "container"
+	// KindPipeline is a graph of jobs of the other kinds
+	// (docs/pipelines.md).
+	KindPipeline Kind = "pipeline"
 )
 
 // ErrUnknownKind is returned (wrapped) by ParseKind and KindFromSubject for
-// anything but video, speech, compute or container.
+// anything but video, speech, compute, container or pipeline.
 var ErrUnknownKind = errors.New("jobspec: unknown kind")
 
 // Kinds returns every kind in canonical order: video, speech, compute,
-// container.
-func Kinds() []Kind { return []Kind{KindVideo, KindSpeech, KindCompute, KindContainer} }
+// container, pipeline.
+func Kinds() []Kind { return []Kind{KindVideo, KindSpeech, KindCompute, KindContainer, KindPipeline} }
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
-	return k == KindVideo || k == KindSpeech || k == KindCompute || k == KindContainer
+	return k == KindVideo || k == KindSpeech || k == KindCompute || k == KindContainer || k == KindPipeline
 }
 
 // ParseKind returns the Kind named s, exactly as spelled (no case folding),
@@ -40,7 +43,7 @@ func ParseKind(s string) (Kind, error) {
 	if k := Kind(s); k.Valid() {
 		return k, nil
 	}
-	return "", fmt.Errorf("%w %s: want video, speech, compute or container", ErrUnknownKind, quote(s))
+	return "", fmt.Errorf("%w %s: want video, speech, compute, container or pipeline", ErrUnknownKind, quote(s))
 }
 
 // KindFromSubject returns the kind of a jobs subject: KindVideo for

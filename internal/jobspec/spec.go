@@ -110,6 +110,9 @@ type Spec struct {
 	// Container is the container section, present exactly when Kind is
 	// container.
 	Container *Container `json:"container,omitempty"`
+	// Pipeline is the pipeline section, present exactly when Kind is
+	// pipeline.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
 }
 
 // Output is where a job's artifacts go below the worker's S3 prefix.
@@ -168,7 +171,7 @@ func DecodeWith(data []byte, kind Kind, cat *models.Catalog) (*Spec, error) {
 		d.add("", "not valid UTF-8")
 	}
 	s := &Spec{}
-	s.decode(d, data)
+	s.decode(d, "", data)
 	switch {
 	case kind == "":
 	case !kind.Valid():
@@ -199,8 +202,8 @@ func DecodeWith(data []byte, kind Kind, cat *models.Catalog) (*Spec, error) {
 	return s, nil
 }
 
-func (s *Spec) decode(d *decoder, raw json.RawMessage) {
-	d.object("", raw, map[string]fieldFunc{
+func (s *Spec) decode(d *decoder, path string, raw json.RawMessage) {
+	d.object(path, raw, map[string]fieldFunc{
 		"version": func(p string, r json.RawMessage) {
 			d.integer(p, r, &s.Version, Version, Version, "must be 1")
 		},
@@ -259,6 +262,12 @@ func (s *Spec) decode(d *decoder, raw json.RawMessage) {
 				s.Container = c
 			}
 		},
+		"pipeline": func(p string, r json.RawMessage) {
+			pl := &Pipeline{}
+			if pl.decode(d, p, r) {
+				s.Pipeline = pl
+			}
+		},
 	})
 	if s.Version == 0 {
 		s.Version = Version
@@ -283,6 +292,15 @@ func (s *Spec) ValidateWith(cat *models.Catalog) error {
 }
 
 func (s *Spec) validate(ps *problems, cat *models.Catalog) {
+	s.validateJob(ps, cat)
+	for _, r := range s.refs() {
+		ps.add(r.path, "an artifact reference {step, artifact} is allowed only in a pipeline step's inputs")
+	}
+}
+
+// validateJob checks every rule but the artifact references, which only a
+// pipeline can judge.
+func (s *Spec) validateJob(ps *problems, cat *models.Catalog) {
 	if s.Version != 0 && s.Version != Version {
 		ps.add("version", "must be 1")
 	}
@@ -291,9 +309,9 @@ func (s *Spec) validate(ps *problems, cat *models.Catalog) {
 	}
 	switch {
 	case s.Kind == "":
-		ps.add("kind", "required (one of video, speech, compute, container)")
+		ps.add("kind", "required (one of video, speech, compute, container, pipeline)")
 	case !s.Kind.Valid():
-		ps.add("kind", "must be one of video, speech, compute, container, got "+quote(string(s.Kind)))
+		ps.add("kind", "must be one of video, speech, compute, container, pipeline, got "+quote(string(s.Kind)))
 	}
 	if s.Tenant != "" && !ValidID(s.Tenant) {
 		ps.add("tenant", "must be an id matching "+idPattern.String())
@@ -317,6 +335,7 @@ func (s *Spec) validate(ps *problems, cat *models.Catalog) {
 		{KindSpeech, s.Speech != nil, func() { s.Speech.validate(ps, "speech") }},
 		{KindCompute, s.Compute != nil, func() { s.Compute.validate(ps, "compute") }},
 		{KindContainer, s.Container != nil, func() { s.Container.validate(ps, "container") }},
+		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID, cat) }},
 	}
 	for _, sec := range sections {
 		switch {

@@ -10,7 +10,7 @@ import (
 
 func TestKinds(t *testing.T) {
 	t.Parallel()
-	if got := Kinds(); len(got) != 4 || got[0] != KindVideo || got[1] != KindSpeech || got[2] != KindCompute || got[3] != KindContainer {
+	if got := Kinds(); len(got) != 5 || got[0] != KindVideo || got[1] != KindSpeech || got[2] != KindCompute || got[3] != KindContainer || got[4] != KindPipeline {
 		t.Fatalf("Kinds() = %v", got)
 	}
 	tests := []struct {

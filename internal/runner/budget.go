@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
@@ -44,7 +45,9 @@ func (r *Runner) reserveBudget(ctx context.Context, j *job) error {
 	if !covered {
 		return nil
 	}
-	key, err := l.Reserve(ctx, j.spec.EffectiveTenant(), j.id, j.kind, estimate)
+	// A pipeline's step draws on the reservation its pipeline took for
+	// all its steps (pipeline.go).
+	key, err := l.ReserveFrom(ctx, j.spec.EffectiveTenant(), j.id, j.kind, estimate, j.spec.Labels[contract.LabelPipeline])
 	if over, ok := errors.AsType[*tenants.OverBudget](err); ok {
 		return r.overBudget(ctx, j, over)
 	}

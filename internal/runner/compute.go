@@ -608,10 +608,10 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 	spec := j.spec.Compute
 	var files []platformFile
 	if p := cmp.Or(d.OutputPath, spec.Job.Stdout); p != "" {
-		files = append(files, platformFile{"stdout.txt", p})
+		files = append(files, platformFile{jobspec.StdoutName, p})
 	}
 	if p := cmp.Or(d.ErrorPath, spec.Job.Stderr); p != "" {
-		files = append(files, platformFile{"stderr.txt", p})
+		files = append(files, platformFile{jobspec.StderrName, p})
 	}
 	return r.collectFiles(ctx, j, sess, "compute", withOutputs(files, spec.Outputs))
 }
@@ -621,16 +621,11 @@ func (r *Runner) collectCompute(ctx context.Context, j *job, sess *apiclient.Clu
 type platformFile struct{ name, path string }
 
 // withOutputs adds the declared outputs to files (stdout and stderr),
-// each named after its path's base, numbered when a name is taken.
+// named as jobspec.OutputNames says, so that a pipeline's step can name
+// them before they exist.
 func withOutputs(files []platformFile, outputs []string) []platformFile {
-	used := map[string]bool{"stdout.txt": true, "stderr.txt": true}
-	for i, p := range outputs {
-		name := artifacts.SanitizeFileName(path.Base(p))
-		if used[name] {
-			name = fmt.Sprintf("%d-%s", i, name)
-		}
-		used[name] = true
-		files = append(files, platformFile{name, p})
+	for i, name := range jobspec.OutputNames(outputs) {
+		files = append(files, platformFile{name, outputs[i]})
 	}
 	return files
 }

@@ -457,7 +457,7 @@ func (r *Runner) readExit(ctx context.Context, sess *apiclient.ClusterSession, p
 // exited 0, every declared output.
 func (r *Runner) collectContainer(ctx context.Context, j *job, sess *apiclient.ClusterSession, workDir string, exit int) error {
 	f := filesOf(workDir, j.id)
-	files := []platformFile{{"stdout.txt", f.stdout}, {"stderr.txt", f.stderr}}
+	files := []platformFile{{jobspec.StdoutName, f.stdout}, {jobspec.StderrName, f.stderr}}
 	if exit == 0 {
 		files = withOutputs(files, j.spec.Container.Outputs)
 	}

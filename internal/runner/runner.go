@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -55,6 +56,9 @@ type Config struct {
 	// Compute is the compute platform client; nil fails compute jobs with
 	// upstream_unavailable.
 	Compute *apiclient.Compute
+	// JS publishes a pipeline's steps and its cancel notices to them;
+	// nil fails pipelines (docs/pipelines.md).
+	JS jetstream.JetStream
 	// Store copies artifacts to S3. Required.
 	Store *artifacts.Store
 	// Fetcher downloads result and input URLs. Required.
@@ -315,6 +319,8 @@ func (r *Runner) Handle(ctx context.Context, d *consumer.Delivery) consumer.Outc
 		return r.end(ctx, j, r.runCompute(ctx, j))
 	case "container":
 		return r.end(ctx, j, r.runContainer(ctx, j))
+	case "pipeline":
+		return r.end(ctx, j, r.runPipeline(ctx, j))
 	}
 	return r.end(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "kind %q is not served", j.kind))
 }

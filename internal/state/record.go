@@ -64,6 +64,9 @@ type Record struct {
 	Results []string `json:"results,omitempty"`
 	// Artifacts are the objects already copied to S3.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Pipeline is a pipeline's steps (docs/pipelines.md); nil for the
+	// other kinds.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
 	// Usage is upstream's usage object, verbatim.
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Error is set on a failed job.
@@ -150,6 +153,7 @@ func (r *Record) clone() *Record {
 	c.Labels = maps.Clone(r.Labels)
 	c.Results = slices.Clone(r.Results)
 	c.Artifacts = slices.Clone(r.Artifacts)
+	c.Pipeline = r.Pipeline.clone()
 	c.Usage = bytes.Clone(r.Usage)
 	c.TerminalEvent = bytes.Clone(r.TerminalEvent)
 	c.Cancel = clonePtr(r.Cancel)

@@ -74,11 +74,27 @@ func Credits(c float64) string { return fmt.Sprintf("%.4g", c) }
 // and the reservation are one compare-and-set of today's key, the other
 // days of the period counted as the view holds them.
 func (l *Ledger) Reserve(ctx context.Context, tenant, jobID, kind string, estimate float64) (string, error) {
+	return l.ReserveFrom(ctx, tenant, jobID, kind, estimate, "")
+}
+
+// ReserveFrom is Reserve for a job that draws on the open reservation of
+// job from, of the same tenant (a pipeline's step on its pipeline's,
+// docs/pipelines.md#budgets): as much of estimate as from still holds
+// moves to jobID's reservation, on from's key, without a budget check,
+// and only the rest is checked against the budget; the tenant's reserved
+// credits grow by that rest alone. Without such a reservation (or with
+// from empty) it is Reserve.
+func (l *Ledger) ReserveFrom(ctx context.Context, tenant, jobID, kind string, estimate float64, from string) (string, error) {
 	if key, _, ok := l.view.reservation(tenant, jobID); ok {
 		return key, nil
 	}
 	now := l.now().UTC()
 	key := SpendKey(tenant, now)
+	if from != "" {
+		if k, _, ok := l.view.reservation(tenant, from); ok {
+			key = k
+		}
+	}
 	settings, _ := l.view.Settings(tenant)
 	var spent, reserved float64 // the period's other days
 	if b := settings.Budget; b != nil {
@@ -88,14 +104,20 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, jobID, kind string, estima
 		if _, ok := cur.Reserved[jobID]; ok {
 			return cur, kvcas.Unchanged
 		}
+		next := cur.clone()
+		drawn := 0.0
+		if p, ok := next.Reserved[from]; ok && from != "" {
+			drawn = min(estimate, p.Credits)
+			p.Credits -= drawn
+			next.Reserved[from] = p
+		}
 		if b := settings.Budget; b != nil {
 			spent, reserved := spent+cur.Spent, reserved+cur.ReservedCredits()
-			if spent+reserved+estimate > b.Credits {
+			if extra := estimate - drawn; extra > 0 && spent+reserved+extra > b.Credits {
 				return cur, &OverBudget{Tenant: tenant, Spent: spent, Reserved: reserved, Estimate: estimate, Budget: *b,
 					OnBudget: settings.EffectiveOnBudget(), Next: NextPeriod(b.Per, now)}
 			}
 		}
-		next := cur.clone()
 		next.Reserved[jobID] = Reservation{Credits: estimate, Kind: kind, At: now}
 		return next, nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"syscall"
@@ -93,11 +94,16 @@ func startBenchWorker(b *testing.B, resultSize int64, mutate func(*config.Config
 	return startBenchWorkerWith(b, apisim.NewMedia(apisim.MediaConfig{APIKey: "k", ResultSize: resultSize}), mutate)
 }
 
-// startBenchWorkerWith is startBenchWorker with the media simulator media.
-func startBenchWorkerWith(b *testing.B, media *apisim.Media, mutate func(*config.Config)) *testenv.NATS {
+// startBenchWorkerWith is startBenchWorker with the media simulator media,
+// served through front when one is given (a recorder of the calls).
+func startBenchWorkerWith(b *testing.B, media *apisim.Media, mutate func(*config.Config), front ...func(http.Handler) http.Handler) *testenv.NATS {
 	b.Helper()
 	nt, s3 := testenv.StartNATS(b), testenv.StartS3(b)
-	sim := httptest.NewServer(media)
+	var h http.Handler = media
+	for _, f := range front {
+		h = f(h)
+	}
+	sim := httptest.NewServer(h)
 	b.Cleanup(sim.Close)
 	cfg, err := config.Parse()
 	if err != nil {
