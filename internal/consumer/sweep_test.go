@@ -239,14 +239,16 @@ func testHealthyQueue(t *testing.T, b *testBundle) (handedAcked int64) {
 	b.run(t, cfg, h)
 
 	// Publish until the sweeps of both workers have found jobs waiting 40
-	// times (whatever the machine's speed), then let the queue drain.
+	// times (whatever the machine's speed), then let the queue drain. A
+	// burst of 200 outlasts several sweeps even on a loaded machine, where
+	// the consumers drain a burst of 20 before a sweep looks.
 	ctx := testenv.Context(t, 120*time.Second)
 	published := 0
 	for busySweeps.Load() < 40 {
-		if published >= 5000 {
+		if published >= 20000 {
 			t.Fatalf("%d jobs published, only %d sweeps found any waiting", published, busySweeps.Load())
 		}
-		for range 20 {
+		for range 200 {
 			m := nats.NewMsg(contract.JobSubject("video"))
 			m.Data = []byte(`{}`)
 			if _, err := b.n.JS.PublishMsg(ctx, m); err != nil {
