@@ -215,7 +215,10 @@ func TestBacklogDoesNotHideOtherJobs(t *testing.T) {
 	if last-first > 8 || last > backlog/2 {
 		t.Errorf("starts of %v: %v; want them within a few starts of each other and before half of A's backlog", special, pos)
 	}
-	if !(pos["a1-0"] < pos["a1-1"] && pos["a1-1"] < pos["a1-2"]) {
+	// Two handlers run at once (MaxInflight 2), so two jobs handed over
+	// together may record their starts either way round: an inversion of
+	// neighbours is the handlers' race, any other is the order's fault.
+	if !(pos["a1-0"] < pos["a1-1"]+2 && pos["a1-1"] < pos["a1-2"]+2 && pos["a1-0"] < pos["a1-2"]) {
 		t.Errorf("A's priority-1 jobs started out of publish order: %v", pos)
 	}
 }
