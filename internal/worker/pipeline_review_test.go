@@ -1,0 +1,94 @@
+package worker_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPipelineStepIDTooLongFailsFirst: a pipeline whose spec has no id
+// takes its Nats-Msg-Id as its id; when that id and a step's name make a
+// step id longer than a job id may be, the pipeline fails invalid_spec
+// before any step runs, instead of paying for its first steps and then
+// waiting for ever on a step whose job can never bear its id.
+func TestPipelineStepIDTooLongFailsFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, servePipelines)
+	id := strings.Repeat("p", 120)
+	b.publish(t, "pipeline", id, map[string]any{
+		"kind": "pipeline",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("a", nil, speechSpec("", "long id first", "async")),
+			pipelineStep("second-step", []string{"a"}, speechSpec("", "long id second", "async")),
+		}},
+	})
+	ev := b.await(t, id, 60*time.Second)
+	if e := ev.Data.Error; ev.Data.Status != "failed" || e == nil || e.Code != "invalid_spec" || !strings.Contains(e.Message, "steps[1].name") {
+		t.Fatalf("pipeline = %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("long id first"); n != 0 {
+		t.Errorf("the first step was submitted %d times", n)
+	}
+}
+
+// TestPipelineStepLabelsLeaveRoom: every step carries its pipeline's
+// label, which is what lets it draw on the pipeline's reservation: a step
+// (or a pipeline whose steps inherit its labels) with as many labels as a
+// spec may have leaves no room for it and is invalid_spec before any step
+// runs; a step whose own labels include a "pipeline" label runs on a
+// budget that covers the pipeline exactly: that label becomes its
+// pipeline's id, not another pipeline's whose reservation it would drain.
+func TestPipelineStepLabelsLeaveRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "full", "--budget", "10", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	// n labels, one of them "pipeline" when another is given.
+	labels := func(n int, another string) map[string]string {
+		out := map[string]string{}
+		if another != "" {
+			out["pipeline"] = another
+		}
+		for i := len(out); i < n; i++ {
+			out[fmt.Sprintf("k%d", i)] = "v"
+		}
+		return out
+	}
+	pipeline := func(id string, n int, another string) map[string]any {
+		one := videoSpec("", id+" one")
+		one["labels"] = labels(n, another)
+		return map[string]any{
+			"id": id, "kind": "pipeline", "tenant": "full",
+			"pipeline": map[string]any{"steps": []any{
+				pipelineStep("one", nil, one),
+				pipelineStep("two", []string{"one"}, videoSpec("", id+" two")),
+			}},
+		}
+	}
+	b.publish(t, "pipeline", "pl-full", pipeline("pl-full", 32, ""))
+	ev := b.await(t, "pl-full", time.Minute)
+	if e := ev.Data.Error; ev.Data.Status != "failed" || e == nil || e.Code != "invalid_spec" || !strings.Contains(e.Message, "pipeline.steps[0].spec.labels") {
+		t.Fatalf("32 labels: pipeline = %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("pl-full one"); n != 0 {
+		t.Errorf("32 labels: the first step was submitted %d times", n)
+	}
+
+	b.publish(t, "pipeline", "pl-room", pipeline("pl-room", 32, "someone-else"))
+	ev = b.await(t, "pl-room", time.Minute)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("own pipeline label: pipeline = %+v error %+v steps %+v", ev.Data, ev.Data.Error, ev.Data.Steps)
+	}
+	if one := b.await(t, "pl-room--one", 5*time.Second); one.Data.Labels["pipeline"] != "pl-room" {
+		t.Errorf("step one's pipeline label = %q", one.Data.Labels["pipeline"])
+	}
+}
