@@ -92,3 +92,34 @@ func TestPipelineStepLabelsLeaveRoom(t *testing.T) {
 		t.Errorf("step one's pipeline label = %q", one.Data.Labels["pipeline"])
 	}
 }
+
+// TestPipelineWithoutSpecIDDrawsOnItsBudget: a pipeline whose spec has no
+// id (its id is its Nats-Msg-Id) labels its steps with that id, so they
+// draw on its reservation: a budget that covers it exactly runs it.
+func TestPipelineWithoutSpecIDDrawsOnItsBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "noid", "--budget", "10", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-noid", map[string]any{
+		"kind": "pipeline", "tenant": "noid",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("one", nil, videoSpec("", "no id one")),
+			pipelineStep("two", []string{"one"}, videoSpec("", "no id two")),
+		}},
+	})
+	ev := b.await(t, "pl-noid", time.Minute)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("pipeline = %+v error %+v steps %+v", ev.Data, ev.Data.Error, ev.Data.Steps)
+	}
+	if one := b.await(t, "pl-noid--one", 5*time.Second); one.Data.Labels["pipeline"] != "pl-noid" {
+		t.Errorf("step one's pipeline label = %q", one.Data.Labels["pipeline"])
+	}
+}
