@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/state"
 )
 
 // TestPipelineStepIDTooLongFailsFirst: a pipeline whose spec has no id
@@ -121,5 +123,43 @@ func TestPipelineWithoutSpecIDDrawsOnItsBudget(t *testing.T) {
 	}
 	if one := b.await(t, "pl-noid--one", 5*time.Second); one.Data.Labels["pipeline"] != "pl-noid" {
 		t.Errorf("step one's pipeline label = %q", one.Data.Labels["pipeline"])
+	}
+}
+
+// TestPipelineReservationNotDrawnByOthers: an ordinary job of the same
+// tenant labelled pipeline=P does not draw on P's reservation: it is
+// checked against the budget like any job, and P, its budget reserved,
+// still runs every step.
+func TestPipelineReservationNotDrawnByOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: time.Hour})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "held", "--budget", "10", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-held", map[string]any{
+		"id": "pl-held", "kind": "pipeline", "tenant": "held",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("one", nil, videoSpec("", "held one")),
+			pipelineStep("two", []string{"one"}, videoSpec("", "held two")),
+		}},
+	})
+	b.awaitStatus(t, "pl-held--one", state.StatusSubmitted, 20*time.Second)
+	other := videoSpec("not-a-step", "not a step")
+	other["tenant"], other["labels"] = "held", map[string]string{"pipeline": "pl-held"}
+	b.publish(t, "video", "not-a-step", other)
+	if ev := b.await(t, "not-a-step", 30*time.Second); ev.Data.Error == nil || ev.Data.Error.Code != "budget_exhausted" {
+		t.Errorf("the other job = %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	b.advanceMedia(2 * time.Hour)
+	b.awaitStatus(t, "pl-held--two", state.StatusSubmitted, 20*time.Second)
+	b.advanceMedia(2 * time.Hour)
+	if ev := b.await(t, "pl-held", 30*time.Second); ev.Data.Status != "succeeded" {
+		t.Errorf("pipeline = %+v error %+v", ev.Data, ev.Data.Error)
 	}
 }
