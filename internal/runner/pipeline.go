@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -348,12 +349,13 @@ func stepSpec(p *jobspec.Spec, id string, st jobspec.Step, steps []state.Pipelin
 		s.Labels = maps.Clone(p.Labels)
 		delete(s.Labels, contract.LabelRetryOf)
 	}
-	if _, set := s.Labels[contract.LabelPipeline]; !set && len(s.Labels) < jobspec.MaxLabels {
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels[contract.LabelPipeline] = p.ID
+	// The label is how the step finds its pipeline's reservation: always
+	// this pipeline's job id (its spec may have none), never a label the
+	// step wrote (validation leaves it room).
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
 	}
+	s.Labels[contract.LabelPipeline] = strings.TrimSuffix(id, jobspec.StepSeparator+st.Name)
 	// The references were decoded into st.Spec, not into its JSON copy.
 	src, dst := stepInputs(st.Spec), stepInputs(&s)
 	for k, in := range src {
