@@ -163,3 +163,54 @@ func TestPipelineReservationNotDrawnByOthers(t *testing.T) {
 		t.Errorf("pipeline = %+v error %+v", ev.Data, ev.Data.Error)
 	}
 }
+
+// TestPipelineSecondRetryReusesFirstRetrysSteps: retrying P again after
+// its first retry P-r1 stopped reruns only what succeeded in neither: a
+// step P-r1 ran to success is reused, not paid a second time.
+func TestPipelineSecondRetryReusesFirstRetrysSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: time.Hour})
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-rr", map[string]any{
+		"id": "pl-rr", "kind": "pipeline",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("one", nil, speechSpec("", "rr first", "async")),
+			pipelineStep("two", []string{"one"}, speechSpec("", "rr second", "async")),
+			pipelineStep("three", []string{"two"}, speechSpec("", "rr third", "async")),
+		}},
+	})
+	b.awaitStatus(t, "pl-rr--one", state.StatusSubmitted, 20*time.Second)
+	b.advanceMedia(2 * time.Hour)
+	b.awaitStatus(t, "pl-rr--two", state.StatusSubmitted, 20*time.Second)
+	if r := cancel(t, b, "pl-rr"); r.Error != "" {
+		t.Fatalf("cancel = %+v", r)
+	}
+	b.await(t, "pl-rr", 30*time.Second)
+
+	if out, code := b.enqueue(t, "", "retry", "pl-rr"); code != 0 {
+		t.Fatalf("retry: %d %s", code, out)
+	}
+	b.awaitStatus(t, "pl-rr-r1--two", state.StatusSubmitted, 20*time.Second)
+	b.advanceMedia(2 * time.Hour)
+	b.awaitStatus(t, "pl-rr-r1--three", state.StatusSubmitted, 20*time.Second)
+	if r := cancel(t, b, "pl-rr-r1"); r.Error != "" {
+		t.Fatalf("cancel r1 = %+v", r)
+	}
+	if ev := b.await(t, "pl-rr-r1", 30*time.Second); stepsOf(t, ev)["two"].Status != state.StatusSucceeded {
+		t.Fatalf("r1 = %+v", ev.Data)
+	}
+
+	if out, code := b.enqueue(t, "", "retry", "pl-rr"); code != 0 || !strings.Contains(out, "pl-rr-r2") {
+		t.Fatalf("second retry: %d %s", code, out)
+	}
+	b.awaitStatus(t, "pl-rr-r2--three", state.StatusSubmitted, 20*time.Second)
+	b.advanceMedia(2 * time.Hour)
+	ev := b.await(t, "pl-rr-r2", 30*time.Second)
+	steps := stepsOf(t, ev)
+	if ev.Data.Status != "succeeded" || steps["two"].JobID != "pl-rr-r1--two" || !steps["two"].Reused {
+		t.Errorf("second retry = %+v steps %+v", ev.Data, steps)
+	}
+	if n := b.media.SubmitCount("rr second"); n != 2 {
+		t.Errorf("step two, succeeded in the first retry, was submitted %d times, want 2", n)
+	}
+}
