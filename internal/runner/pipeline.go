@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,25 +215,35 @@ func (r *Runner) reservePipeline(ctx context.Context, j *job, specs []*jobspec.S
 }
 
 // reusedSteps returns the succeeded steps of the pipeline j retries (its
-// retry_of label), by name: a retry reruns only what did not succeed.
+// retry_of label), by name, and of that pipeline's earlier retries, the
+// latest run's first: a retry reruns only what succeeded in none of them
+// (P-r2 takes what P-r1 paid for).
 func (r *Runner) reusedSteps(ctx context.Context, j *job) (map[string]state.PipelineStep, error) {
 	orig := j.spec.Labels[contract.LabelRetryOf]
 	if orig == "" {
 		return nil, nil
 	}
-	rec, _, err := r.cfg.State.Get(ctx, orig)
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("read the retried pipeline %s: %w", orig, err)
-	case rec.Pipeline == nil:
-		return nil, nil
+	runs := []string{orig}
+	if n, err := strconv.Atoi(strings.TrimPrefix(j.id, orig+"-r")); err == nil {
+		for k := 1; k < n; k++ {
+			runs = append(runs, fmt.Sprintf("%s-r%d", orig, k))
+		}
 	}
 	out := map[string]state.PipelineStep{}
-	for _, s := range rec.Pipeline.Steps {
-		if s.Status == state.StatusSucceeded {
-			out[s.Name] = s
+	for _, id := range runs {
+		rec, _, err := r.cfg.State.Get(ctx, id)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read the retried pipeline %s: %w", id, err)
+		case rec.Pipeline == nil:
+			continue
+		}
+		for _, s := range rec.Pipeline.Steps {
+			if s.Status == state.StatusSucceeded {
+				out[s.Name] = s
+			}
 		}
 	}
 	return out, nil
