@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,50 @@ func TestPipelineSecondRetryReusesFirstRetrysSteps(t *testing.T) {
 	}
 	if n := b.media.SubmitCount("rr second"); n != 2 {
 		t.Errorf("step two, succeeded in the first retry, was submitted %d times, want 2", n)
+	}
+}
+
+// TestPipelineCancelReleasesItsBudget: a pipeline cancelled while its
+// first step runs leaves nothing reserved once it ended: the running
+// step's draw settles with it, the rest of the pipeline's reservation is
+// released with the pipeline.
+func TestPipelineCancelReleasesItsBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{taskTime: time.Hour})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "rel", "--budget", "100", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-rel", map[string]any{
+		"id": "pl-rel", "kind": "pipeline", "tenant": "rel",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("one", nil, videoSpec("", "rel one")),
+			pipelineStep("two", []string{"one"}, videoSpec("", "rel two")),
+			pipelineStep("three", nil, videoSpec("", "rel three")),
+		}},
+	})
+	b.awaitStatus(t, "pl-rel--one", state.StatusSubmitted, 20*time.Second)
+	b.awaitStatus(t, "pl-rel--three", state.StatusSubmitted, 20*time.Second)
+	if r := cancel(t, b, "pl-rel"); r.Error != "" {
+		t.Fatalf("cancel = %+v", r)
+	}
+	if ev := b.await(t, "pl-rel", 30*time.Second); ev.Data.Status != "cancelled" {
+		t.Fatalf("pipeline = %+v", ev.Data)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, code := b.enqueue(t, "", "tenants", "show", "rel", "--json")
+		if code == 0 && regexp.MustCompile(`"reserved":0[,}]`).MatchString(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the pipeline's end: exit %d %s", code, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
