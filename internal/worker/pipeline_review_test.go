@@ -260,3 +260,36 @@ func TestPipelineCancelReleasesItsBudget(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestPipelineReservesOnlyItsTenantsSteps: a step that names another
+// tenant is paid by that tenant, so the pipeline reserves only its own
+// tenant's steps: a budget that covers those runs the pipeline.
+func TestPipelineReservesOnlyItsTenantsSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, args := range [][]string{
+		{"prices", "set", "video.768P.second=1"},
+		{"tenants", "set", "mine", "--budget", "5", "--per", "month", "--on-budget", "fail"},
+	} {
+		if out, code := b.enqueue(t, "", args...); code != 0 {
+			t.Fatalf("enqueue %v: exit %d: %s", args, code, out)
+		}
+	}
+	b.start(t, servePipelines)
+	theirs := videoSpec("", "theirs two")
+	theirs["tenant"] = "theirs"
+	b.publish(t, "pipeline", "pl-mine", map[string]any{
+		"id": "pl-mine", "kind": "pipeline", "tenant": "mine",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("one", nil, videoSpec("", "mine one")),
+			pipelineStep("two", []string{"one"}, theirs),
+		}},
+	})
+	ev := b.await(t, "pl-mine", time.Minute)
+	if ev.Data.Status != "succeeded" {
+		t.Fatalf("pipeline = %+v error %+v", ev.Data, ev.Data.Error)
+	}
+	if two := b.await(t, "pl-mine--two", 5*time.Second); two.Data.Tenant != "theirs" {
+		t.Errorf("step two's tenant = %q", two.Data.Tenant)
+	}
+}
