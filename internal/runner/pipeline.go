@@ -161,13 +161,14 @@ func (r *Runner) startPipeline(ctx context.Context, j *job, ids []string) error 
 		return transient(err)
 	}
 	steps := make([]state.PipelineStep, len(ids))
-	var toRun []*jobspec.Spec
+	var toRun []*jobspec.Spec // the steps to reserve for
 	for i, st := range j.spec.Pipeline.Steps {
 		steps[i] = state.PipelineStep{Name: st.Name, JobID: ids[i], Status: state.StepWaiting}
-		if old, ok := reused[st.Name]; ok {
+		switch old, ok := reused[st.Name]; {
+		case ok:
 			steps[i] = state.PipelineStep{Name: st.Name, JobID: old.JobID, Status: state.StatusSucceeded, Reused: true, Artifacts: old.Artifacts}
-		} else {
-			toRun = append(toRun, st.Spec)
+		case st.Spec.Tenant == "" || st.Spec.Tenant == j.spec.EffectiveTenant():
+			toRun = append(toRun, st.Spec) // paid by the pipeline's tenant
 		}
 	}
 	if err := r.reservePipeline(ctx, j, toRun); err != nil {
