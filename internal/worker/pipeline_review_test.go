@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // TestPipelineStepIDTooLongFailsFirst: a pipeline whose spec has no id
@@ -291,5 +292,41 @@ func TestPipelineReservesOnlyItsTenantsSteps(t *testing.T) {
 	}
 	if two := b.await(t, "pl-mine--two", 5*time.Second); two.Data.Tenant != "theirs" {
 		t.Errorf("step two's tenant = %q", two.Data.Tenant)
+	}
+}
+
+// TestPipelineResumesAStepCancelledBeforeItsPublish: a worker recorded a
+// step queued and died before sending it; meanwhile the step was
+// cancelled by its own id (enqueue cancel P--b), which leaves a record
+// with the cancel and no status. The next delivery still sends the step,
+// which ends cancelled when received, and the pipeline ends instead of
+// waiting for ever on a step never sent.
+func TestPipelineResumesAStepCancelledBeforeItsPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.leaveRecord(t, "pl-uc", func(r *state.Record) {
+		r.Kind, r.Status = "pipeline", state.StatusRunning
+		r.Pipeline = &state.Pipeline{Steps: []state.PipelineStep{
+			{Name: "a", JobID: "pl-uc--a", Status: state.StatusSucceeded},
+			{Name: "b", JobID: "pl-uc--b", Status: state.StepQueued},
+		}}
+	})
+	if _, err := state.NewStore(b.kv(t), "cli", nil).RequestCancel(testenv.Context(t, 5*time.Second), "pl-uc--b"); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, servePipelines)
+	b.publish(t, "pipeline", "pl-uc", map[string]any{
+		"id": "pl-uc", "kind": "pipeline",
+		"pipeline": map[string]any{"steps": []any{
+			pipelineStep("a", nil, speechSpec("", "uc a", "async")),
+			pipelineStep("b", []string{"a"}, speechSpec("", "uc b", "async")),
+		}},
+	})
+	ev := b.await(t, "pl-uc", 30*time.Second)
+	if steps := stepsOf(t, ev); ev.Data.Status != "failed" || steps["b"].Status != state.StatusCancelled {
+		t.Fatalf("pipeline = %+v", ev.Data)
+	}
+	if n := b.media.SubmitCount("uc b"); n != 0 {
+		t.Errorf("the cancelled step was submitted %d times", n)
 	}
 }
