@@ -128,14 +128,16 @@ func stepsWritten(changes *state.Changes, all bool) map[string]bool {
 
 // resumeSteps sends again what the record announced and an earlier
 // delivery may have died before sending: the publish of each step
-// recorded queued that has no record yet, the failure of each step whose
+// recorded queued that no worker received yet, the failure of each step whose
 // input was missing, and each cancel recorded sent. All are idempotent:
 // the same message within the duplicate window, failStep's checks, a
 // cancel flag set again.
 func (r *Runner) resumeSteps(ctx context.Context, j *job, seen []*state.Record) error {
 	for i, s := range j.rec.Pipeline.Steps {
 		switch {
-		case s.Status == state.StepQueued && seen[i] == nil:
+		case s.Status == state.StepQueued && (seen[i] == nil || seen[i].Status == ""):
+			// No status: no worker received it (a record may hold only a
+			// cancel asked by the step's id, which the step ends on).
 			if err := r.publishStep(ctx, j, i); err != nil {
 				return transient(fmt.Errorf("publish step %s again: %w", s.Name, err))
 			}
