@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/models"
 )
 
@@ -137,8 +138,11 @@ func (st *Step) decode(d *decoder, path string, raw json.RawMessage) {
 }
 
 // validate checks the graph and every step's spec; id is the pipeline's
-// job id when the spec has one.
-func (p *Pipeline) validate(ps *problems, path, id string, cat *models.Catalog) {
+// job id when the spec has one, labels the pipeline's labels.
+func (p *Pipeline) validate(ps *problems, path, id string, labels map[string]string, cat *models.Catalog) {
+	if !roomForPipelineLabel(labels) {
+		ps.add("labels", fmt.Sprintf("at most %d entries in a pipeline: its steps take them and the pipeline label", MaxLabels-1))
+	}
 	if p.OnFailure != "" && p.OnFailure != OnFailureStop && p.OnFailure != OnFailureFinish {
 		ps.add(field(path, "on_failure"), "must be stop or finish")
 	}
@@ -257,6 +261,9 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 	case st.Spec.ID != "":
 		ps.add(field(spec, "id"), "must be absent: a step's id is <pipeline id>--<step name>")
 	}
+	if st.Spec.Labels != nil && !roomForPipelineLabel(st.Spec.Labels) {
+		ps.add(field(spec, "labels"), fmt.Sprintf("at most %d entries in a step besides the pipeline label its pipeline sets", MaxLabels-1))
+	}
 	var own problems
 	st.Spec.validateJob(&own, cat)
 	ps.addUnder(spec, own)
@@ -281,6 +288,20 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 			}
 		}
 	}
+}
+
+// roomForPipelineLabel reports whether labels, given to a step, leave room
+// for the pipeline label (runner.stepSpec), by which the step draws on its
+// pipeline's budget reservation.
+func roomForPipelineLabel(labels map[string]string) bool {
+	n := len(labels)
+	if _, ok := labels[contract.LabelPipeline]; ok {
+		n--
+	}
+	if _, ok := labels[contract.LabelRetryOf]; ok {
+		n-- // a step does not inherit it
+	}
+	return n < MaxLabels
 }
 
 // ancestors marks every step step i needs, directly or through others.

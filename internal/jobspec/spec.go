@@ -335,7 +335,7 @@ func (s *Spec) validateJob(ps *problems, cat *models.Catalog) {
 		{KindSpeech, s.Speech != nil, func() { s.Speech.validate(ps, "speech") }},
 		{KindCompute, s.Compute != nil, func() { s.Compute.validate(ps, "compute") }},
 		{KindContainer, s.Container != nil, func() { s.Container.validate(ps, "container") }},
-		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID, cat) }},
+		{KindPipeline, s.Pipeline != nil, func() { s.Pipeline.validate(ps, "pipeline", s.ID, s.Labels, cat) }},
 	}
 	for _, sec := range sections {
 		switch {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/tenants"
 )
@@ -46,8 +48,12 @@ func (r *Runner) reserveBudget(ctx context.Context, j *job) error {
 		return nil
 	}
 	// A pipeline's step draws on the reservation its pipeline took for
-	// all its steps (pipeline.go).
-	key, err := l.ReserveFrom(ctx, j.spec.EffectiveTenant(), j.id, j.kind, estimate, j.spec.Labels[contract.LabelPipeline])
+	// all its steps (pipeline.go); another job bearing the label does not.
+	from := j.spec.Labels[contract.LabelPipeline]
+	if !strings.HasPrefix(j.id, from+jobspec.StepSeparator) {
+		from = ""
+	}
+	key, err := l.ReserveFrom(ctx, j.spec.EffectiveTenant(), j.id, j.kind, estimate, from)
 	if over, ok := errors.AsType[*tenants.OverBudget](err); ok {
 		return r.overBudget(ctx, j, over)
 	}

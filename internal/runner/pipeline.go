@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -126,14 +128,16 @@ func stepsWritten(changes *state.Changes, all bool) map[string]bool {
 
 // resumeSteps sends again what the record announced and an earlier
 // delivery may have died before sending: the publish of each step
-// recorded queued that has no record yet, the failure of each step whose
+// recorded queued that no worker received yet, the failure of each step whose
 // input was missing, and each cancel recorded sent. All are idempotent:
 // the same message within the duplicate window, failStep's checks, a
 // cancel flag set again.
 func (r *Runner) resumeSteps(ctx context.Context, j *job, seen []*state.Record) error {
 	for i, s := range j.rec.Pipeline.Steps {
 		switch {
-		case s.Status == state.StepQueued && seen[i] == nil:
+		case s.Status == state.StepQueued && (seen[i] == nil || seen[i].Status == ""):
+			// No status: no worker received it (a record may hold only a
+			// cancel asked by the step's id, which the step ends on).
 			if err := r.publishStep(ctx, j, i); err != nil {
 				return transient(fmt.Errorf("publish step %s again: %w", s.Name, err))
 			}
@@ -159,13 +163,14 @@ func (r *Runner) startPipeline(ctx context.Context, j *job, ids []string) error 
 		return transient(err)
 	}
 	steps := make([]state.PipelineStep, len(ids))
-	var toRun []*jobspec.Spec
+	var toRun []*jobspec.Spec // the steps to reserve for
 	for i, st := range j.spec.Pipeline.Steps {
 		steps[i] = state.PipelineStep{Name: st.Name, JobID: ids[i], Status: state.StepWaiting}
-		if old, ok := reused[st.Name]; ok {
+		switch old, ok := reused[st.Name]; {
+		case ok:
 			steps[i] = state.PipelineStep{Name: st.Name, JobID: old.JobID, Status: state.StatusSucceeded, Reused: true, Artifacts: old.Artifacts}
-		} else {
-			toRun = append(toRun, st.Spec)
+		case st.Spec.Tenant == "" || st.Spec.Tenant == j.spec.EffectiveTenant():
+			toRun = append(toRun, st.Spec) // paid by the pipeline's tenant
 		}
 	}
 	if err := r.reservePipeline(ctx, j, toRun); err != nil {
@@ -213,25 +218,35 @@ func (r *Runner) reservePipeline(ctx context.Context, j *job, specs []*jobspec.S
 }
 
 // reusedSteps returns the succeeded steps of the pipeline j retries (its
-// retry_of label), by name: a retry reruns only what did not succeed.
+// retry_of label), by name, and of that pipeline's earlier retries, the
+// latest run's first: a retry reruns only what succeeded in none of them
+// (P-r2 takes what P-r1 paid for).
 func (r *Runner) reusedSteps(ctx context.Context, j *job) (map[string]state.PipelineStep, error) {
 	orig := j.spec.Labels[contract.LabelRetryOf]
 	if orig == "" {
 		return nil, nil
 	}
-	rec, _, err := r.cfg.State.Get(ctx, orig)
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("read the retried pipeline %s: %w", orig, err)
-	case rec.Pipeline == nil:
-		return nil, nil
+	runs := []string{orig}
+	if n, err := strconv.Atoi(strings.TrimPrefix(j.id, orig+"-r")); err == nil {
+		for k := 1; k < n; k++ {
+			runs = append(runs, fmt.Sprintf("%s-r%d", orig, k))
+		}
 	}
 	out := map[string]state.PipelineStep{}
-	for _, s := range rec.Pipeline.Steps {
-		if s.Status == state.StatusSucceeded {
-			out[s.Name] = s
+	for _, id := range runs {
+		rec, _, err := r.cfg.State.Get(ctx, id)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read the retried pipeline %s: %w", id, err)
+		case rec.Pipeline == nil:
+			continue
+		}
+		for _, s := range rec.Pipeline.Steps {
+			if s.Status == state.StatusSucceeded {
+				out[s.Name] = s
+			}
 		}
 	}
 	return out, nil
@@ -348,12 +363,13 @@ func stepSpec(p *jobspec.Spec, id string, st jobspec.Step, steps []state.Pipelin
 		s.Labels = maps.Clone(p.Labels)
 		delete(s.Labels, contract.LabelRetryOf)
 	}
-	if _, set := s.Labels[contract.LabelPipeline]; !set && len(s.Labels) < jobspec.MaxLabels {
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels[contract.LabelPipeline] = p.ID
+	// The label is how the step finds its pipeline's reservation: always
+	// this pipeline's job id (its spec may have none), never a label the
+	// step wrote (validation leaves it room).
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
 	}
+	s.Labels[contract.LabelPipeline] = strings.TrimSuffix(id, jobspec.StepSeparator+st.Name)
 	// The references were decoded into st.Spec, not into its JSON copy.
 	src, dst := stepInputs(st.Spec), stepInputs(&s)
 	for k, in := range src {

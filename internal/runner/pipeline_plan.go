@@ -142,12 +142,16 @@ func stepInputs(s *jobspec.Spec) []jobspec.ComputeInput {
 	return nil
 }
 
-// findArtifact finds the artifact named name: its key's last segment, or
-// that without its extension (a media result named result-0).
+// findArtifact finds the artifact named name: its key's last segment,
+// else that without its extension (a media result named result-0); the
+// exact name first, so that a.tar is not taken for a.tar.gz.
 func findArtifact(arts []state.Artifact, name string) (state.Artifact, bool) {
+	if i := slices.IndexFunc(arts, func(a state.Artifact) bool { return path.Base(a.Key) == name }); i >= 0 {
+		return arts[i], true
+	}
 	for _, a := range arts {
 		base := path.Base(a.Key)
-		if base == name || strings.TrimSuffix(base, path.Ext(base)) == name {
+		if strings.TrimSuffix(base, path.Ext(base)) == name {
 			return a, true
 		}
 	}
