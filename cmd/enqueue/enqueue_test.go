@@ -732,7 +732,7 @@ func TestUsage(t *testing.T) {
 		{"submit missing file", []string{"submit", "-f", "/nonexistent/jobs.ndjson"}, 2, []string{"no such file"}},
 		{"status without ids", []string{"status"}, 2, []string{"at least one job id"}},
 		{"bad id", []string{"cancel", "not an id"}, 2, []string{`"not an id" is not a job id`}},
-		{"watch kind", []string{"watch", "--kind", "audio"}, 2, []string{"--kind: want video, speech, compute or container"}},
+		{"watch kind", []string{"watch", "--kind", "audio"}, 2, []string{"--kind: want video, speech, compute, container or pipeline"}},
 		{"stray argument", []string{"watch", "extra"}, 2, []string{`unexpected argument "extra"`}},
 		{"version", []string{"--version"}, 0, []string{"enqueue ", "(commit "}},
 		{"nodes zero", []string{"compute", "--template", "BASIC/BASE", "--queue", "q", "--nodes", "0", "--ppn", "-2",

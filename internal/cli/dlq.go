@@ -38,7 +38,7 @@ Flags:
   --seq N
       the letter with this sequence in SLUICE_DLQ (repeatable; for letters without a job id)
   --kind KIND
-      only letters of this kind: video, speech, compute or container
+      only letters of this kind: video, speech, compute, container or pipeline
   --since DURATION
       only letters of this past period, e.g. 1h
   --reason R
@@ -100,7 +100,7 @@ type dlqSelect struct {
 
 func (d *dlqSelect) register(fs *flag.FlagSet, withAll bool) {
 	fs.Var(&d.seqs, "seq", "the letter with this sequence in SLUICE_DLQ, `N` (repeatable; for letters without a job id)")
-	fs.StringVar(&d.kind, "kind", "", "only letters of this kind: video, speech, compute or container")
+	fs.StringVar(&d.kind, "kind", "", "only letters of this kind: video, speech, compute, container or pipeline")
 	fs.DurationVar(&d.since, "since", 0, "only letters of this past period, e.g. 1h")
 	fs.StringVar(&d.reason, "reason", "", "only letters whose error code is this (e.g. invalid_spec), or whose reason contains it")
 	if withAll {
