@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/models"
+	"github.com/sluice-dev/sluice/internal/suggest"
 )
 
 // MaxPipelineSteps bounds the steps of one pipeline.
@@ -181,6 +182,16 @@ func (p *Pipeline) validateNames(ps *problems, steps, id string) map[string]int 
 	return byName
 }
 
+// stepNames are the pipeline's step names in order, for a hint when a
+// name is misspelt.
+func (p *Pipeline) stepNames() []string {
+	names := make([]string, len(p.Steps))
+	for i, st := range p.Steps {
+		names[i] = st.Name
+	}
+	return names
+}
+
 // validateNeeds checks that every need names another known step once.
 func (p *Pipeline) validateNeeds(ps *problems, steps string, byName map[string]int) {
 	for i, st := range p.Steps {
@@ -191,7 +202,7 @@ func (p *Pipeline) validateNeeds(ps *problems, steps string, byName map[string]i
 			case n == st.Name:
 				ps.add(index(needs, j), fmt.Sprintf("cycle: %s -> %s", st.Name, st.Name))
 			case !known:
-				ps.add(index(needs, j), "unknown step "+quote(n))
+				ps.add(index(needs, j), "unknown step "+quote(n)+suggest.Hint(n, p.stepNames()))
 			case slices.Index(st.Needs, n) < j:
 				ps.add(index(needs, j), quote(n)+" listed twice")
 			}
@@ -269,9 +280,9 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 		case r.ref.Step == "":
 			ps.add(field(at, "step"), "required (must not be empty)")
 		case !known:
-			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step))
+			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step)+suggest.Hint(r.ref.Step, p.stepNames()))
 		case !ancestors[j]:
-			ps.add(field(at, "step"), fmt.Sprintf("must be a step that %s needs, directly or through others", quote(st.Name)))
+			ps.add(field(at, "step"), fmt.Sprintf("must be a step that %s needs, directly or through others: add %s to its needs", quote(st.Name), quote(r.ref.Step)))
 		}
 		if r.ref.Artifact == "" {
 			ps.add(field(at, "artifact"), "required (must not be empty)")
