@@ -19,7 +19,7 @@ func runWatch(ctx context.Context, a *app, args []string) error {
 		since time.Duration
 	)
 	cf.register(fs)
-	fs.StringVar(&kind, "kind", "", "only events of this kind: video, speech, compute or container (default: all)")
+	fs.StringVar(&kind, "kind", "", "only events of this kind: video, speech, compute, container or pipeline (default: all)")
 	fs.DurationVar(&since, "since", 0, "first replay the events of this past period, e.g. 10m or 2h (default: only new events)")
 	h := help{
 		usage: "enqueue watch [--kind K] [--since DURATION] [--json] [flags]",
