@@ -163,3 +163,20 @@ func TestPipelineSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineHintsOnlyValidNames: a need that misses only because the
+// step it names has an invalid name gets no "did you mean" of that
+// invalid name: the name's own problem says what to fix.
+func TestPipelineHintsOnlyValidNames(t *testing.T) {
+	t.Parallel()
+	_, err := Decode([]byte(pipelineDoc(t, speechStep("voice over"), speechStep("a", "voice"))), "")
+	var se *Error
+	if !errors.As(err, &se) {
+		t.Fatalf("Decode = %v, want an *Error", err)
+	}
+	for _, p := range se.Problems {
+		if strings.Contains(p.Rule, "did you mean") {
+			t.Errorf("%s: %s", p.Path, p.Rule)
+		}
+	}
+}
