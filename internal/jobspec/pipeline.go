@@ -182,12 +182,14 @@ func (p *Pipeline) validateNames(ps *problems, steps, id string) map[string]int 
 	return byName
 }
 
-// stepNames are the pipeline's step names in order, for a hint when a
-// name is misspelt.
-func (p *Pipeline) stepNames() []string {
-	names := make([]string, len(p.Steps))
-	for i, st := range p.Steps {
-		names[i] = st.Name
+// stepNames are the pipeline's valid step names (byName's) in order, for
+// a hint when a name is misspelt: an invalid name has its own problem.
+func (p *Pipeline) stepNames(byName map[string]int) []string {
+	var names []string
+	for _, st := range p.Steps {
+		if _, ok := byName[st.Name]; ok {
+			names = append(names, st.Name)
+		}
 	}
 	return names
 }
@@ -202,7 +204,7 @@ func (p *Pipeline) validateNeeds(ps *problems, steps string, byName map[string]i
 			case n == st.Name:
 				ps.add(index(needs, j), fmt.Sprintf("cycle: %s -> %s", st.Name, st.Name))
 			case !known:
-				ps.add(index(needs, j), "unknown step "+quote(n)+suggest.Hint(n, p.stepNames()))
+				ps.add(index(needs, j), "unknown step "+quote(n)+suggest.Hint(n, p.stepNames(byName)))
 			case slices.Index(st.Needs, n) < j:
 				ps.add(index(needs, j), quote(n)+" listed twice")
 			}
@@ -280,7 +282,7 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 		case r.ref.Step == "":
 			ps.add(field(at, "step"), "required (must not be empty)")
 		case !known:
-			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step)+suggest.Hint(r.ref.Step, p.stepNames()))
+			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step)+suggest.Hint(r.ref.Step, p.stepNames(byName)))
 		case !ancestors[j]:
 			ps.add(field(at, "step"), fmt.Sprintf("must be a step that %s needs, directly or through others: add %s to its needs", quote(st.Name), quote(r.ref.Step)))
 		}
