@@ -722,5 +722,20 @@ func (c *Compute) pickRegion(states []*tokenState, nameOrID string) (TokenEntry,
 			return e, nil
 		}
 	}
-	return TokenEntry{}, fmt.Errorf("%w: %s %q names no region of the token answer", ErrClusterNotFound, what, nameOrID)
+	return TokenEntry{}, fmt.Errorf("%w: %s %q names no region of the token answer; usable regions: %s", ErrClusterNotFound, what, nameOrID, usableRegions(states))
+}
+
+// usableRegions lists the regions a job can use, "name (id)" each, for an
+// error naming a region that is not one of them.
+func usableRegions(states []*tokenState) string {
+	var names []string
+	for _, s := range states {
+		if e := s.entry; e.usable() && !e.platform() {
+			names = append(names, fmt.Sprintf("%s (%s)", e.ClusterName, e.ClusterID))
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -188,7 +188,7 @@ func TestComputeRegionsSkipSuspendedAndPlatform(t *testing.T) {
 	if s := b.session(t); s.ClusterID() != "1002" {
 		t.Errorf("SLUICE_COMPUTE_REGION=cluster-b opened %s", s.ClusterID())
 	}
-	for name, want := range map[string]string{"cluster-c": "suspended", "1003": "suspended", "0": "platform", "ac": "platform", "nowhere": "names no region"} {
+	for name, want := range map[string]string{"cluster-c": "suspended", "1003": "suspended", "0": "platform", "ac": "platform", "nowhere": "names no region of the token answer; usable regions: cluster-a (1001), cluster-b (1002), cluster-d (1004)"} {
 		_, err := b.client.Cluster(ctx, name)
 		if !errors.Is(err, apiclient.ErrClusterNotFound) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Cluster(%q) = %v, want ErrClusterNotFound saying %q", name, err, want)

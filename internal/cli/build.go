@@ -164,6 +164,16 @@ func (a *app) submission(ctx context.Context, spec *jobspec.Spec, names flagName
 	return jobclient.Submission{}, exitCode(ExitUsage)
 }
 
+// noFileArgs rejects positional arguments of a command that reads its
+// specs from -f, showing the -f form: a file named without it is the
+// likely mistake.
+func noFileArgs(cmd string, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s: unexpected argument %q; did you mean enqueue %s -f %s? (see enqueue %s --help)", cmd, args[0], cmd, args[0], cmd)
+	}
+	return nil
+}
+
 // noArgs rejects positional arguments.
 func noArgs(cmd string, args []string) error {
 	if len(args) > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/buildinfo"
 	"github.com/sluice-dev/sluice/internal/models"
+	"github.com/sluice-dev/sluice/internal/suggest"
 )
 
 // Exit codes of enqueue. When jobs end differently, failed wins over
@@ -214,7 +215,7 @@ func (a *app) run(ctx context.Context, name string, args []string) int {
 		names = append(names, c.name)
 	}
 	hint := ""
-	if best := closest(name, names); best != "" {
+	if best := suggest.Closest(name, names); best != "" {
 		hint = fmt.Sprintf("; did you mean %s?", best)
 	}
 	fmt.Fprintf(a.env.Stderr, "enqueue: unknown command %q%s (see enqueue --help)\n", name, hint)

@@ -130,6 +130,14 @@ func printSteps(w io.Writer, indent string, steps []state.PipelineStep) {
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", indent, s.Name, s.Status, s.JobID, note)
 	}
 	_ = tw.Flush()
+	// Below the table, so its columns stay aligned: where each step's
+	// results are, the last step's being often what the user came for.
+	for _, s := range steps {
+		if len(s.Artifacts) > 0 {
+			fmt.Fprintf(w, "%s%s artifacts\n", indent, s.Name)
+			printArtifacts(w, indent+"  ", s.Artifacts)
+		}
+	}
 }
 
 // writeJSON writes v as one line of JSON.

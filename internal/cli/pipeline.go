@@ -40,7 +40,7 @@ below (a failed step fails the pipeline).`,
 	if err != nil {
 		return err
 	}
-	if err := noArgs("pipeline", rest); err != nil {
+	if err := noFileArgs("pipeline", rest); err != nil {
 		return err
 	}
 	if file == "" {

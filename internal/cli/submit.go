@@ -80,7 +80,7 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 	if err != nil {
 		return err
 	}
-	if err := noArgs("submit", rest); err != nil {
+	if err := noFileArgs("submit", rest); err != nil {
 		return err
 	}
 	if file == "" {

@@ -3,10 +3,13 @@ package jobspec
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/internal/suggest"
 )
 
 // decoder turns the raw JSON of a spec into typed values one field at a time,
@@ -197,7 +200,7 @@ func (d *decoder) object(path string, raw json.RawMessage, fields map[string]fie
 	for _, m := range ms {
 		fn, known := fields[m.name]
 		if !known {
-			d.add(field(path, m.name), "unknown field")
+			d.add(field(path, m.name), "unknown field"+suggest.Hint(m.name, slices.Sorted(maps.Keys(fields))))
 			continue
 		}
 		fn(field(path, m.name), m.raw)

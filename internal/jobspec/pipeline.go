@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/models"
+	"github.com/sluice-dev/sluice/internal/suggest"
 )
 
 // MaxPipelineSteps bounds the steps of one pipeline.
@@ -185,6 +186,18 @@ func (p *Pipeline) validateNames(ps *problems, steps, id string) map[string]int 
 	return byName
 }
 
+// stepNames are the pipeline's valid step names (byName's) in order, for
+// a hint when a name is misspelt: an invalid name has its own problem.
+func (p *Pipeline) stepNames(byName map[string]int) []string {
+	var names []string
+	for _, st := range p.Steps {
+		if _, ok := byName[st.Name]; ok {
+			names = append(names, st.Name)
+		}
+	}
+	return names
+}
+
 // validateNeeds checks that every need names another known step once.
 func (p *Pipeline) validateNeeds(ps *problems, steps string, byName map[string]int) {
 	for i, st := range p.Steps {
@@ -195,7 +208,7 @@ func (p *Pipeline) validateNeeds(ps *problems, steps string, byName map[string]i
 			case n == st.Name:
 				ps.add(index(needs, j), fmt.Sprintf("cycle: %s -> %s", st.Name, st.Name))
 			case !known:
-				ps.add(index(needs, j), "unknown step "+quote(n))
+				ps.add(index(needs, j), "unknown step "+quote(n)+suggest.Hint(n, p.stepNames(byName)))
 			case slices.Index(st.Needs, n) < j:
 				ps.add(index(needs, j), quote(n)+" listed twice")
 			}
@@ -276,9 +289,9 @@ func (p *Pipeline) validateStep(ps *problems, path string, i int, byName map[str
 		case r.ref.Step == "":
 			ps.add(field(at, "step"), "required (must not be empty)")
 		case !known:
-			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step))
+			ps.add(field(at, "step"), "unknown step "+quote(r.ref.Step)+suggest.Hint(r.ref.Step, p.stepNames(byName)))
 		case !ancestors[j]:
-			ps.add(field(at, "step"), fmt.Sprintf("must be a step that %s needs, directly or through others", quote(st.Name)))
+			ps.add(field(at, "step"), fmt.Sprintf("must be a step that %s needs, directly or through others: add %s to its needs", quote(st.Name), quote(r.ref.Step)))
 		}
 		if r.ref.Artifact == "" {
 			ps.add(field(at, "artifact"), "required (must not be empty)")

@@ -76,6 +76,8 @@ func pipelineInvalidCases(t *testing.T) []pipelineInvalidCase {
 		{"duplicate name", pipelineDoc(t, speechStep("a"), speechStep("a")), "pipeline.steps[1].name", `duplicate step name "a"`},
 		{"bad name", pipelineDoc(t, speechStep("a b")), "pipeline.steps[0].name", "must match"},
 		{"unknown needs", pipelineDoc(t, speechStep("a", "ghost")), "pipeline.steps[0].needs[0]", `unknown step "ghost"`},
+		{"misspelt needs", pipelineDoc(t, speechStep("train"), speechStep("a", "trian")), "pipeline.steps[1].needs[0]", `unknown step "trian"; did you mean "train"?`},
+		{"misspelt field", pipelineDoc(t, `{"name":"a","need":[],"spec":{"kind":"speech","speech":{"model":"m","input":{"text":"hi","voice":"v"}}}}`), "pipeline.steps[0].need", `unknown field; did you mean "needs"?`},
 		{"needs itself", pipelineDoc(t, speechStep("a", "a")), "pipeline.steps[0].needs[0]", "cycle: a -> a"},
 		{"cycle", pipelineDoc(t, speechStep("a", "c"), speechStep("b", "a"), speechStep("c", "b")), "pipeline.steps[0].needs", "cycle: a -> c -> b -> a"},
 		{"needs twice", pipelineDoc(t, speechStep("a"), speechStep("b", "a", "a")), "pipeline.steps[1].needs[1]", `"a" listed twice`},
@@ -140,7 +142,7 @@ func TestPipelineValidGraphs(t *testing.T) {
 
 // pipelineSchemaCannotExpress names the pipeline cases only Go rejects.
 var pipelineSchemaCannotExpress = map[string]bool{
-	"duplicate name": true, "unknown needs": true, "needs itself": true, "cycle": true,
+	"duplicate name": true, "unknown needs": true, "misspelt needs": true, "needs itself": true, "cycle": true,
 	"id too long for a step": true, "ref to unknown step": true, "ref to a step not needed": true,
 	"ref to an artifact not produced": true, "ref to a media result not produced": true,
 	"ref outside a pipeline": true,
@@ -158,6 +160,23 @@ func TestPipelineSchema(t *testing.T) {
 			t.Errorf("schema rejects %q after all: %v", tt.name, err)
 		case !gap && err == nil:
 			t.Errorf("schema accepts invalid case %q", tt.name)
+		}
+	}
+}
+
+// TestPipelineHintsOnlyValidNames: a need that misses only because the
+// step it names has an invalid name gets no "did you mean" of that
+// invalid name: the name's own problem says what to fix.
+func TestPipelineHintsOnlyValidNames(t *testing.T) {
+	t.Parallel()
+	_, err := Decode([]byte(pipelineDoc(t, speechStep("voice over"), speechStep("a", "voice"))), "")
+	var se *Error
+	if !errors.As(err, &se) {
+		t.Fatalf("Decode = %v, want an *Error", err)
+	}
+	for _, p := range se.Problems {
+		if strings.Contains(p.Rule, "did you mean") {
+			t.Errorf("%s: %s", p.Path, p.Rule)
 		}
 	}
 }

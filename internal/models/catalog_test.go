@@ -129,7 +129,8 @@ func TestLoadNamesTheLine(t *testing.T) {
 		name, body, want string
 	}{
 		{"syntax", "{\n  \"models\": {\n    \"A\": {,}\n  }\n}", "line 3"},
-		{"unknown top field", "{\n  \"replace\": false,\n  \"modles\": {}\n}", `line 3, column 3: unknown field "modles"`},
+		{"unknown top field", "{\n  \"replace\": false,\n  \"modles\": {}\n}", `line 3, column 3: unknown field "modles"; did you mean "models"?`},
+		{"misspelt entry field", "{\"models\": {\n \"A\": {\n  \"ratio\": [\"16:9\"]\n }\n}}", `line 3, column 3: unknown field "ratio" in models.A; did you mean "ratios"?`},
 		{"unknown entry field", "{\"models\": {\n \"A\": {\n  \"resolutions\": [\"720p\"],\n  \"fps\": 24\n }\n}}", `line 4, column 3: unknown field "fps" in models.A`},
 		{"wrong type", "{\"models\": {\"A\": {\n\"durations\": {\"min\": \"4\"}}}}", "line 2"},
 		{"cut short", "{\"models\": {\n", "cut short"},

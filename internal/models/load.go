@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/suggest"
 )
 
 // file is an operator's catalog file (docs/job-spec.md#the-model-catalog).
@@ -128,7 +130,7 @@ func decodeStrict(data []byte, source string, sh shape, v any) error {
 		case errors.As(err, &no):
 			return at(w.skipSeparators(no.offset), "the catalog must be a JSON object")
 		case errors.As(err, &uf):
-			return at(uf.offset, "unknown field %q%s", uf.name, uf.where())
+			return at(uf.offset, "unknown field %q%s%s", uf.name, uf.where(), suggest.Hint(uf.name, uf.known))
 		case errors.As(err, &syn):
 			return at(syn.Offset, "not valid JSON: %v", syn)
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -158,6 +160,7 @@ func (e *notObject) Error() string { return "not a JSON object" }
 // unknownField is a field the shape does not know, at offset.
 type unknownField struct {
 	name, parent string
+	known        []string // the fields the shape has there
 	offset       int64
 }
 
@@ -210,7 +213,7 @@ func (w walker) walk(sh shape, path string) error {
 				child, known = sh["*"]
 			}
 			if sh != nil && !known {
-				return &unknownField{name: name, parent: strings.TrimPrefix(path, "."), offset: w.skipSeparators(before)}
+				return &unknownField{name: name, parent: strings.TrimPrefix(path, "."), known: slices.Sorted(maps.Keys(sh)), offset: w.skipSeparators(before)}
 			}
 			if err := w.walk(child, path+"."+name); err != nil {
 				return err

@@ -35,6 +35,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -194,6 +195,11 @@ func (f *Fleet) Run(ctx context.Context) {
 	if f == nil {
 		return
 	}
+	var announced sync.WaitGroup
+	for _, r := range f.rates {
+		announced.Go(func() { r.announce(ctx) })
+	}
+	defer announced.Wait()
 	done := make(chan struct{})
 	for _, l := range f.tasks {
 		go func() { l.run(ctx); done <- struct{}{} }()

@@ -532,3 +532,17 @@ func TestLateConflictOfAnEarlierGrantCutsOnce(t *testing.T) {
 	refuse("b0")
 	eventually(t, "a refusal of a lease granted since cuts again", func() bool { return read(t, b, quota.Media).Effective < 7 })
 }
+
+// TestRateShownBeforeAnyRequest: a worker with a fleet rate puts it on the
+// board when it starts, so `enqueue quota` shows the rate in force before
+// the first request, not "-" as if none were set; the window's count is
+// left alone.
+func TestRateShownBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fleet(t, "w1", quota.Limits{MediaRate: 7})
+	eventually(t, "the media rate on the board", func() bool {
+		st := read(t, b, quota.Media)
+		return st.Rate == 7 && st.RateUsed == 0
+	})
+}

@@ -159,6 +159,20 @@ func (r *Rate) claim(ctx context.Context) error {
 	}
 }
 
+// announce writes the rate on the key, leaving the window and its count as
+// they are, so that the fleet's rate shows (enqueue quota) before the
+// first request claims a window. It is best effort: a claim writes the
+// rate too.
+func (r *Rate) announce(ctx context.Context) {
+	_, err := r.doc.Update(ctx, r.key, nil, func(cur window, _ bool) (window, error) {
+		cur.Rate = r.rate
+		return cur, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		r.log.Debug().Err(err).Msg("rate not announced; the first request will")
+	}
+}
+
 // errSpent: the window claimed from has no request left.
 var errSpent = errors.New("quota: rate window spent")
 

@@ -246,6 +246,9 @@ func (r *Runner) uploadInputs(ctx context.Context, j *job, sess *apiclient.Clust
 		case errors.Is(err, apiclient.ErrFileMissing):
 			// The platform has no such place for the input.
 			return fail(CodeInputUnreachable, state.StageSubmit, true, "%s: upload: %v", field, err)
+		case errors.Is(err, apiclient.ErrFileExists):
+			// The platform's words name its flag, not the spec's field.
+			err = fmt.Errorf("%w; set \"cover\": true on %s to replace it", err, field)
 		}
 		return computeError(state.StageSubmit, field+": upload", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,6 +106,32 @@ func TestComputeMissingInputFails(t *testing.T) {
 	}
 	if len(b.deadLetters(t)) != 1 {
 		t.Errorf("dead letters = %d, want 1", len(b.deadLetters(t)))
+	}
+}
+
+// An input whose file lies on the cluster already, without "cover", fails
+// the job saying which field to set to replace it: the platform's own
+// words ("cover is not set") do not name the spec's field.
+func TestComputeInputExistsSaysSetCover(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t)
+	const id = "hpc-input-exists"
+	spec := computeSpec(t, b, id, "#!/bin/sh\ntrue\n")
+	there := filepath.Join(b.compute.Root(), "public", "home", "alice", id, "params.nml")
+	if err := os.MkdirAll(filepath.Dir(there), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(there, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, "compute", id, spec)
+	ev := b.await(t, id, 30*time.Second)
+	if ev.Data.Status != "failed" || ev.Data.Error == nil {
+		t.Fatalf("event = %s %+v", ev.Data.Status, ev.Data.Error)
+	}
+	if want := `set "cover": true on compute.inputs[1] to replace it`; !strings.Contains(ev.Data.Error.Message, want) {
+		t.Errorf("message %q lacks %q", ev.Data.Error.Message, want)
 	}
 }
 
