@@ -37,10 +37,14 @@ const (
 	// A schedule waits for every job's terminal event while anything
 	// moves: a job without one when no upstream call and no state or spec
 	// write happened for quietBound (far past AckWait, a delay past it and
-	// the spaced retries a schedule allows) is held or lost. A slow
-	// machine only makes the wait longer; settleBound ends the wait of a
-	// schedule that moves for ever without ending.
-	quietBound  = 20 * time.Second
+	// the spaced retries a schedule allows, a dead worker's quota leases
+	// lapsing, a pipeline's 5 s re-read) is held or lost. A slow machine
+	// only makes the wait longer; settleBound ends the wait of a schedule
+	// that moves for ever without ending. 60 s, not 20: on a machine
+	// loaded by the whole suite one schedule sat 20 s without a decision
+	// point, its workers' NATS requests timing out, where its replay
+	// ends every job.
+	quietBound  = 60 * time.Second
 	settleBound = 5 * time.Minute
 )
 
