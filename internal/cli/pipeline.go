@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 
-	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 )
 
@@ -40,29 +38,11 @@ below (a failed step fails the pipeline).`,
 	if err != nil {
 		return err
 	}
-	if err := noFileArgs("pipeline", rest); err != nil {
-		return err
-	}
-	if file == "" {
-		return usageErrorf("pipeline: -f FILE is required (- for stdin)")
-	}
-	if err := pf.check(); err != nil {
+	if err := specFileArgs("pipeline", file, rest, &pf); err != nil {
 		return err
 	}
 	pf.maxInFlight = 1
-	in, closeIn, err := a.openSpecs("pipeline", file)
-	if err != nil {
-		return err
-	}
-	defer closeIn()
-	cat, err := a.catalog(ctx, &pf)
-	if err != nil {
-		return err
-	}
-	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
-	if errors.Is(err, jobclient.ErrNoSpecs) {
-		return usageErrorf("pipeline: %s: %v", fileName(file), err)
-	}
+	subs, invalid, err := a.readSpecFile(ctx, "pipeline", file, &pf)
 	if err != nil {
 		return err
 	}

@@ -80,35 +80,47 @@ status and artifacts (s3 URL, size, sha256) and exits with the codes below.`,
 	if err != nil {
 		return err
 	}
-	if err := noFileArgs("submit", rest); err != nil {
-		return err
-	}
-	if file == "" {
-		return usageErrorf("submit: -f FILE is required (- for stdin)")
-	}
-	if err := pf.check(); err != nil {
+	if err := specFileArgs("submit", file, rest, &pf); err != nil {
 		return err
 	}
 	if pf.maxInFlight < 1 {
 		return usageErrorf("--max-in-flight must be at least 1, got %d", pf.maxInFlight)
 	}
-	in, closeIn, err := a.openSpecs("submit", file)
-	if err != nil {
-		return err
-	}
-	defer closeIn()
-	cat, err := a.catalog(ctx, &pf)
-	if err != nil {
-		return err
-	}
-	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
-	if errors.Is(err, jobclient.ErrNoSpecs) {
-		return usageErrorf("submit: %s: %v", fileName(file), err)
-	}
+	subs, invalid, err := a.readSpecFile(ctx, "submit", file, &pf)
 	if err != nil {
 		return err
 	}
 	return a.publish(ctx, subs, invalid, &pf)
+}
+
+// specFileArgs checks the arguments of a command that reads -f FILE.
+func specFileArgs(cmd, file string, rest []string, pf *publishFlags) error {
+	if err := noFileArgs(cmd, rest); err != nil {
+		return err
+	}
+	if file == "" {
+		return usageErrorf("%s: -f FILE is required (- for stdin)", cmd)
+	}
+	return pf.check()
+}
+
+// readSpecFile reads cmd's -f FILE (or stdin for "-"), checking video
+// specs against the model catalog in force.
+func (a *app) readSpecFile(ctx context.Context, cmd, file string, pf *publishFlags) ([]jobclient.Submission, []*jobclient.InvalidSpec, error) {
+	in, closeIn, err := a.openSpecs(cmd, file)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeIn()
+	cat, err := a.catalog(ctx, pf)
+	if err != nil {
+		return nil, nil, err
+	}
+	subs, invalid, err := jobclient.ReadSpecs(in, a.newID, cat)
+	if errors.Is(err, jobclient.ErrNoSpecs) {
+		return nil, nil, usageErrorf("%s: %s: %v", cmd, fileName(file), err)
+	}
+	return subs, invalid, err
 }
 
 func fileName(f string) string {
