@@ -126,3 +126,40 @@ func TestBoundTenantPipeline(t *testing.T) {
 		t.Errorf("%d refused steps submitted", n)
 	}
 }
+
+// TestEnqueueForBoundTenant: enqueue publishes a bound tenant's job on
+// its tenant subject by itself (it reads the tenant's settings), a retry
+// of a refused job too, and --as-tenant does so for any tenant, refusing
+// a spec that names none.
+func TestEnqueueForBoundTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	if out, code := b.enqueue(t, "", "tenants", "set", "acme", "--bound"); code != 0 {
+		t.Fatalf("enqueue tenants set: exit %d: %s", code, out)
+	}
+	b.start(t)
+	video := []string{"video", "--model", "m", "--resolution", "768P", "--duration", "5", "--ratio", "16:9"}
+	if out, code := b.enqueue(t, "", append(video, "--id", "cli-bound", "--prompt", "cli bound", "--tenant", "acme", "--wait", "--timeout", "60s")...); code != 0 {
+		t.Fatalf("enqueue video --tenant acme: exit %d: %s", code, out)
+	}
+	refused := videoSpec("refused-1", "refused then retried")
+	refused["tenant"] = "acme"
+	b.publish(t, "video", "refused-1", refused)
+	if ev := b.await(t, "refused-1", time.Minute); ev.Data.Error == nil || ev.Data.Error.Code != "tenant_refused" {
+		t.Fatalf("refused-1 = %s %+v, want tenant_refused", ev.Data.Status, ev.Data.Error)
+	}
+	if out, code := b.enqueue(t, "", "retry", "refused-1", "--wait", "--timeout", "60s"); code != 0 {
+		t.Fatalf("enqueue retry of a refused job: exit %d: %s", code, out)
+	}
+	if out, code := b.enqueue(t, "", append(video, "--id", "as-beta", "--prompt", "as beta", "--tenant", "beta", "--as-tenant", "--wait", "--timeout", "60s")...); code != 0 {
+		t.Fatalf("enqueue video --as-tenant: exit %d: %s", code, out)
+	}
+	if out, code := b.enqueue(t, "", append(video, "--id", "as-none", "--prompt", "as none", "--as-tenant")...); code != 2 || !strings.Contains(out, "--as-tenant") {
+		t.Errorf("--as-tenant without a tenant: exit %d, want 2 naming --as-tenant: %s", code, out)
+	}
+	for id, tenant := range map[string]string{"cli-bound": "acme", "refused-1-r1": "acme", "as-beta": "beta"} {
+		if ev := b.await(t, id, time.Minute); ev.Data.Status != string(state.StatusSucceeded) || ev.Data.Tenant != tenant {
+			t.Errorf("%s = %s for %q, want succeeded for %s", id, ev.Data.Status, ev.Data.Tenant, tenant)
+		}
+	}
+}
