@@ -47,6 +47,11 @@ func TestTeamUserActsForItsTenant(t *testing.T) {
 	if out, code := b.enqueue(t, "", append(video, "--id", "team-1", "--prompt", "team acme", "--tenant", "acme", "--wait", "--timeout", "60s")...); code != 0 {
 		t.Fatalf("video --tenant acme as team-acme: exit %d\n%s", code, out)
 	}
+	// enqueue says so as soon as the server refuses it.
+	if out, code := b.enqueue(t, "", append(video, "--id", "team-other", "--prompt", "team as other", "--tenant", "other", "--as-tenant")...); code == 0 ||
+		!strings.Contains(out, `permission to publish to "sluice.jobs.video.t.other" denied`) {
+		t.Errorf("video --tenant other --as-tenant as team-acme: exit %d, want the server's refusal\n%s", code, out)
+	}
 	refusedByServer(t, url("team-acme", teamPW), contract.TenantSubject("video", "other"), contract.JobSubject("video"),
 		contract.ClassSubject("video", 1, "acme"))
 	refusedByServer(t, url("producer", producerPW), contract.TenantSubject("video", "acme"), contract.ClassSubject("video", 1, "acme"))
@@ -60,7 +65,7 @@ func TestTeamUserActsForItsTenant(t *testing.T) {
 	if ev := b.await(t, "prod-acme", time.Minute); ev.Data.Error == nil || ev.Data.Error.Code != "tenant_refused" {
 		t.Errorf("prod-acme = %s %+v, want failed tenant_refused", ev.Data.Status, ev.Data.Error)
 	}
-	for _, prompt := range []string{"producer as acme", "forged"} {
+	for _, prompt := range []string{"team as other", "producer as acme", "forged"} {
 		if n := b.media.SubmitCount(prompt); n != 0 {
 			t.Errorf("%q: %d tasks submitted, want none", prompt, n)
 		}
