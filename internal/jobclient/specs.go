@@ -21,6 +21,9 @@ type Submission struct {
 	ID string
 	// Kind decides the subject, sluice.jobs.<kind>.
 	Kind jobspec.Kind
+	// Tenant, when set, publishes the job on its tenant subject,
+	// sluice.jobs.<kind>.t.<tenant> (docs/tenants.md#who-may-act-for-a-tenant).
+	Tenant string
 	// Data is the spec as published: the producer's document, with the
 	// id written into it when it had none.
 	Data []byte
