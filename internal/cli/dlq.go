@@ -19,7 +19,7 @@ import (
 const dlqUsage = `Usage:
   enqueue dlq list    [--kind K] [--since D] [--reason R] [--json]
   enqueue dlq show    ID... | --seq N
-  enqueue dlq replay  ID... | --seq N | --kind K | --since D | --reason R | --all  [--force] [--wait]
+  enqueue dlq replay  ID... | --seq N | --kind K | --since D | --reason R | --all  [--force] [--as-tenant] [--wait]
   enqueue dlq purge   ID... | --seq N | --kind K | --since D | --reason R | --all  [--yes]
 
 SLUICE_DLQ holds the messages sluice could not process (invalid spec,
@@ -284,7 +284,7 @@ func runDLQReplay(ctx context.Context, a *app, args []string) error {
 	sel.register(fs, true)
 	rf.register(fs)
 	h := help{
-		usage: "enqueue dlq replay [selection] [--force] [--wait [--timeout D]] [--json] [flags]",
+		usage: "enqueue dlq replay [selection] [--force] [--as-tenant] [--wait [--timeout D]] [--json] [flags]",
 		about: `Run dead-lettered jobs again, as retries (see enqueue retry --help): the
 letter's message, as it arrived, is the spec of a new job X-r<N> with the
 label retry_of=X. Once the retry is queued the letter is removed from

@@ -21,6 +21,11 @@ const tenantToken = "t"
 // producer may set itself must not speak for a tenant (ArrivedFor).
 const HeaderTenantSubject = "Sluice-Tenant-Subject"
 
+// CodeTenantRefused is the error code of a job its tenant refused: the
+// tenant is bound and the job did not arrive on its tenant subject, or it
+// asks a priority more urgent than the tenant's max priority.
+const CodeTenantRefused = "tenant_refused"
+
 // IDPattern is what a job or tenant id matches (docs/job-spec.md#fields-and-rules).
 const IDPattern = `^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`
 

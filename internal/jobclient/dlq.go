@@ -129,7 +129,8 @@ func parseSize(s string) (int, error) {
 // Replay runs the job of dead letter d again as a retry (see Retry): its
 // message, as it arrived, is the spec. Retry's rules hold for the job the
 // letter names: one that has not ended is refused, one that succeeded,
-// ended submit_ambiguous or has no record needs o.Force. A letter whose spec is invalid
+// ended submit_ambiguous or has no record needs o.Force; one its tenant
+// refused needs o.AsTenant. A letter whose spec is invalid
 // cannot be replayed. Once
 // the retry is queued the letter is removed from SLUICE_DLQ.
 func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*RetryResult, error) {
@@ -138,6 +139,9 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 	}
 	if d.Code == CodeSubmitAmbiguous && !o.Force {
 		return nil, fmt.Errorf("replay %s: %w", d.name(), ErrMayPayTwice)
+	}
+	if err := refusedRerun(d.name(), d.Code, o); err != nil {
+		return nil, err
 	}
 	id := d.JobID
 	if !jobspec.ValidID(id) {

@@ -32,6 +32,10 @@ const CodeSubmitAmbiguous = "submit_ambiguous"
 // upstream result over (see adoptUpstream).
 const CodeStoreRefused = "artifact_store_refused"
 
+// CodeTenantRefused is the error code of a job its tenant refused
+// (docs/tenants.md#who-may-act-for-a-tenant): its rerun needs AsTenant.
+const CodeTenantRefused = contract.CodeTenantRefused
+
 // ErrNotRetryable is returned (wrapped, with the reason) by Retry for a
 // job that has not ended, or that succeeded and Force was not given.
 var ErrNotRetryable = errors.New("cannot retry")
@@ -126,17 +130,34 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 
 // mayRunAgain refuses to run job again (Retry, Replay) while it has not
 // ended, or when it succeeded or ended submit_ambiguous and o.Force is not
-// given: each would queue a second paid run beside or after the first.
+// given: each would queue a second paid run beside or after the first. A
+// job its tenant refused needs o.AsTenant (see refusedRerun).
 func mayRunAgain(job *Job, o RetryOptions) error {
 	switch {
 	case !job.Terminal():
 		return fmt.Errorf("%w %s: it has not ended (status %s); cancel it first or wait", ErrNotRetryable, job.ID, job.Status)
+	case job.Error != nil && refusedRerun(job.ID, job.Error.Code, o) != nil:
+		return refusedRerun(job.ID, job.Error.Code, o)
 	case job.Status == string(state.StatusSucceeded) && !o.Force:
 		return fmt.Errorf("%w %s: %w", ErrNotRetryable, job.ID, ErrSucceeded)
 	case job.Error != nil && job.Error.Code == CodeSubmitAmbiguous && !o.Force:
 		return fmt.Errorf("retry %s: %w", job.ID, ErrMayPayTwice)
 	}
 	return nil
+}
+
+// refusedRerun refuses to run again, unless o.AsTenant, job id that
+// ended with code tenant_refused: its spec was written by someone who
+// could not act for its tenant, and a rerun by a user who may (an
+// operator replaying every letter, the console) would be routed onto the
+// tenant's subject (BoundTenants) and spend the tenant's budget.
+// o.AsTenant says the user acts for the tenant on purpose.
+func refusedRerun(id, code string, o RetryOptions) error {
+	if code != CodeTenantRefused || o.AsTenant {
+		return nil
+	}
+	return fmt.Errorf("%w %s: its tenant refused it (%s): its author may not act for the tenant; "+
+		"run it again acting for the tenant, on its tenant subject, with --as-tenant", ErrNotRetryable, id, CodeTenantRefused)
 }
 
 // Spec returns job id's spec as received, or, while no worker has kept it

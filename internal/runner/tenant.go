@@ -11,7 +11,7 @@ import (
 // CodeTenantRefused: the job's tenant is bound and the job did not
 // arrive on its tenant subject, or it asks a priority more urgent than
 // the tenant's max priority (docs/tenants.md#who-may-act-for-a-tenant).
-const CodeTenantRefused = "tenant_refused"
+const CodeTenantRefused = contract.CodeTenantRefused
 
 // forTenantSubject applies the rule of a job that arrived on a tenant
 // subject for arrivedFor ("" for none) to its spec: a spec without a

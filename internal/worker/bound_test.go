@@ -148,7 +148,7 @@ func TestEnqueueForBoundTenant(t *testing.T) {
 	if ev := b.await(t, "refused-1", time.Minute); ev.Data.Error == nil || ev.Data.Error.Code != "tenant_refused" {
 		t.Fatalf("refused-1 = %s %+v, want tenant_refused", ev.Data.Status, ev.Data.Error)
 	}
-	if out, code := b.enqueue(t, "", "retry", "refused-1", "--wait", "--timeout", "60s"); code != 0 {
+	if out, code := b.enqueue(t, "", "retry", "refused-1", "--as-tenant", "--wait", "--timeout", "60s"); code != 0 {
 		t.Fatalf("enqueue retry of a refused job: exit %d: %s", code, out)
 	}
 	if out, code := b.enqueue(t, "", append(video, "--id", "as-beta", "--prompt", "as beta", "--tenant", "beta", "--as-tenant", "--wait", "--timeout", "60s")...); code != 0 {
