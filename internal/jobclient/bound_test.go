@@ -132,3 +132,30 @@ func TestRerunOfRefusedJobNeedsAsTenant(t *testing.T) {
 		t.Errorf("the retry with AsTenant was published on %q", s)
 	}
 }
+
+// A bound tenant default is the tenant of every spec that names none:
+// enqueue publishes such a spec, and its retry, on default's tenant
+// subject, the only one its workers accept it from.
+func TestBoundDefaultTenant(t *testing.T) {
+	t.Parallel()
+	n, ctx, _ := stateBucket(t)
+	bindTenant(ctx, t, n, "default")
+	jc, err := jobclient.New(n.Conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := jobclient.Submission{ID: "plain-1", Kind: "video", Data: boundVideo("plain-1", "")}
+	if res, err := jc.Publish(ctx, []jobclient.Submission{sub}, jobclient.PublishOptions{}); err != nil || res.Failed != 0 {
+		t.Fatalf("publish = %+v, %v", res, err)
+	}
+	if s := subjectOf(ctx, t, n, "plain-1"); s != contract.TenantSubject("video", "default") {
+		t.Errorf("a spec naming no tenant, default bound, was published on %q", s)
+	}
+	endJob(ctx, t, n, "old-1", "default", "upstream_failed", boundVideo("old-1", ""))
+	if _, err := jc.Retry(ctx, "old-1", jobclient.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := subjectOf(ctx, t, n, "old-1-r1"); s != contract.TenantSubject("video", "default") {
+		t.Errorf("the retry of default's job was published on %q", s)
+	}
+}
