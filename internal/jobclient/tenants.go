@@ -1,6 +1,7 @@
 package jobclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,19 +146,20 @@ func SpecTenant(data []byte) string {
 	return spec.Tenant
 }
 
-// BoundTenants gives each of subs without a Tenant whose spec names a
-// bound tenant that Tenant, so that it is published on the tenant's
-// subject, the only one its workers accept it from. It is best effort:
-// a user who may not read SLUICE_TENANTS publishes on the kind's subject,
-// and the workers decide (enqueue --as-tenant sets Tenant itself).
+// BoundTenants gives each of subs without a Tenant whose tenant is bound
+// that Tenant, so that it is published on the tenant's subject, the only
+// one its workers accept it from. A spec naming no tenant is default's.
+// It is best effort: a user who may not read SLUICE_TENANTS publishes on
+// the kind's subject, and the workers decide (enqueue --as-tenant sets
+// Tenant itself).
 func (c *Client) BoundTenants(ctx context.Context, subs []Submission) {
 	bound := map[string]bool{}
 	var kv jetstream.KeyValue
 	for i := range subs {
-		tenant := SpecTenant(subs[i].Data)
-		if subs[i].Tenant != "" || tenant == "" {
+		if subs[i].Tenant != "" {
 			continue
 		}
+		tenant := cmp.Or(SpecTenant(subs[i].Data), jobspec.DefaultTenant)
 		if _, seen := bound[tenant]; !seen {
 			if kv == nil {
 				var err error
