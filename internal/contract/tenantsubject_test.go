@@ -63,11 +63,19 @@ func TestArrivedFor(t *testing.T) {
 	forged := nats.Header{}
 	forged.Set(contract.HeaderTenantSubject, "acme")
 	class := contract.ClassSubject("video", 1, "acme")
+	// A class copy made by an admission before tenant subjects existed
+	// (a worker of an older version, or a copy still queued from then)
+	// kept every header the producer set, this one among them.
+	old := nats.Header{}
+	old.Set(contract.HeaderTenantSubject, "acme")
+	old.Set(contract.HeaderJobID, "x")
+	old.Set(contract.HeaderMsgID, "x:q")
 	for _, c := range []struct {
 		subject string
 		h       nats.Header
 		want    string
 	}{
+		{class, old, ""},
 		{"sluice.jobs.video.t.acme", nil, "acme"},
 		{"sluice.jobs.video.t.other", forged, "other"},
 		{"sluice.jobs.video", forged, ""},
