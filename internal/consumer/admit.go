@@ -116,8 +116,9 @@ func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer, kind string
 
 // admission is the copy of msg, a message of kind's consumer, for its
 // class queue: its data and every header, plus the resolved job id, the
-// original publish time, and a Nats-Msg-Id of its own (the job id's is
-// already in the stream's duplicate window; a job id holds no ':'). A
+// original publish time, and a Nats-Msg-Id of its own
+// (contract.ClassMsgID: the job id's is already in the stream's duplicate
+// window; a job id holds no ':'). A
 // message on a tenant subject whose tenant is not an id
 // (sluice.jobs.video.t.-x: the consumer's filter takes any token) goes to
 // kind's class as if published on sluice.jobs.<kind>.
@@ -140,10 +141,9 @@ func admission(msg jetstream.Msg, kind string) *nats.Msg {
 			m.Header[k] = v
 		}
 	}
-	// Decided here, before the copy loses the subject it arrived on.
-	contract.MarkArrival(m.Header, msg.Subject())
-	m.Header.Set(contract.HeaderJobID, id)
-	m.Header.Set(contract.HeaderMsgID, id+":q")
+	// Decided here, before the copy loses the subject it arrived on; it
+	// also sets the copy's job id and Nats-Msg-Id.
+	contract.MarkArrival(m.Header, msg.Subject(), id)
 	if !published.IsZero() {
 		m.Header.Set(contract.HeaderPublished, published.UTC().Format(time.RFC3339Nano))
 	}

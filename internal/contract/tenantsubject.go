@@ -74,27 +74,46 @@ func IntakeKind(subject string) (kind string, ok bool) {
 
 // ArrivedFor is the tenant whose subject a job message arrived on: the
 // subject's tenant on a tenant subject, HeaderTenantSubject on a class
-// queue (where only the admission publishes: see MarkArrival), and ""
-// on any other subject, whatever its headers say.
+// queue (where only the admission publishes: see MarkArrival) when the
+// copy's Nats-Msg-Id confirms it, and "" on any other subject, whatever
+// its headers say.
 func ArrivedFor(subject string, h nats.Header) string {
 	if _, tenant, ok := ParseTenantSubject(subject); ok {
 		return tenant
 	}
 	if _, ok := ParseClassSubject(subject); ok {
-		if tenant := h.Get(HeaderTenantSubject); ValidID(tenant) {
+		tenant := h.Get(HeaderTenantSubject)
+		if ValidID(tenant) && h.Get(HeaderMsgID) == ClassMsgID(h.Get(HeaderJobID), tenant) {
 			return tenant
 		}
 	}
 	return ""
 }
 
-// MarkArrival sets, in the headers h of a job's class copy, the tenant
-// whose subject the job arrived on (intake), and removes any such header
-// the producer set when the intake is not a tenant subject.
-func MarkArrival(h nats.Header, intake string) {
-	if _, tenant, ok := ParseTenantSubject(intake); ok {
-		h.Set(HeaderTenantSubject, tenant)
-		return
+// ClassMsgID is the Nats-Msg-Id of job id's class copy: <id>:q, or
+// <id>:q:<tenant> for a job that arrived on tenant's subject. An
+// admission before tenant subjects copied every header a producer set
+// (HeaderTenantSubject among them) but always set <id>:q, which the
+// producer cannot choose: so a copy made by an older worker, in a mixed
+// fleet or queued from before an upgrade, speaks for no tenant.
+func ClassMsgID(id, arrivedFor string) string {
+	if arrivedFor == "" {
+		return id + ":q"
 	}
-	h.Del(HeaderTenantSubject)
+	return id + ":q:" + arrivedFor
+}
+
+// MarkArrival sets, in the headers h of job id's class copy, the tenant
+// whose subject the job arrived on (intake), and removes any such header
+// the producer set when the intake is not a tenant subject; it sets the
+// copy's HeaderJobID and its Nats-Msg-Id (ClassMsgID) to match.
+func MarkArrival(h nats.Header, intake, id string) {
+	_, tenant, ok := ParseTenantSubject(intake)
+	if ok {
+		h.Set(HeaderTenantSubject, tenant)
+	} else {
+		h.Del(HeaderTenantSubject)
+	}
+	h.Set(HeaderJobID, id)
+	h.Set(HeaderMsgID, ClassMsgID(id, tenant))
 }

@@ -80,7 +80,12 @@ func TestArrivedFor(t *testing.T) {
 		{"sluice.jobs.video.t.other", forged, "other"},
 		{"sluice.jobs.video", forged, ""},
 		{class, nil, ""},
-		{class, forged, "acme"},
+		{class, forged, ""},
+		{class, func() nats.Header {
+			h := nats.Header{}
+			contract.MarkArrival(h, "sluice.jobs.video.t.acme", "x")
+			return h
+		}(), "acme"},
 	} {
 		if got := contract.ArrivedFor(c.subject, c.h); got != c.want {
 			t.Errorf("ArrivedFor(%q, %v) = %q, want %q", c.subject, c.h, got, c.want)
@@ -95,7 +100,7 @@ func TestArrivedFor(t *testing.T) {
 	} {
 		h := nats.Header{}
 		h.Set(contract.HeaderTenantSubject, "acme")
-		contract.MarkArrival(h, c.intake)
+		contract.MarkArrival(h, c.intake, "x")
 		if got := contract.ArrivedFor(class, h); got != c.want {
 			t.Errorf("after MarkArrival(%q): ArrivedFor = %q, want %q", c.intake, got, c.want)
 		}
