@@ -190,7 +190,7 @@ func (r *PublishResult) add(p Published) {
 
 // message builds the NATS message of a submission.
 func (s *Submission) message() *nats.Msg {
-	m := nats.NewMsg(contract.JobSubject(string(s.Kind)))
+	m := nats.NewMsg(cmp.Or(s.Subject, contract.JobSubject(string(s.Kind))))
 	m.Data = s.Data
 	m.Header.Set(contract.HeaderMsgID, s.ID)
 	m.Header.Set("Content-Type", "application/json")

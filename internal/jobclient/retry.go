@@ -71,6 +71,10 @@ type RetryOptions struct {
 	// no header.
 	Tracer     trace.TracerProvider
 	Propagator propagation.TextMapPropagator
+	// Subject, when set, names the subject a retry of kind is published
+	// to: the HTTP API publishes its key's retries on the tenant's
+	// subject. Defaults to sluice.jobs.<kind>.
+	Subject func(kind string) string
 }
 
 // RetryResult is the outcome of one Retry or Replay.
@@ -206,6 +210,9 @@ func (c *Client) rerun(ctx context.Context, id string, spec []byte, o RetryOptio
 	sub, err := NewSubmission(data, nil, pub.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: its spec is invalid: %w", ErrNotRetryable, id, err)
+	}
+	if o.Subject != nil {
+		sub.Subject = o.Subject(string(sub.Kind))
 	}
 	reuses, created, err := c.adoptUpstream(ctx, id, rid)
 	if err != nil {

@@ -25,18 +25,24 @@ import (
 // when it is missing (an operator setting tenants before any worker
 // started), otherwise a missing bucket is ErrNotSetUp.
 func (c *Client) tenantsBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, contract.TenantsBucket)
+	return c.bucket(ctx, contract.TenantsBucketConfig(contract.Options{}), create)
+}
+
+// bucket opens the bucket cfg defines; with create it creates it, as cfg
+// says, when it is missing, otherwise a missing bucket is ErrNotSetUp.
+func (c *Client) bucket(ctx context.Context, cfg jetstream.KeyValueConfig, create bool) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		if !create {
-			return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, contract.TenantsBucket)
+			return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, cfg.Bucket)
 		}
-		kv, err = c.js.CreateKeyValue(ctx, contract.TenantsBucketConfig(contract.Options{}))
+		kv, err = c.js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, contract.TenantsBucket)
+			kv, err = c.js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {
-		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", contract.TenantsBucket, err))
+		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", cfg.Bucket, err))
 	}
 	return kv, nil
 }
