@@ -315,7 +315,7 @@ With --json: {"retries":[...],"refused":[{"job_id","seq","error"}],"wait"}.`,
 		return err
 	}
 	f.WithData = true
-	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force)
+	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force, rf.pf.asTenant)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ func (f *rerunFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.force, "force", false, "also run again a job that succeeded, or one that ended submit_ambiguous (which MAY PAY TWICE)")
 	fs.BoolVar(&f.pf.wait, "wait", false, "follow the new job(s) to the end, like video --wait, and exit with its codes")
 	fs.DurationVar(&f.pf.timeout, "timeout", 0, "with --wait: give up waiting after this long, exit 4")
+	fs.BoolVar(&f.pf.asTenant, "as-tenant", false, "publish on the tenant subject of each job's tenant (a bound tenant's jobs go there anyway when enqueue may read its settings)")
 }
 
 func runRetry(ctx context.Context, a *app, args []string) error {
@@ -43,7 +44,7 @@ func runRetry(ctx context.Context, a *app, args []string) error {
 	rf.pf.conn.register(fs)
 	rf.register(fs)
 	h := help{
-		usage: "enqueue retry [--force] [--wait [--timeout D]] [--json] [flags] ID...",
+		usage: "enqueue retry [--force] [--as-tenant] [--wait [--timeout D]] [--json] [flags] ID...",
 		about: `Run jobs again. A retry of job X is a new job X-r<N> (N = 1, 2, ...) with X's
 spec, kind and labels plus the label retry_of=X, so X's record, events,
 artifacts and paid submissions stay as they were. sluice keeps every job's
@@ -76,7 +77,7 @@ With --json, one object: {"retries":[{"job_id","retry_id","kind",
 	if err := rf.pf.check(); err != nil {
 		return err
 	}
-	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force)
+	tctx, tr, opts, err := a.startRerunTracing(ctx, rf.force, rf.pf.asTenant)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ type publishFlags struct {
 	dryRun      bool
 	maxInFlight int
 	skipInvalid bool
+	asTenant    bool
 }
 
 func (f *publishFlags) register(fs *flag.FlagSet, bulk bool) {
@@ -26,10 +27,28 @@ func (f *publishFlags) register(fs *flag.FlagSet, bulk bool) {
 	fs.BoolVar(&f.wait, "wait", false, "follow the job(s) to the end, print their artifacts, exit with the codes below")
 	fs.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up waiting after this long, exit 4 (e.g. 30m; default: wait for ever)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "validate and print the spec(s) as they would be published; publish nothing")
+	fs.BoolVar(&f.asTenant, "as-tenant", false, "publish on the tenant subject of each job's tenant, sluice.jobs.<kind>.t.<tenant> (a bound tenant's jobs are accepted only there)")
 	if bulk {
 		fs.IntVar(&f.maxInFlight, "max-in-flight", 256, "most publishes awaiting their acknowledgement at once")
 		fs.BoolVar(&f.skipInvalid, "skip-invalid", false, "publish the valid specs even when some are invalid (the invalid ones are reported)")
 	}
+}
+
+// asTenant gives every submission its spec's tenant with --as-tenant,
+// so that it is published on the tenant's subject; a spec naming no
+// tenant is a usage error then.
+func asTenant(subs []jobclient.Submission, pf *publishFlags) error {
+	if !pf.asTenant {
+		return nil
+	}
+	for i := range subs {
+		tenant := jobclient.SpecTenant(subs[i].Data)
+		if tenant == "" {
+			return usageErrorf("--as-tenant: job %s names no tenant (give --tenant, or a tenant in its spec)", subs[i].ID)
+		}
+		subs[i].Tenant = tenant
+	}
+	return nil
 }
 
 // check rejects flag combinations that make no sense.
@@ -200,6 +219,9 @@ func (a *app) publish(ctx context.Context, subs []jobclient.Submission, invalid 
 		}
 	}
 	a.warnUnknownModels(subs)
+	if err := asTenant(subs, pf); err != nil {
+		return err
+	}
 	if pf.dryRun {
 		return a.dryRun(subs, rep, pf)
 	}

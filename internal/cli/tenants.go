@@ -30,18 +30,25 @@ settings with the jobs in flight (open budget reservations), the spend
 this period (a month without a budget) and whether the tenant's jobs wait
 for budget.
 
+--bound accepts the tenant's jobs only from its tenant subjects
+(sluice.jobs.<kind>.t.<tenant>; see enqueue --as-tenant) or the HTTP API
+with one of its keys; --max-priority N refuses its jobs more urgent than N.
+Either refusal fails the job tenant_refused before anything is submitted.
+
 Exit codes: 0 done, 2 usage error or invalid setting (nothing written;
 every bad flag is named), 6 "show" of a tenant with no settings, no spend
 and no waiting job, 5 NATS unreachable or another runtime error.`
 
 // tenantFlags are the flags of "tenants set".
 type tenantFlags struct {
-	cf       connFlags
-	weight   float64
-	maxTasks maxTasksFlag
-	budget   string
-	per      string
-	onBudget string
+	cf          connFlags
+	weight      float64
+	maxTasks    maxTasksFlag
+	budget      string
+	per         string
+	onBudget    string
+	bound       bool
+	maxPriority int
 }
 
 func (f *tenantFlags) register(fs *flag.FlagSet) {
@@ -52,6 +59,8 @@ func (f *tenantFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.budget, "budget", "", "set: credits the tenant may spend per period, 0 or more (none: remove the budget)")
 	fs.StringVar(&f.per, "per", "", "set: with --budget, the period: day, week or month (UTC; default month)")
 	fs.StringVar(&f.onBudget, "on-budget", "", "set: what a job over the budget does: wait or fail")
+	fs.BoolVar(&f.bound, "bound", false, "set: accept the tenant's jobs only from its tenant subjects or its HTTP API keys (--bound=false: from any)")
+	fs.IntVar(&f.maxPriority, "max-priority", 0, "set: the most urgent priority the tenant's jobs may ask, 1 (most urgent) to 5; 0: no limit")
 }
 
 // maxTasksFlag is a repeatable --max-tasks KIND=N.
@@ -76,11 +85,12 @@ func runTenants(ctx context.Context, a *app, args []string) error {
 	var f tenantFlags
 	f.register(fs)
 	h := help{
-		usage: "enqueue tenants set TENANT [--weight N] [--max-tasks KIND=N]... [--budget CREDITS [--per day|week|month]] [--on-budget wait|fail]\n" +
+		usage: "enqueue tenants set TENANT [--weight N] [--max-tasks KIND=N]... [--budget CREDITS [--per day|week|month]] [--on-budget wait|fail] [--bound[=false]] [--max-priority N]\n" +
 			"  enqueue tenants list [--json]\n  enqueue tenants show TENANT [--json]",
 		about: tenantsAbout,
 		examples: `  enqueue tenants set team-a --weight 3 --max-tasks video=4
   enqueue tenants set team-b --budget 500 --per month --on-budget fail
+  enqueue tenants set team-b --bound --max-priority 2
   enqueue tenants show team-b --json`,
 	}
 	sub, args, err := a.subcommand(fs, h, args)
@@ -114,7 +124,7 @@ func runTenants(ctx context.Context, a *app, args []string) error {
 // one at once, and returns the change they make to a tenant's settings.
 func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings), error) {
 	if len(seen) == 0 {
-		return nil, usageErrorf("tenants set: nothing to set (give --weight, --max-tasks, --budget or --on-budget)")
+		return nil, usageErrorf("tenants set: nothing to set (give --weight, --max-tasks, --budget, --on-budget, --bound or --max-priority)")
 	}
 	var bad []string
 	if seen["weight"] && !(f.weight > 0) || math.IsInf(f.weight, 0) {
@@ -122,6 +132,9 @@ func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings)
 	}
 	if seen["on-budget"] && f.onBudget != "wait" && f.onBudget != "fail" {
 		bad = append(bad, fmt.Sprintf("--on-budget: want wait or fail, got %q", f.onBudget))
+	}
+	if seen["max-priority"] && (f.maxPriority < 0 || f.maxPriority > jobspec.MaxPriority) {
+		bad = append(bad, fmt.Sprintf("--max-priority: want 1 (the most urgent) to %d, or 0 for no limit, got %d", jobspec.MaxPriority, f.maxPriority))
 	}
 	budget, problems := budgetFlags(f, seen)
 	if bad = append(bad, problems...); len(bad) > 0 {
@@ -140,6 +153,12 @@ func tenantChange(f *tenantFlags, seen map[string]bool) (func(*tenants.Settings)
 		}
 		if seen["on-budget"] {
 			s.OnBudget = tenants.OnBudget(f.onBudget)
+		}
+		if seen["bound"] {
+			s.Bound = f.bound
+		}
+		if seen["max-priority"] {
+			s.MaxPriority = f.maxPriority
 		}
 	}, nil
 }
@@ -307,6 +326,12 @@ func settingsText(s tenants.Settings) string {
 	}
 	if b := s.Budget; b != nil {
 		parts = append(parts, fmt.Sprintf("budget %s per %s, on-budget %s", tenants.Credits(b.Credits), b.Per, s.EffectiveOnBudget()))
+	}
+	if s.Bound {
+		parts = append(parts, "bound")
+	}
+	if s.MaxPriority > 0 {
+		parts = append(parts, fmt.Sprintf("max-priority %d", s.MaxPriority))
 	}
 	return strings.Join(parts, ", ")
 }

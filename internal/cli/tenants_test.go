@@ -274,3 +274,44 @@ func TestTenantsWaitingIsNotStarted(t *testing.T) {
 		t.Errorf("waiting = %d, want 1 (two jobs, one held by a worker)", got.Tenants[0].Waiting)
 	}
 }
+
+// TestTenantsSetBound: --bound and --max-priority are stored, shown by
+// show --json and list, and --bound=false / --max-priority 0 undo them;
+// a priority outside 0 to 5 is refused with nothing written.
+func TestTenantsSetBound(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	if err := contract.Ensure(ctx, n.JS, contract.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"6", "-1"} {
+		if code, _, stderr := enqueueOn(ctx, n.URL, "tenants", "set", "acme", "--max-priority", p); code != ExitUsage || !strings.Contains(stderr, "--max-priority") {
+			t.Errorf("--max-priority %s: exit %d, stderr %q; want exit 2 naming --max-priority", p, code, stderr)
+		}
+	}
+	show := func() tenants.Settings {
+		t.Helper()
+		code, out, stderr := enqueueOn(ctx, n.URL, "tenants", "show", "acme", "--json")
+		var shown struct{ Tenants []tenantReport }
+		if code != ExitOK || json.Unmarshal([]byte(out), &shown) != nil || len(shown.Tenants) != 1 {
+			t.Fatalf("tenants show: exit %d, %s %s", code, out, stderr)
+		}
+		return shown.Tenants[0].Settings
+	}
+	if code, _, stderr := enqueueOn(ctx, n.URL, "tenants", "set", "acme", "--bound", "--max-priority", "2"); code != ExitOK {
+		t.Fatalf("tenants set --bound: exit %d: %s", code, stderr)
+	}
+	if s := show(); !s.Bound || s.MaxPriority != 2 {
+		t.Errorf("settings after --bound --max-priority 2 = %+v", s)
+	}
+	if code, out, _ := enqueueOn(ctx, n.URL, "tenants", "list"); code != ExitOK || !strings.Contains(out, "bound, max-priority 2") {
+		t.Errorf("tenants list = %d %s; want it to show bound and max-priority 2", code, out)
+	}
+	if code, _, stderr := enqueueOn(ctx, n.URL, "tenants", "set", "acme", "--bound=false", "--max-priority", "0"); code != ExitOK {
+		t.Fatalf("tenants set --bound=false: exit %d: %s", code, stderr)
+	}
+	if s := show(); s.Bound || s.MaxPriority != 0 {
+		t.Errorf("settings after --bound=false --max-priority 0 = %+v", s)
+	}
+}

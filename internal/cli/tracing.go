@@ -40,9 +40,9 @@ func (a *app) startTracing(ctx context.Context, o jobclient.PublishOptions) (con
 // startRerunTracing is startTracing for retry and dlq replay: the
 // retries' publishes are traced as submit's are, each a producer span
 // whose traceparent the retry's message carries.
-func (a *app) startRerunTracing(ctx context.Context, force bool) (context.Context, *tracing.Tracing, jobclient.RetryOptions, error) {
+func (a *app) startRerunTracing(ctx context.Context, force, asTenant bool) (context.Context, *tracing.Tracing, jobclient.RetryOptions, error) {
 	ctx, tr, po, err := a.startTracing(ctx, jobclient.PublishOptions{})
-	return ctx, tr, jobclient.RetryOptions{Force: force, Tracer: po.Tracer, Propagator: po.Propagator}, err
+	return ctx, tr, jobclient.RetryOptions{Force: force, AsTenant: asTenant, Tracer: po.Tracer, Propagator: po.Propagator}, err
 }
 
 // stopTracing exports the spans still queued; a failure to is reported and

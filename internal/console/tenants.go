@@ -39,7 +39,11 @@ type tenantRow struct {
 	Caps     []string
 	Budget   *tenants.Budget
 	OnBudget tenants.OnBudget
-	Period   tenants.Period
+	// Bound and MaxPriority: who may act for it and how urgently
+	// (docs/tenants.md#who-may-act-for-a-tenant).
+	Bound       bool
+	MaxPriority int
+	Period      tenants.Period
 	// InFlight counts its open budget reservations (enqueue tenants
 	// list's IN FLIGHT): jobs submitted against the price table and not
 	// yet ended.
@@ -106,7 +110,7 @@ func tenantRows(view *tenants.View, classes []jobclient.ClassWaiting, now time.T
 	for _, id := range ids {
 		s, _ := view.Settings(id)
 		row := tenantRow{ID: id, Weight: strconv.FormatFloat(s.EffectiveWeight(), 'g', -1, 64),
-			Budget: s.Budget, OnBudget: s.EffectiveOnBudget(), Period: view.Period(id), InFlight: view.Open(id),
+			Budget: s.Budget, OnBudget: s.EffectiveOnBudget(), Bound: s.Bound, MaxPriority: s.MaxPriority, Period: view.Period(id), InFlight: view.Open(id),
 			WaitingForBudget: view.WaitingForBudget(id), Waiting: byTenant[id]}
 		for _, kind := range slices.Sorted(maps.Keys(s.MaxTasks)) {
 			if n := s.MaxTasks[kind]; n > 0 {

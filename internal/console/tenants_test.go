@@ -39,6 +39,7 @@ func TestTenantsPage(t *testing.T) {
 	if _, err := jc.SetTenant(ctx, "acme", func(s *tenants.Settings) {
 		s.Weight, s.MaxTasks = 3, map[string]int{"video": 4}
 		s.Budget = &tenants.Budget{Credits: 100, Per: tenants.PerMonth}
+		s.Bound, s.MaxPriority = true, 2
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +98,10 @@ func checkTenantsPage(t *testing.T, page string) {
 	}
 	// acme: spent 6.5 on the 16th and 6.5 today, 7 reserved by the job
 	// still open today.
-	if got, want := row("acme"), "acme 3 video 4 100 per month on budget: wait 1 2 p1 video 2 no 13 of 100 credits this month + 7 reserved"; got != want {
+	if got, want := row("acme"), "acme 3 video 4 100 per month on budget: wait bound max priority 2 1 2 p1 video 2 no 13 of 100 credits this month + 7 reserved"; got != want {
 		t.Errorf("acme's row:\n got %q\nwant %q", got, want)
 	}
-	if got, want := row("beta"), "beta 1 none none 0 1 p4 speech 1 no 0 credits this month"; got != want {
+	if got, want := row("beta"), "beta 1 none none any producer 0 1 p4 speech 1 no 0 credits this month"; got != want {
 		t.Errorf("beta's row:\n got %q\nwant %q", got, want)
 	}
 	for _, want := range []string{`<meter min="0" max="100" low="75" high="99.99999999999999" optimum="0" value="20"`, `<section class="panel tenant" id="tenant-acme">`,

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -124,16 +125,21 @@ func admission(msg jetstream.Msg) *nats.Msg {
 	if meta != nil {
 		seq, published = meta.Sequence.Stream, meta.Timestamp
 	}
-	kind, _ := contract.KindOfSubject(msg.Subject())
+	kind, _ := contract.IntakeKind(msg.Subject())
 	head := classHead(msg.Data())
 	id := jobspec.JobID(head.ID, msg.Headers().Get(contract.HeaderMsgID), seq)
-	m := nats.NewMsg(contract.ClassSubject(kind, head.priority(), head.tenant()))
+	// A job on a tenant subject waits in its subject's tenant's class,
+	// whatever its spec says: the runner refuses a spec naming another.
+	tenant := cmp.Or(contract.ArrivedFor(msg.Subject(), nil), head.tenant())
+	m := nats.NewMsg(contract.ClassSubject(kind, head.priority(), tenant))
 	m.Data = msg.Data()
 	for k, v := range msg.Headers() {
 		if !publishControl(k) {
 			m.Header[k] = v
 		}
 	}
+	// Decided here, before the copy loses the subject it arrived on.
+	contract.MarkArrival(m.Header, msg.Subject())
 	m.Header.Set(contract.HeaderJobID, id)
 	m.Header.Set(contract.HeaderMsgID, id+":q")
 	if !published.IsZero() {

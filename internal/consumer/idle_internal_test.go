@@ -26,7 +26,7 @@ func TestDropIdleClasses(t *testing.T) {
 	for _, subject := range []string{idle, busy} {
 		cfg := contract.ConsumerConfig("video", contract.Options{})
 		cl, _ := contract.ParseClassSubject(subject)
-		cfg.Durable, cfg.FilterSubject = contract.ClassConsumerName(cl.Kind, cl.Priority, cl.Tenant), subject
+		cfg.Durable, cfg.FilterSubject, cfg.FilterSubjects = contract.ClassConsumerName(cl.Kind, cl.Priority, cl.Tenant), subject, nil
 		if _, err := n.JS.CreateOrUpdateConsumer(ctx, contract.JobsStream, cfg); err != nil {
 			t.Fatal(err)
 		}

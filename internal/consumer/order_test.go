@@ -233,7 +233,7 @@ func TestSweepHandsOverClassOrphans(t *testing.T) {
 	b.publishJob(t, subject, "lost-1", `{"kind":"video"}`)
 	ctx := testenv.Context(t, 10*time.Second)
 	cfg := contract.ConsumerConfig("video", contract.Options{AckWait: 5 * time.Second})
-	cfg.Durable, cfg.FilterSubject = contract.ClassConsumerName("video", 4, "acme"), subject
+	cfg.Durable, cfg.FilterSubject, cfg.FilterSubjects = contract.ClassConsumerName("video", 4, "acme"), subject, nil
 	if _, err := b.n.JS.CreateOrUpdateConsumer(ctx, contract.JobsStream, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -324,5 +324,59 @@ func TestAdmissionDropsPublishControlHeaders(t *testing.T) {
 	}
 	if h.Get("X-Trace") != "kept" {
 		t.Errorf("the class copy of ctl-1 lost its header X-Trace: %v", h)
+	}
+}
+
+// Admission decides whether a job arrived on a tenant subject before it
+// moves the job to its class, and records it so (contract.ArrivedFor);
+// the same header a producer set on the plain subject is dropped. A job
+// on a tenant subject waits in its subject's tenant's class.
+func TestAdmissionRecordsTenantSubject(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	forged := nats.NewMsg(contract.JobSubject("video"))
+	forged.Data = []byte(`{"id":"forged-1","kind":"video","tenant":"acme"}`)
+	forged.Header.Set(contract.HeaderMsgID, "forged-1")
+	forged.Header.Set(contract.HeaderTenantSubject, "acme")
+	if _, err := b.n.JS.PublishMsg(testenv.Context(t, 5*time.Second), forged); err != nil {
+		t.Fatal(err)
+	}
+	b.publishJob(t, contract.TenantSubject("video", "acme"), "bound-1", `{"id":"bound-1","kind":"video","priority":2}`)
+	b.publishJob(t, contract.TenantSubject("video", "other"), "claim-1", `{"id":"claim-1","kind":"video","tenant":"acme"}`)
+	want := map[string]struct{ subject, arrivedFor string }{
+		"forged-1": {contract.ClassSubject("video", 3, "acme"), ""},
+		"bound-1":  {contract.ClassSubject("video", 2, "acme"), "acme"},
+		"claim-1":  {contract.ClassSubject("video", 3, "other"), "other"},
+	}
+	var mu sync.Mutex
+	got := map[string][2]string{}
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, Policy: &order.Static{On: true}}, handlerFunc(
+		func(_ context.Context, d *consumer.Delivery) consumer.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			got[contract.MessageID(d.Msg.Subject(), d.Msg.Headers())] = [2]string{d.Msg.Subject(), contract.ArrivedFor(d.Msg.Subject(), d.Msg.Headers())}
+			return consumer.Outcome{Action: consumer.Ack}
+		}))
+	waitFor(t, "every job delivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == len(want) })
+	mu.Lock()
+	defer mu.Unlock()
+	for id, w := range want {
+		if g := got[id]; g[0] != w.subject || g[1] != w.arrivedFor {
+			t.Errorf("job %s: delivered on %s arrived for %q; want %s, %q", id, g[0], g[1], w.subject, w.arrivedFor)
+		}
+	}
+}
+
+// Without fair scheduling, a kind's consumer delivers its tenant subjects.
+func TestTenantSubjectServedWithoutPolicy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second)
+	subject := contract.TenantSubject("video", "acme")
+	b.publishJob(t, subject, "bound-2", `{"id":"bound-2","kind":"video"}`)
+	var r recorder
+	b.run(t, consumer.Config{AckWait: 5 * time.Second, SweepInterval: 200 * time.Millisecond}, &r)
+	waitFor(t, "the job delivered", func() bool { return len(r.deliveries()) == 1 })
+	if d := r.deliveries()[0]; d.subject != subject || d.jobID != "bound-2" {
+		t.Errorf("delivered %+v", d)
 	}
 }

@@ -119,6 +119,9 @@ func (c *Consumer) reportWaiting(subjects map[string]uint64) {
 	inClasses := make(map[string]bool, len(contract.Kinds))
 	seen := make(map[string]bool)
 	for subject, n := range subjects {
+		if kind, ok := contract.IntakeKind(subject); ok {
+			waiting[kind] += int(n)
+		}
 		if cl, ok := contract.ParseClassSubject(subject); ok {
 			waiting[cl.Kind] += int(n)
 			inClasses[cl.Kind] = inClasses[cl.Kind] || n > 0
@@ -136,7 +139,6 @@ func (c *Consumer) reportWaiting(subjects map[string]uint64) {
 	c.classesSeen = seen
 	c.classesUsed = c.classesUsed || len(seen) > 0
 	for _, kind := range contract.Kinds {
-		waiting[kind] += int(subjects[contract.JobSubject(kind)])
 		if c.cfg.Observer.Waiting != nil {
 			c.cfg.Observer.Waiting(kind, waiting[kind])
 		}
@@ -180,7 +182,9 @@ func (c *Consumer) sweepOrphans(ctx, handlerCtx context.Context, stream jetstrea
 			name := contract.ConsumerName(kind)
 			if cl, ok := contract.ParseClassSubject(subject); ok && cl.Kind == kind {
 				name = contract.ClassConsumerName(kind, cl.Priority, cl.Tenant)
-			} else if subject != contract.JobSubject(kind) {
+			} else if k, ok := contract.IntakeKind(subject); !ok || k != kind {
+				// (sluice.jobs.<kind> and its tenant subjects are the
+				// kind consumer's.)
 				continue
 			}
 			if n == 0 {

@@ -127,13 +127,13 @@ func KindOfMessage(subject string, data []byte) string {
 	return KindUnknown
 }
 
-// Served reports whether subject is the subject of one of Kinds or a class
-// queue of one (ClassSubject), the only subjects of SLUICE_JOBS that a
-// consumer delivers.
+// Served reports whether subject is the subject of one of Kinds, a tenant
+// subject of one (TenantSubject) or a class queue of one (ClassSubject),
+// the only subjects of SLUICE_JOBS that a consumer delivers.
 func Served(subject string) bool {
 	if _, ok := ParseClassSubject(subject); ok {
 		return true
 	}
-	kind, err := KindOfSubject(subject)
-	return err == nil && slices.Contains(Kinds, kind)
+	_, ok := IntakeKind(subject)
+	return ok
 }

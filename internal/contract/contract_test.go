@@ -41,7 +41,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 			t.Fatalf("consumer %s: %v", kind, err)
 		}
 		cc := c.CachedInfo().Config
-		if cc.FilterSubject != "sluice.jobs."+kind || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.Durable != "sluice-"+kind {
+		if filters(cc) != "sluice.jobs."+kind+" sluice.jobs."+kind+".t.*" || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.Durable != "sluice-"+kind {
 			t.Errorf("consumer %s = %+v", kind, cc)
 		}
 	}

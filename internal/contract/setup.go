@@ -167,7 +167,8 @@ func keepSizeLimits(ctx context.Context, js jetstream.JetStream, cfg *jetstream.
 	return nil
 }
 
-// ConsumerConfig is the definition of kind's durable pull consumer.
+// ConsumerConfig is the definition of kind's durable pull consumer: it
+// serves sluice.jobs.<kind> and kind's tenant subjects (TenantsFilter).
 // MaxDeliver is unlimited on purpose: the worker enforces its own delivery
 // limit so that a job past it still gets its failed event and dead letter
 // instead of silently stopping to be delivered. BackOff is unset because
@@ -175,14 +176,16 @@ func keepSizeLimits(ctx context.Context, js jetstream.JetStream, cfg *jetstream.
 func ConsumerConfig(kind string, o Options) jetstream.ConsumerConfig {
 	o = o.withDefaults()
 	return jetstream.ConsumerConfig{
-		Durable:       ConsumerName(kind),
-		Description:   "sluice workers serving " + kind + " jobs",
-		FilterSubject: JobSubject(kind),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: o.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable:     ConsumerName(kind),
+		Description: "sluice workers serving " + kind + " jobs",
+		// A durable made with FilterSubject alone is updated in place:
+		// the server changes a consumer's filters without a new one.
+		FilterSubjects: []string{JobSubject(kind), TenantsFilter(kind)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        o.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  o.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 }
 

@@ -199,8 +199,9 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, key *apikeys.Key)
 	}
 	force := r.URL.Query().Get("force") == "true"
 	res, err := s.cfg.Client.Retry(r.Context(), job.ID, jobclient.RetryOptions{
-		Force:   force,
-		Subject: func(kind string) string { return TenantSubject(kind, key.Tenant) },
+		Force: force,
+		// The retry's spec names the key's tenant (submit wrote it in).
+		AsTenant: true,
 	})
 	if errors.Is(err, jobclient.ErrNotRetryable) {
 		writeProblem(w, r, problem{Status: http.StatusConflict, Code: codeNotRetryable, Detail: err.Error()})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apikeys"
-	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 )
@@ -42,12 +41,6 @@ type links struct {
 func jobLinks(id string) links {
 	self := "/v1/jobs/" + id
 	return links{Self: self, Events: self + "/events", Cancel: self + "/cancel", Retry: self + "/retry"}
-}
-
-// TenantSubject is the subject a key's job of kind is published to, so
-// that it counts as its tenant's (contract section 9).
-func TenantSubject(kind, tenant string) string {
-	return contract.JobSubject(kind) + ".t." + tenant
 }
 
 // submit publishes a spec for key's tenant: 422 for a spec that breaks a
@@ -129,7 +122,9 @@ func (s *Server) publish(ctx context.Context, key *apikeys.Key, sub jobclient.Su
 	if sub.Data, err = withTenant(sub.Data, key.Tenant); err != nil {
 		return nil, err
 	}
-	sub.Subject = TenantSubject(string(sub.Kind), key.Tenant)
+	// The tenant's subject: the job counts as the tenant's, bound or not
+	// (contract section 9).
+	sub.Tenant = key.Tenant
 	pub, err := s.cfg.Client.Publish(ctx, []jobclient.Submission{sub}, jobclient.PublishOptions{AckTimeout: 10 * time.Second})
 	if err == nil {
 		err = pub.Jobs[0].Err

@@ -161,7 +161,7 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 			return nil, err
 		}
 	}
-	res, err := c.rerun(ctx, id, d.Data, o)
+	res, err := c.rerun(ctx, id, "", d.Data, o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package jobclient
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,14 +42,24 @@ func TestEventSubjects(t *testing.T) {
 
 func TestRetrySpec(t *testing.T) {
 	t.Parallel()
-	out, err := retrySpec([]byte(`{"kind":"video","labels":{"a":"1"},"video":{}}`), "x-r1", "x")
+	out, err := retrySpec([]byte(`{"kind":"video","labels":{"a":"1"},"video":{}}`), "x-r1", "x", "default")
 	if err != nil || string(out) != `{"id":"x-r1","kind":"video","labels":{"a":"1","retry_of":"x"},"video":{}}` {
 		t.Errorf("retrySpec = %s, %v", out, err)
 	}
-	if _, err := retrySpec([]byte(`[1]`), "x-r1", "x"); err == nil {
+	if _, err := retrySpec([]byte(`[1]`), "x-r1", "x", ""); err == nil {
 		t.Error("a spec that is not an object was accepted")
 	}
-	if _, err := retrySpec([]byte(`{"labels":{"a":1}}`), "x-r1", "x"); err == nil {
+	if _, err := retrySpec([]byte(`{"labels":{"a":1}}`), "x-r1", "x", ""); err == nil {
 		t.Error("labels that are not strings were accepted")
+	}
+	// A job that took its tenant from its tenant subject keeps it; a
+	// spec's own tenant stays.
+	out, err = retrySpec([]byte(`{"kind":"video","video":{}}`), "x-r1", "x", "acme")
+	if err != nil || string(out) != `{"id":"x-r1","kind":"video","labels":{"retry_of":"x"},"tenant":"acme","video":{}}` {
+		t.Errorf("retrySpec with the record's tenant = %s, %v", out, err)
+	}
+	out, err = retrySpec([]byte(`{"kind":"video","tenant":"beta","video":{}}`), "x-r1", "x", "acme")
+	if err != nil || !strings.Contains(string(out), `"tenant":"beta"`) {
+		t.Errorf("retrySpec of a spec naming its tenant = %s, %v", out, err)
 	}
 }

@@ -89,7 +89,9 @@ type PublishResult struct {
 }
 
 // Publish makes sure SLUICE_JOBS exists, then publishes every submission
-// to sluice.jobs.<kind> with Nats-Msg-Id set to its id, keeping at most
+// to sluice.jobs.<kind> (its tenant's subject when it has a Tenant, or
+// when its spec names a bound tenant: see BoundTenants) with Nats-Msg-Id
+// set to its id, keeping at most
 // MaxInFlight publishes unacknowledged. A publish whose acknowledgement is
 // lost is sent again with the same id, which the stream deduplicates.
 //
@@ -104,6 +106,7 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	if err := c.ensureJobsStream(ctx); err != nil {
 		return nil, err
 	}
+	c.BoundTenants(ctx, subs)
 	js, err := jetstream.New(c.nc,
 		jetstream.WithPublishAsyncMaxPending(o.MaxInFlight),
 		jetstream.WithPublishAsyncTimeout(o.AckTimeout),
@@ -190,7 +193,11 @@ func (r *PublishResult) add(p Published) {
 
 // message builds the NATS message of a submission.
 func (s *Submission) message() *nats.Msg {
-	m := nats.NewMsg(cmp.Or(s.Subject, contract.JobSubject(string(s.Kind))))
+	subject := contract.JobSubject(string(s.Kind))
+	if s.Tenant != "" {
+		subject = contract.TenantSubject(string(s.Kind), s.Tenant)
+	}
+	m := nats.NewMsg(subject)
 	m.Data = s.Data
 	m.Header.Set(contract.HeaderMsgID, s.ID)
 	m.Header.Set("Content-Type", "application/json")

@@ -1,6 +1,7 @@
 package jobclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,6 +65,9 @@ type RetryOptions struct {
 	// Force retries a succeeded job, and a job that ended
 	// submit_ambiguous (which may pay twice).
 	Force bool
+	// AsTenant publishes the retry on its tenant's subject
+	// (Submission.Tenant); a spec of a bound tenant goes there anyway.
+	AsTenant bool
 	// Tracer and Propagator trace the retry's publish as PublishOptions'
 	// fields of the same names trace a job's: a producer span, a child of
 	// the context's span, whose traceparent the retry's message carries
@@ -71,10 +75,6 @@ type RetryOptions struct {
 	// no header.
 	Tracer     trace.TracerProvider
 	Propagator propagation.TextMapPropagator
-	// Subject, when set, names the subject a retry of kind is published
-	// to: the HTTP API publishes its key's retries on the tenant's
-	// subject. Defaults to sluice.jobs.<kind>.
-	Subject func(kind string) string
 }
 
 // RetryResult is the outcome of one Retry or Replay.
@@ -121,7 +121,7 @@ func (c *Client) Retry(ctx context.Context, id string, o RetryOptions) (*RetryRe
 	if err != nil {
 		return nil, c.jsErr(err)
 	}
-	return c.rerun(ctx, id, spec, o)
+	return c.rerun(ctx, id, job.Tenant, spec, o)
 }
 
 // mayRunAgain refuses to run job again (Retry, Replay) while it has not
@@ -191,14 +191,16 @@ func (c *Client) Retries(ctx context.Context, id string) ([]Job, error) {
 }
 
 // rerun publishes spec, the spec of job id as received, as id's next
-// retry, traced as o says.
-func (c *Client) rerun(ctx context.Context, id string, spec []byte, o RetryOptions) (*RetryResult, error) {
+// retry, traced as o says. tenant is the tenant id ran for, "" when
+// unknown: a spec that arrived without one on a tenant subject took it
+// from there, and its retry names it.
+func (c *Client) rerun(ctx context.Context, id, tenant string, spec []byte, o RetryOptions) (*RetryResult, error) {
 	n, err := c.nextRetry(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	rid := retryID(id, n)
-	data, err := retrySpec(spec, rid, id)
+	data, err := retrySpec(spec, rid, id, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrNotRetryable, id, err)
 	}
@@ -211,8 +213,8 @@ func (c *Client) rerun(ctx context.Context, id string, spec []byte, o RetryOptio
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: its spec is invalid: %w", ErrNotRetryable, id, err)
 	}
-	if o.Subject != nil {
-		sub.Subject = o.Subject(string(sub.Kind))
+	if o.AsTenant {
+		sub.Tenant = cmp.Or(SpecTenant(data), jobspec.DefaultTenant)
 	}
 	reuses, created, err := c.adoptUpstream(ctx, id, rid)
 	if err != nil {
@@ -355,10 +357,13 @@ func (c *Client) nextRetry(ctx context.Context, id string) (int, error) {
 
 // retrySpec returns spec with its id set to rid and the label retry_of set
 // to orig; every other member keeps its value.
-func retrySpec(spec []byte, rid, orig string) ([]byte, error) {
+func retrySpec(spec []byte, rid, orig, tenant string) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(spec, &doc); err != nil || doc == nil {
 		return nil, errors.New("its spec is not a JSON object")
+	}
+	if _, named := doc["tenant"]; !named && tenant != "" && tenant != jobspec.DefaultTenant {
+		doc["tenant"], _ = json.Marshal(tenant)
 	}
 	labels := map[string]string{}
 	if raw, ok := doc["labels"]; ok && string(raw) != "null" {

@@ -21,10 +21,9 @@ type Submission struct {
 	ID string
 	// Kind decides the subject, sluice.jobs.<kind>.
 	Kind jobspec.Kind
-	// Subject, when set, is published to instead of sluice.jobs.<kind>:
-	// the HTTP API publishes a key's jobs on its tenant's subject,
-	// sluice.jobs.<kind>.t.<tenant>.
-	Subject string
+	// Tenant, when set, publishes the job on its tenant subject,
+	// sluice.jobs.<kind>.t.<tenant> (docs/tenants.md#who-may-act-for-a-tenant).
+	Tenant string
 	// Data is the spec as published: the producer's document, with the
 	// id written into it when it had none.
 	Data []byte

@@ -136,6 +136,57 @@ func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
 	}
 }
 
+// SpecTenant is the tenant a spec names ("" for none, or for a document
+// that is not a JSON object).
+func SpecTenant(data []byte) string {
+	var spec struct {
+		Tenant string `json:"tenant"`
+	}
+	if json.Unmarshal(data, &spec) != nil {
+		return ""
+	}
+	return spec.Tenant
+}
+
+// BoundTenants gives each of subs without a Tenant whose spec names a
+// bound tenant that Tenant, so that it is published on the tenant's
+// subject, the only one its workers accept it from. It is best effort:
+// a user who may not read SLUICE_TENANTS publishes on the kind's subject,
+// and the workers decide (enqueue --as-tenant sets Tenant itself).
+func (c *Client) BoundTenants(ctx context.Context, subs []Submission) {
+	bound := map[string]bool{}
+	var kv jetstream.KeyValue
+	for i := range subs {
+		tenant := SpecTenant(subs[i].Data)
+		if subs[i].Tenant != "" || tenant == "" {
+			continue
+		}
+		if _, seen := bound[tenant]; !seen {
+			if kv == nil {
+				var err error
+				if kv, err = c.tenantsBucket(ctx, false); err != nil {
+					return
+				}
+			}
+			bound[tenant] = tenantBound(ctx, kv, tenant)
+		}
+		if bound[tenant] {
+			subs[i].Tenant = tenant
+		}
+	}
+}
+
+// tenantBound reads whether tenant is bound; false when that cannot be
+// read.
+func tenantBound(ctx context.Context, kv jetstream.KeyValue, tenant string) bool {
+	e, err := kv.Get(ctx, tenants.TenantKey(tenant))
+	if err != nil {
+		return false
+	}
+	var s tenants.Settings
+	return json.Unmarshal(e.Value(), &s) == nil && s.Bound
+}
+
 // LabelSpend is the cost of the jobs that ended with one value of a label.
 type LabelSpend struct {
 	Value   string  `json:"value"`

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/models"
 )
 
@@ -60,11 +61,11 @@ func (s *Spec) EffectivePriority() int {
 	return s.Priority
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+var idPattern = regexp.MustCompile(contract.IDPattern)
 
 // ValidID reports whether id is a valid job id:
 // ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ (docs/job-spec.md#fields-and-rules).
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return contract.ValidID(id) }
 
 // JobID is the id of a job message (docs/job-spec.md): the spec's id
 // when it is valid, else the message's Nats-Msg-Id when that is valid, else

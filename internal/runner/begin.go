@@ -40,6 +40,9 @@ const (
 	verdictTooMany
 	// verdictCancelled: a cancel came before the submit.
 	verdictCancelled
+	// verdictRefused: the job's tenant does not accept it from where it
+	// came or at its priority (tenants.Settings.Refusal).
+	verdictRefused
 )
 
 // counts reports whether the delivery is written into the record
@@ -64,12 +67,15 @@ type arrival struct {
 	badSpec bool
 	// maxDeliver is SLUICE_MAX_DELIVER.
 	maxDeliver int
+	// refused says why the job's tenant refuses it ("" when it does not).
+	refused string
 }
 
-func arrivalOf(d *consumer.Delivery, specErr error, maxDeliver int) arrival {
+func arrivalOf(d *consumer.Delivery, specErr error, maxDeliver int, refused string) arrival {
 	return arrival{
 		stray: !contract.Served(d.Msg.Subject()), orphaned: d.Orphaned(), ackWait: d.AckWait(),
 		delivered: int(d.NumDelivered()), published: d.Published(), badSpec: specErr != nil, maxDeliver: maxDeliver,
+		refused: refused,
 	}
 }
 
@@ -97,6 +103,10 @@ func decide(rec *state.Record, a arrival, spec *jobspec.Spec, quiet time.Duratio
 		return verdictStray
 	case a.badSpec:
 		return verdictBadSpec
+	case a.refused != "" && !submittedOrLater(next.Status) && !upstream(&next):
+		// Decided before anything is paid for only: a job upstream when
+		// its tenant was bound goes on.
+		return verdictRefused
 	case a.deliveries(&next)-next.QuotaWaits-next.BudgetWaits-next.ConflictWaits > a.maxDeliver:
 		return verdictTooMany
 	case next.Cancel != nil && !submittedOrLater(next.Status) && next.Upstream.TaskID == "":
@@ -146,7 +156,9 @@ func (a arrival) deliveries(rec *state.Record) int {
 // call j.unregister either way.
 func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out consumer.Outcome, done bool) {
 	spec, specErr := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), r.cfg.Models)
-	spared := spareable(d, spec, specErr)
+	arrivedFor := contract.ArrivedFor(d.Msg.Subject(), d.Msg.Headers())
+	specErr = forTenantSubject(spec, specErr, arrivedFor)
+	spared := spareable(d, spec, specErr, arrivedFor)
 	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
 	j.id = jobID(spec, d)
 	j.log = r.log.With().Str("job_id", j.id).Str("kind", j.kind).Logger()
@@ -158,9 +170,9 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	// either is in the record read below or is noticed after it.
 	j.cancel, j.unregister = r.cfg.Cancels.register(j.id)
 
-	a := arrivalOf(d, specErr, r.cfg.MaxDeliver)
+	a := arrivalOf(d, specErr, r.cfg.MaxDeliver, r.refusal(spec, specErr, arrivedFor))
 	now := r.cfg.Now()
-	if r.firstWriteCreates(j, a.stray, specErr) {
+	if r.firstWriteCreates(j, a, specErr) {
 		j.rec = &state.Record{JobID: j.id, Kind: j.kind, CreatedAt: now.UTC(), Status: state.StatusReceived, Attempts: 1, Labels: spec.Labels,
 			Tenant: spec.EffectiveTenant(), Priority: spec.EffectivePriority()}
 		j.unwritten = true
@@ -244,6 +256,8 @@ func (r *Runner) settleVerdict(ctx context.Context, j *job, v verdict, a arrival
 		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", strayMessage(subject, j.kind)))
 	case verdictBadSpec:
 		return r.finish(ctx, j, fail(CodeInvalidSpec, state.StageValidate, true, "%s", specMessage(specErr)))
+	case verdictRefused:
+		return r.finish(ctx, j, fail(CodeTenantRefused, state.StageValidate, true, "%s", a.refused))
 	case verdictTooMany:
 		return r.finish(ctx, j, r.settleEnd(ctx, j, fail(CodeTooManyDeliveries, stageOf(rec.Status), true,
 			"delivered %d times, more than the limit of %d (SLUICE_MAX_DELIVER)", a.deliveries(rec), a.maxDeliver)))
@@ -285,8 +299,8 @@ const notFreshDelay = 100 * time.Millisecond
 // probe and no fleet quota to wait for go this way: those reach their
 // claim within milliseconds, so that no status reader misses a "received"
 // that lasts.
-func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
-	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !stray && specErr == nil && r.cfg.Quota == nil &&
+func (r *Runner) firstWriteCreates(j *job, a arrival, specErr error) bool {
+	return j.d.NumDelivered() == 1 && !j.d.Orphaned() && !a.stray && a.refused == "" && specErr == nil && r.cfg.Quota == nil &&
 		(j.kind == "speech" || j.kind == "video") && !r.hasProbes(j)
 }
 
@@ -294,12 +308,12 @@ func (r *Runner) firstWriteCreates(j *job, stray bool, specErr error) bool {
 // only the model catalog refuses it (specErr): a job the catalog took
 // when it was submitted goes on, if its record shows it upstream, after
 // the catalog changed. nil otherwise.
-func spareable(d *consumer.Delivery, spec *jobspec.Spec, specErr error) *jobspec.Spec {
+func spareable(d *consumer.Delivery, spec *jobspec.Spec, specErr error, arrivedFor string) *jobspec.Spec {
 	if specErr == nil || spec == nil || spec.Video == nil {
 		return nil
 	}
 	s, err := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), nil)
-	if err != nil {
+	if forTenantSubject(s, err, arrivedFor) != nil {
 		return nil
 	}
 	return s

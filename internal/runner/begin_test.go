@@ -126,6 +126,18 @@ func (f *decideFixture) limitCases() []decideCase {
 	return []decideCase{
 		{"a spec that does not decode fails", &state.Record{JobID: "j"}, with(func(a *arrival) { a.badSpec = true }), nil, verdictBadSpec},
 		{"a stray wins over a bad spec", &state.Record{JobID: "j"}, with(func(a *arrival) { a.stray, a.badSpec = true, true }), nil, verdictStray},
+		{"a refused job fails", &state.Record{JobID: "j"}, with(func(a *arrival) { a.refused = "tenant acme is bound" }), video, verdictRefused},
+		{"a bad spec wins over a refusal", &state.Record{JobID: "j"}, with(func(a *arrival) { a.badSpec, a.refused = true, "bound" }), nil, verdictBadSpec},
+		{"a refused job upstream goes on", func() *state.Record {
+			rec := at(state.StatusSubmitted, time.Hour)
+			rec.Upstream.TaskID = "task-1"
+			return rec
+		}(), with(func(a *arrival) { a.refused = "tenant acme is bound" }), video, verdictRun},
+		{"a refused job inside its submit goes on", func() *state.Record {
+			rec := at(state.StatusReceived, time.Hour)
+			rec.Submits = 1
+			return rec
+		}(), with(func(a *arrival) { a.refused = "tenant acme is bound" }), video, verdictRun},
 		{"delivered at the limit runs", at(state.StatusReceived, time.Hour), with(func(a *arrival) { a.delivered = 3 }), video, verdictRun},
 		{"delivered past the limit fails", at(state.StatusReceived, time.Hour), with(func(a *arrival) { a.delivered = 4 }), video, verdictTooMany},
 		{"quota waits do not count against the limit", func() *state.Record {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -324,7 +325,7 @@ func (r *Runner) publishStep(ctx context.Context, j *job, i int) error {
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(contract.JobSubject(string(st.Spec.Kind)))
+	m := nats.NewMsg(stepSubject(j, st))
 	m.Data = data
 	m.Header.Set(contract.HeaderMsgID, id)
 	pctx, cancel := context.WithTimeout(ctx, pipelinePublishTimeout)
@@ -334,6 +335,23 @@ func (r *Runner) publishStep(ctx context.Context, j *job, i int) error {
 	}
 	j.log.Info().Str("step", st.Name).Str("step_job_id", id).Msg("pipeline step published")
 	return nil
+}
+
+// stepSubject is where step st of pipeline j is published: its tenant's
+// subject when the pipeline arrived on that tenant's subject (so that a
+// bound tenant's steps are accepted), else its kind's. A step naming
+// another tenant than the one its pipeline arrived for gets no more
+// right to act for it than the pipeline had.
+func stepSubject(j *job, st jobspec.Step) string {
+	kind := string(st.Spec.Kind)
+	tenant := cmp.Or(st.Spec.Tenant, j.spec.Tenant)
+	if j.d == nil || j.d.Msg == nil {
+		return contract.JobSubject(kind)
+	}
+	if arrivedFor := contract.ArrivedFor(j.d.Msg.Subject(), j.d.Msg.Headers()); arrivedFor != "" && tenant == arrivedFor {
+		return contract.TenantSubject(kind, tenant)
+	}
+	return contract.JobSubject(kind)
 }
 
 // pipelinePublishTimeout bounds one step's publish.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/jobspec"
 )
 
 // Kinds are the job kinds a task cap may name.
@@ -47,6 +49,15 @@ type Settings struct {
 	Budget *Budget `json:"budget,omitempty"`
 	// OnBudget is wait or fail. Defaults to wait.
 	OnBudget OnBudget `json:"on_budget,omitempty"`
+	// Bound: the tenant's jobs are accepted only from its tenant subjects
+	// (sluice.jobs.<kind>.t.<tenant>), where NATS permissions decide who
+	// may publish, or the HTTP API with one of its keys; a job naming it
+	// anywhere else fails tenant_refused (docs/tenants.md).
+	Bound bool `json:"bound,omitempty"`
+	// MaxPriority is the most urgent priority the tenant's jobs may ask
+	// (1 is the most urgent): a job more urgent fails tenant_refused. 0
+	// is no limit.
+	MaxPriority int `json:"max_priority,omitempty"`
 	// WriteID names the write that stored this value (internal/kvcas).
 	WriteID string `json:"write_id,omitempty"`
 }
@@ -55,6 +66,22 @@ type Settings struct {
 type Budget struct {
 	Credits float64 `json:"credits"`
 	Per     Period  `json:"per"`
+}
+
+// Refusal is why a job of the tenant s belongs to, asking priority and
+// arrived for the tenant subject's tenant arrivedFor ("" when it came on
+// no tenant subject), is refused (docs/tenants.md#who-may-act-for-a-tenant);
+// "" when it is not.
+func (s Settings) Refusal(tenant string, priority int, arrivedFor string) string {
+	if s.Bound && arrivedFor != tenant {
+		return fmt.Sprintf("tenant %s is bound: its jobs are accepted only on its tenant subjects (sluice.jobs.<kind>.t.%s) "+
+			"or through the HTTP API with one of its keys", tenant, tenant)
+	}
+	if s.MaxPriority > 0 && priority < s.MaxPriority {
+		return fmt.Sprintf("priority %d is more urgent than tenant %s's limit of %d (max_priority; 1 is the most urgent)",
+			priority, tenant, s.MaxPriority)
+	}
+	return ""
 }
 
 // EffectiveWeight is Weight, or 1 when unset.
@@ -93,6 +120,9 @@ func (s Settings) Validate() error {
 		if !slices.Contains([]Period{PerDay, PerWeek, PerMonth}, b.Per) {
 			errs = append(errs, fmt.Errorf("budget.per: must be day, week or month, got %q", b.Per))
 		}
+	}
+	if s.MaxPriority < 0 || s.MaxPriority > jobspec.MaxPriority {
+		errs = append(errs, fmt.Errorf("max_priority: must be 1 (the most urgent) to %d, or 0 for no limit, got %d", jobspec.MaxPriority, s.MaxPriority))
 	}
 	if s.OnBudget != "" && s.OnBudget != OnBudgetWait && s.OnBudget != OnBudgetFail {
 		errs = append(errs, fmt.Errorf("on_budget: must be wait or fail, got %q", s.OnBudget))

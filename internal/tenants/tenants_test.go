@@ -33,6 +33,9 @@ func TestSettingsValidate(t *testing.T) {
 		{"empty", tenants.Settings{}, ""},
 		{"full", tenants.Settings{Weight: 3, MaxTasks: map[string]int{"video": 4, "compute": 0},
 			Budget: &tenants.Budget{Credits: 100, Per: tenants.PerMonth}, OnBudget: tenants.OnBudgetFail}, ""},
+		{"bound, max priority", tenants.Settings{Bound: true, MaxPriority: 2}, ""},
+		{"max priority 6", tenants.Settings{MaxPriority: 6}, "max_priority:"},
+		{"negative max priority", tenants.Settings{MaxPriority: -1}, "max_priority:"},
 		{"negative weight", tenants.Settings{Weight: -1}, "weight:"},
 		{"NaN weight", tenants.Settings{Weight: math.NaN()}, "weight:"},
 		{"unknown kind", tenants.Settings{MaxTasks: map[string]int{"audio": 1}}, `max_tasks: unknown kind "audio"`},
@@ -221,5 +224,32 @@ func TestVideoPricedByTheModelsRule(t *testing.T) {
 	done := tenants.Run{Submitted: true, Succeeded: true}
 	if cost, _ := prices.Cost(spec, json.RawMessage(`{"video_duration":5,"resolution":"1080p"}`), done); cost != 35 {
 		t.Errorf("Cost = %v, want 35", cost)
+	}
+}
+
+// A bound tenant's job is refused unless it arrived on the tenant's own
+// subject; a job more urgent than the tenant's max priority is refused;
+// an unbound tenant without a limit refuses nothing.
+func TestSettingsRefusal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		s          tenants.Settings
+		priority   int
+		arrivedFor string
+		want       string // "" accepted
+	}{
+		{"unbound", tenants.Settings{}, 1, "", ""},
+		{"bound, on its subject", tenants.Settings{Bound: true}, 1, "acme", ""},
+		{"bound, plain subject", tenants.Settings{Bound: true}, 3, "", "tenant acme is bound"},
+		{"bound, another's subject", tenants.Settings{Bound: true}, 3, "other", "tenant acme is bound"},
+		{"at the limit", tenants.Settings{MaxPriority: 2}, 2, "", ""},
+		{"less urgent", tenants.Settings{MaxPriority: 2}, 5, "", ""},
+		{"more urgent", tenants.Settings{Bound: true, MaxPriority: 2}, 1, "acme", "priority 1 is more urgent than tenant acme's limit of 2"},
+	} {
+		got := tt.s.Refusal("acme", tt.priority, tt.arrivedFor)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: Refusal = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

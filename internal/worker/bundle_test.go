@@ -211,6 +211,13 @@ func (b *bundle) launch(t *testing.T, cfg config.Config) (ready <-chan struct{},
 // sequence.
 func (b *bundle) publish(t *testing.T, kind, id string, spec any) uint64 {
 	t.Helper()
+	return b.publishOn(t, contract.JobSubject(kind), id, spec, nil)
+}
+
+// publishOn publishes spec on subject with the headers h besides
+// Nats-Msg-Id.
+func (b *bundle) publishOn(t *testing.T, subject, id string, spec any, h nats.Header) uint64 {
+	t.Helper()
 	var data []byte
 	switch s := spec.(type) {
 	case string:
@@ -227,8 +234,11 @@ func (b *bundle) publish(t *testing.T, kind, id string, spec any) uint64 {
 	if err := contract.EnsureJobsStream(ctx, b.nats.JS, contract.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	m := nats.NewMsg(contract.JobSubject(kind))
+	m := nats.NewMsg(subject)
 	m.Data = data
+	for k, v := range h {
+		m.Header[k] = v
+	}
 	if id != "" {
 		m.Header.Set(contract.HeaderMsgID, id)
 	}
