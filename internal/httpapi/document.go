@@ -64,6 +64,7 @@ func addSchema(schemas map[string]any, name string, raw []byte) error {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return fmt.Errorf("schema %s: %w", name, err)
 	}
+	objectSchemas(s)
 	defs, _ := s["$defs"].(map[string]any)
 	for def, v := range defs {
 		schemas[name+"_"+def] = v
@@ -73,4 +74,31 @@ func addSchema(schemas map[string]any, name string, raw []byte) error {
 	delete(s, "$id")
 	schemas[name] = s
 	return nil
+}
+
+// objectSchemas replaces the boolean schemas of properties (false: the
+// member must be absent) by their object form ({"not": {}}, true: {}),
+// which means the same and which generators reading OpenAPI 3.0-style
+// schemas accept.
+func objectSchemas(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			for name, p := range props {
+				if b, ok := p.(bool); ok {
+					props[name] = map[string]any{}
+					if !b {
+						props[name] = map[string]any{"not": map[string]any{}}
+					}
+				}
+			}
+		}
+		for _, x := range v {
+			objectSchemas(x)
+		}
+	case []any:
+		for _, x := range v {
+			objectSchemas(x)
+		}
+	}
 }

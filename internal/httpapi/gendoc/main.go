@@ -4,6 +4,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -16,7 +18,12 @@ func main() {
 	spec := flag.String("spec", "", "the job spec's JSON Schema")
 	event := flag.String("event", "", "the event's JSON Schema")
 	out := flag.String("out", "openapi.json", "the document to write")
+	sum := flag.String("sum", "", "instead, write the SHA-256 of this file to -out (what a generated client was made from)")
 	flag.Parse()
+	run := run
+	if *sum != "" {
+		run = func(_, _, _, out string) error { return writeSum(*sum, out) }
+	}
 	if err := run(*api, *spec, *event, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gendoc:", err)
 		os.Exit(1)
@@ -37,4 +44,14 @@ func run(api, spec, event, out string) error {
 		return err
 	}
 	return os.WriteFile(out, doc, 0o644)
+}
+
+// writeSum writes the hex SHA-256 of file to out.
+func writeSum(file, out string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	return os.WriteFile(out, []byte(hex.EncodeToString(sum[:])+"\n"), 0o644)
 }
