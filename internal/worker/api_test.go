@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/jobclient"
@@ -131,5 +133,45 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(b.logs.String(), token) {
 		t.Error("the worker's log holds the API key")
+	}
+}
+
+// TestAPIPageInBrowser: the API's page, in headless Chromium, submits a
+// spec with a key and follows the job's event stream (read with fetch, as
+// EventSource cannot send the key) to its terminal event; a wrong key
+// shows the problem's code.
+func TestAPIPageInBrowser(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, func(c *config.Config) { c.APIAddr = "127.0.0.1:0" })
+	token := b.apiKey(t, "acme")
+	ctx := browser(t)
+	page := "http://" + b.ep.APIAddr + "/"
+
+	var result, events, job, failure string
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(page),
+		chromedp.SendKeys(chromedp.CSS(`#key`), "sluice_000000000000_wrong"),
+		chromedp.Click(chromedp.CSS(`#submit`)),
+		into(chromedp.Poll[bool](`document.getElementById("error").textContent !== ""`), new(bool)),
+		into(chromedp.Text(chromedp.CSS(`#error`)), &failure),
+		chromedp.SetValue(chromedp.CSS(`#key`), token),
+		chromedp.Click(chromedp.CSS(`#submit`)),
+		into(chromedp.Poll[bool](`document.getElementById("result").textContent !== "-"`, chromedp.WithPollingTimeout(3*time.Minute)), new(bool)),
+		into(chromedp.Text(chromedp.CSS(`#result`)), &result),
+		into(chromedp.Text(chromedp.CSS(`#events`)), &events),
+		into(chromedp.Text(chromedp.CSS(`#job`)), &job),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(failure, "unauthorized") {
+		t.Errorf("a wrong key shows %q, want the unauthorized problem", failure)
+	}
+	if result != "succeeded" || !strings.Contains(events, "submitted") || !strings.Contains(events, "succeeded") {
+		t.Errorf("page shows result %q, events %q", result, events)
+	}
+	if ev := b.await(t, job, 30*time.Second); ev.Data.Tenant != "acme" || ev.Data.Status != "succeeded" {
+		t.Errorf("job %s ended %+v", job, ev.Data)
 	}
 }
