@@ -19,6 +19,18 @@ var document []byte
 // Document returns the OpenAPI 3.1 document of the API.
 func Document() []byte { return document }
 
+// tryPage is a page that submits a spec with a key and follows the job's
+// events: the smallest web application of the API, and its browser test.
+//
+//go:embed try.html
+var tryPage []byte
+
+func serveTryPage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	_, _ = w.Write(tryPage)
+}
+
 func serveDocument(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(document)

@@ -105,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /v1/openapi.json", serveDocument)
+	s.mux.HandleFunc("GET /{$}", serveTryPage)
 	s.handle("POST /v1/jobs", s.submit)
 	s.handle("GET /v1/jobs", s.list)
 	s.handle("GET /v1/jobs/{id}", s.get)
