@@ -24,6 +24,8 @@ type Owner struct {
 	// publish loses no job.
 	Published bool      `json:"published"`
 	Created   time.Time `json:"created"`
+	// revision is the entry's, for MarkPublished.
+	revision uint64
 }
 
 // ErrOwnedElsewhere: the job id belongs to another tenant.
@@ -39,7 +41,7 @@ func (s *Store) Claim(ctx context.Context, id, tenant, key string) (o Owner, exi
 	if err != nil {
 		return Owner{}, false, err
 	}
-	_, err = s.kv.Create(ctx, ownerPrefix+id, data)
+	o.revision, err = s.kv.Create(ctx, ownerPrefix+id, data)
 	if err == nil {
 		return o, false, nil
 	}
@@ -56,13 +58,9 @@ func (s *Store) Claim(ctx context.Context, id, tenant, key string) (o Owner, exi
 	return *cur, true, nil
 }
 
-// MarkPublished sets Published on job id's owner.
-func (s *Store) MarkPublished(ctx context.Context, id string) error {
-	var o Owner
-	rev, err := s.read(ctx, ownerPrefix+id, &o)
-	if err != nil {
-		return err
-	}
+// MarkPublished sets Published on job id's claim o, which Claim or
+// OwnerOf returned. A claim changed meanwhile is read again.
+func (s *Store) MarkPublished(ctx context.Context, id string, o Owner) error {
 	if o.Published {
 		return nil
 	}
@@ -71,7 +69,20 @@ func (s *Store) MarkPublished(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.kv.Update(ctx, ownerPrefix+id, data, rev); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	_, err = s.kv.Update(ctx, ownerPrefix+id, data, o.revision)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// Another request marked it, or o was stale: read and retry once.
+		cur, rerr := s.OwnerOf(ctx, id)
+		if rerr != nil || cur == nil || cur.Published {
+			return rerr
+		}
+		cur.Published = true
+		if data, err = json.Marshal(cur); err != nil {
+			return err
+		}
+		_, err = s.kv.Update(ctx, ownerPrefix+id, data, cur.revision)
+	}
+	if err != nil {
 		return fmt.Errorf("mark %s published: %w", id, err)
 	}
 	return nil
@@ -80,7 +91,8 @@ func (s *Store) MarkPublished(ctx context.Context, id string) error {
 // OwnerOf returns job id's owner, or nil when no key submitted it.
 func (s *Store) OwnerOf(ctx context.Context, id string) (*Owner, error) {
 	var o Owner
-	_, err := s.read(ctx, ownerPrefix+id, &o)
+	var err error
+	o.revision, err = s.read(ctx, ownerPrefix+id, &o)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}

@@ -213,8 +213,8 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, key *apikeys.Key)
 	}
 	// The retry's spec names the tenant; the claim covers it until a
 	// worker records it.
-	if _, _, err := s.cfg.Keys.Claim(r.Context(), res.RetryID, key.Tenant, key.ID); err == nil {
-		_ = s.cfg.Keys.MarkPublished(r.Context(), res.RetryID)
+	if owner, _, err := s.cfg.Keys.Claim(r.Context(), res.RetryID, key.Tenant, key.ID); err == nil {
+		_ = s.cfg.Keys.MarkPublished(r.Context(), res.RetryID, owner)
 	}
 	out := accepted{JobID: res.RetryID, Status: jobclient.StatusQueued, Duplicate: res.Duplicate, Links: jobLinks(res.RetryID)}
 	w.Header().Set("Location", out.Links.Self)

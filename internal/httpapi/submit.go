@@ -133,7 +133,7 @@ func (s *Server) publish(ctx context.Context, key *apikeys.Key, sub jobclient.Su
 		return nil, fmt.Errorf("publish %s: %w", sub.ID, err)
 	}
 	res.Duplicate = res.Duplicate || pub.Jobs[0].Duplicate
-	if err := s.cfg.Keys.MarkPublished(ctx, sub.ID); err != nil {
+	if err := s.cfg.Keys.MarkPublished(ctx, sub.ID, owner); err != nil {
 		// The job is queued; a repeated submit only publishes it again,
 		// which the stream deduplicates.
 		s.cfg.Logger.Warn().Err(err).Str("job_id", sub.ID).Msg("api: job published, its owner not marked")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,6 +116,9 @@ func (c *Client) SetPrices(ctx context.Context, rules map[string]float64, cat *m
 // not exist yet, or a marker that could not be written, is left to the
 // workers, which write it when they meet such a job.
 func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
+	if c.scheduler.Load() {
+		return
+	}
 	for _, s := range subs {
 		var spec struct {
 			Tenant   string `json:"tenant"`
@@ -130,7 +132,7 @@ func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
 		}
 		kv, err := c.tenantsBucket(ctx, false)
 		if err == nil {
-			_ = tenants.MarkScheduler(ctx, kv, new(atomic.Bool))
+			_ = tenants.MarkScheduler(ctx, kv, &c.scheduler)
 		}
 		return
 	}
