@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,55 @@ func TestDocumentServedAndCurrent(t *testing.T) {
 	}
 	if !bytes.Equal(want, httpapi.Document()) {
 		t.Error("openapi.json is not what go generate ./internal/httpapi writes: run it")
+	}
+}
+
+// TestClaimWithoutPublishIsCompleted: an API that died after claiming a
+// job's id and before publishing it loses no job: the repeated POST
+// publishes it (once) and answers it.
+func TestClaimWithoutPublishIsCompleted(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t, httpapi.Config{})
+	token := b.key(t, apikeys.Key{Tenant: "acme"})
+	keyID, _, _ := apikeys.SplitToken(token)
+	if _, _, err := b.keys.Claim(ctx(t), "clip-1", "acme", keyID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := b.do(t, "POST", "/v1/jobs", token, videoSpec("clip-1"), nil); r.status != http.StatusAccepted {
+			t.Fatalf("repeated POST: %d %s", r.status, r.body)
+		}
+	}
+	if n := b.jobsStored(t); n != 1 {
+		t.Errorf("SLUICE_JOBS holds %d messages, want 1", n)
+	}
+	owner, err := b.keys.OwnerOf(ctx(t), "clip-1")
+	if err != nil || owner == nil || !owner.Published {
+		t.Errorf("owner %+v (%v), want published", owner, err)
+	}
+}
+
+// TestRequestsCountedByKeyID: /metrics counts every request by route,
+// status and key id, never the key.
+func TestRequestsCountedByKeyID(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t, httpapi.Config{})
+	token := b.key(t, apikeys.Key{Tenant: "acme"})
+	keyID, _, _ := apikeys.SplitToken(token)
+	b.do(t, "GET", "/v1/jobs/none", token, nil, nil)
+	b.do(t, "GET", "/v1/jobs/none", "", nil, nil)
+	rec := httptest.NewRecorder()
+	b.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	for _, want := range []string{
+		`sluice_api_requests_total{key="` + keyID + `",route="GET /v1/jobs/{id}",status="404"} 1`,
+		`sluice_api_requests_total{key="none",route="GET /v1/jobs/{id}",status="401"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(text, token) {
+		t.Error("/metrics holds the key")
 	}
 }
