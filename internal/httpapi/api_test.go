@@ -337,3 +337,31 @@ func TestRequestsCountedByKeyID(t *testing.T) {
 		t.Error("/metrics holds the key")
 	}
 }
+
+// TestParametersCheckedByTheDocument: a request's path, query and header
+// parameters are checked against the document: 400 invalid_parameter
+// naming the parameter.
+func TestParametersCheckedByTheDocument(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t, httpapi.Config{})
+	token := b.key(t, apikeys.Key{Tenant: "acme"})
+	for _, tt := range []struct{ path, want string }{
+		{"/v1/jobs?limit=0", "limit"},
+		{"/v1/jobs?status=lost", "status"},
+		{"/v1/jobs?kind=audio", "kind"},
+		{"/v1/jobs/bad%20id", "id"},
+	} {
+		r := b.do(t, "GET", tt.path, token, nil, nil)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("GET %s: %d %s, want 400", tt.path, r.status, r.body)
+			continue
+		}
+		if p := problemOf(t, r); p["code"] != "invalid_parameter" || !strings.Contains(p["detail"].(string), tt.want) {
+			t.Errorf("GET %s: %s, want invalid_parameter naming %s", tt.path, r.body, tt.want)
+		}
+	}
+	r := b.do(t, "POST", "/v1/jobs", token, videoSpec(""), map[string]string{"Idempotency-Key": strings.Repeat("k", 256)})
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "Idempotency-Key") {
+		t.Errorf("a 256-byte Idempotency-Key: %d %s", r.status, r.body)
+	}
+}
