@@ -112,8 +112,12 @@ type jobPage struct {
 	NextCursor string    `json:"next_cursor,omitempty"`
 }
 
-// maxPage bounds a page of GET /v1/jobs.
-const maxPage = 200
+// maxPage bounds a page of GET /v1/jobs, maxOffset how far its cursor
+// goes (ListJobs reads the jobs before the page too).
+const (
+	maxPage   = 200
+	maxOffset = 10000
+)
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, key *apikeys.Key) {
 	o, offset, limit, err := listOptions(r)
@@ -171,7 +175,7 @@ func listOptions(r *http.Request) (o jobclient.ListOptions, offset, limit int, e
 	if c := q.Get("cursor"); c != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(c)
 		n, cerr := strconv.Atoi(strings.TrimPrefix(string(raw), "o"))
-		if err != nil || cerr != nil || !strings.HasPrefix(string(raw), "o") || n < 0 {
+		if err != nil || cerr != nil || !strings.HasPrefix(string(raw), "o") || n < 0 || n > maxOffset {
 			return o, 0, 0, fmt.Errorf("cursor: not a cursor this API gave, got %q", c)
 		}
 		offset = n

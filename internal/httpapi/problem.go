@@ -20,7 +20,6 @@ const (
 	codeBadParameter  = "invalid_parameter"
 	codeRateLimited   = "rate_limited"
 	codeUnavailable   = "unavailable"
-	codeTooLarge      = "spec_too_large"
 )
 
 // problemTypeBase prefixes each problem's type, a page of the docs.

@@ -95,6 +95,7 @@ type Server struct {
 	// worker: a fleet of N workers behind one address lets a key make up
 	// to N times its rate.
 	limits sync.Map // key id -> *rate.Limiter
+	params paramChecks
 }
 
 // New returns the API's handler.
@@ -103,7 +104,11 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	params, err := newParamChecks()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), params: params}
 	s.mux.HandleFunc("GET /v1/openapi.json", serveDocument)
 	s.mux.HandleFunc("GET /{$}", serveTryPage)
 	s.handle("POST /v1/jobs", s.submit)
@@ -142,6 +147,10 @@ func (s *Server) handle(pattern string, h authedHandler) {
 		if !s.allow(w, r, key) {
 			return
 		}
+		if msg := s.params.check(r); msg != "" {
+			writeProblem(w, r, problem{Status: http.StatusBadRequest, Code: codeBadParameter, Detail: msg})
+			return
+		}
 		h(w, r, key)
 	})
 }
@@ -149,7 +158,8 @@ func (s *Server) handle(pattern string, h authedHandler) {
 // authenticate answers 401 unless the request carries a valid key, and
 // 503 when the keys cannot be read.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*apikeys.Key, bool) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		writeProblem(w, r, problem{Status: http.StatusUnauthorized, Code: codeUnauthorized, Detail: "an Authorization: Bearer <key> header is required"})

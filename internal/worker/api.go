@@ -61,7 +61,7 @@ func serveAPI(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *n
 	if err != nil {
 		return nil, fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 	}
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: api, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("api server")
