@@ -51,7 +51,7 @@ func (c *Consumer) admitLoop(ctx context.Context, kind string) {
 				return
 			}
 		}
-		if err := c.admit(ctx, cn); err != nil {
+		if err := c.admit(ctx, cn, kind); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -71,7 +71,7 @@ func (c *Consumer) admitLoop(ctx context.Context, kind string) {
 // admit moves one batch of kind's messages to their class queues: each is
 // published asynchronously as it arrives, and acknowledged once its copy
 // is stored.
-func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer) error {
+func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer, kind string) error {
 	batch, err := cn.Fetch(admitBatch, jetstream.FetchMaxWait(admitWait))
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer) error {
 	var sent []admitted
 	var failed error
 	for msg := range batch.Messages() {
-		f, err := c.cfg.JS.PublishMsgAsync(admission(msg))
+		f, err := c.cfg.JS.PublishMsgAsync(admission(msg, kind))
 		if err != nil {
 			failed = err
 			_ = msg.Nak()
@@ -114,18 +114,20 @@ func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer) error {
 	return batch.Error()
 }
 
-// admission is the copy of msg for its class queue: its data and every
-// header, plus the resolved job id, the original publish time, and a
-// Nats-Msg-Id of its own (the job id's is already in the stream's
-// duplicate window; a job id holds no ':').
-func admission(msg jetstream.Msg) *nats.Msg {
+// admission is the copy of msg, a message of kind's consumer, for its
+// class queue: its data and every header, plus the resolved job id, the
+// original publish time, and a Nats-Msg-Id of its own (the job id's is
+// already in the stream's duplicate window; a job id holds no ':'). A
+// message on a tenant subject whose tenant is not an id
+// (sluice.jobs.video.t.-x: the consumer's filter takes any token) goes to
+// kind's class as if published on sluice.jobs.<kind>.
+func admission(msg jetstream.Msg, kind string) *nats.Msg {
 	meta, _ := msg.Metadata()
 	var seq uint64
 	var published time.Time
 	if meta != nil {
 		seq, published = meta.Sequence.Stream, meta.Timestamp
 	}
-	kind, _ := contract.IntakeKind(msg.Subject())
 	head := classHead(msg.Data())
 	id := jobspec.JobID(head.ID, msg.Headers().Get(contract.HeaderMsgID), seq)
 	// A job on a tenant subject waits in its subject's tenant's class,

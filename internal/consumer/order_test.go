@@ -343,10 +343,12 @@ func TestAdmissionRecordsTenantSubject(t *testing.T) {
 	}
 	b.publishJob(t, contract.TenantSubject("video", "acme"), "bound-1", `{"id":"bound-1","kind":"video","priority":2}`)
 	b.publishJob(t, contract.TenantSubject("video", "other"), "claim-1", `{"id":"claim-1","kind":"video","tenant":"acme"}`)
+	b.publishJob(t, "sluice.jobs.video.t.-x", "badtoken-1", `{"id":"badtoken-1","kind":"video","tenant":"acme"}`)
 	want := map[string]struct{ subject, arrivedFor string }{
-		"forged-1": {contract.ClassSubject("video", 3, "acme"), ""},
-		"bound-1":  {contract.ClassSubject("video", 2, "acme"), "acme"},
-		"claim-1":  {contract.ClassSubject("video", 3, "other"), "other"},
+		"badtoken-1": {contract.ClassSubject("video", 3, "acme"), ""},
+		"forged-1":   {contract.ClassSubject("video", 3, "acme"), ""},
+		"bound-1":    {contract.ClassSubject("video", 2, "acme"), "acme"},
+		"claim-1":    {contract.ClassSubject("video", 3, "other"), "other"},
 	}
 	var mu sync.Mutex
 	got := map[string][2]string{}

@@ -117,8 +117,8 @@ func TestNATSExampleValues(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the users differ from config/nats/users.conf:\n got %v\nwant %v", got, want)
 	}
-	if len(want) != 3 {
-		t.Errorf("users.conf has %d users, want producer, worker and admin", len(want))
+	if len(want) != 4 {
+		t.Errorf("users.conf has %d users, want producer, worker, team-acme and admin", len(want))
 	}
 }
 

@@ -264,7 +264,11 @@ func (r *run) awaitTerminal(ctx context.Context) ([]events.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.allEnded(evs) || r.sched.quietFor() > quietBound || time.Now().After(deadline) {
+		if r.allEnded(evs) {
+			return evs, nil
+		}
+		if r.sched.quietFor() > quietBound || time.Now().After(deadline) {
+			r.t.Logf("seed %d: jobs not ended, the world before the workers stop:\n%s", r.seed, r.snapshot(ctx, evs))
 			return evs, nil
 		}
 		select {

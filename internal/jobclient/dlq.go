@@ -161,7 +161,11 @@ func (c *Client) Replay(ctx context.Context, d DeadLetter, o RetryOptions) (*Ret
 			return nil, err
 		}
 	}
-	res, err := c.rerun(ctx, id, "", d.Data, o)
+	tenant := ""
+	if job != nil {
+		tenant = job.Tenant
+	}
+	res, err := c.rerun(ctx, id, tenant, d.Data, o)
 	if err != nil {
 		return nil, err
 	}

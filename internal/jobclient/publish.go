@@ -121,7 +121,13 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 		span trace.Span
 		f    jetstream.PubAckFuture
 		err  error
+		// ctx ends when the server refuses this user the message's
+		// subject (a tenant subject it may not act for): at once, not
+		// after the acknowledgement's timeout and its retries.
+		ctx context.Context
 	}
+	refusable := refusableSubjects{c: c, ctx: ctx}
+	defer refusable.stop()
 	// The library bounds what is unacknowledged; the channel only hands
 	// the futures over in order.
 	pending := make(chan inFlight, o.MaxInFlight)
@@ -131,7 +137,7 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 	go func() {
 		defer close(settled)
 		for p := range pending {
-			r := c.settle(ctx, js, o, p.sub, p.msg, p.f, p.err)
+			r := c.settle(p.ctx, js, o, p.sub, p.msg, p.f, p.err)
 			if natsconn.NoSpace(r.Err) {
 				r.Err = full.explain(ctx, js, r.Err)
 			}
@@ -153,12 +159,39 @@ func (c *Client) Publish(ctx context.Context, subs []Submission, o PublishOption
 		span := startSend(ctx, o, msg)
 		// A full window waits for a free slot for up to AckTimeout.
 		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(o.AckTimeout))
-		pending <- inFlight{sub: &subs[i], msg: msg, span: span, f: f, err: err}
+		pending <- inFlight{sub: &subs[i], msg: msg, span: span, f: f, err: err, ctx: refusable.of(msg.Subject)}
 	}
 	close(pending)
 	<-settled
 	c.markScheduler(ctx, subs)
 	return res, stopped
+}
+
+// refusableSubjects holds one refusable context per subject published
+// on (see Client.refusable).
+type refusableSubjects struct {
+	c     *Client
+	ctx   context.Context
+	ctxs  map[string]context.Context
+	stops []func()
+}
+
+func (r *refusableSubjects) of(subject string) context.Context {
+	if ctx, ok := r.ctxs[subject]; ok {
+		return ctx
+	}
+	if r.ctxs == nil {
+		r.ctxs = map[string]context.Context{}
+	}
+	ctx, stop := r.c.refusable(r.ctx, subject)
+	r.ctxs[subject], r.stops = ctx, append(r.stops, stop)
+	return ctx
+}
+
+func (r *refusableSubjects) stop() {
+	for _, stop := range r.stops {
+		stop()
+	}
 }
 
 // jobsFull explains the publishes SLUICE_JOBS refused for lack of space,

@@ -132,7 +132,10 @@ func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
 		}
 		kv, err := c.tenantsBucket(ctx, false)
 		if err == nil {
-			_ = tenants.MarkScheduler(ctx, kv, &c.scheduler)
+			// A user who may not write it (a team's) is refused at once.
+			rctx, stop := c.refusable(ctx, kvSubject(contract.TenantsBucket, tenants.SchedulerKey))
+			_ = tenants.MarkScheduler(rctx, kv, &c.scheduler)
+			stop()
 		}
 		return
 	}

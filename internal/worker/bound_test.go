@@ -163,3 +163,35 @@ func TestEnqueueForBoundTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestBindingATenantLive: a tenant bound while one of its jobs runs
+// upstream refuses its new jobs from the plain subject, and the running
+// job, delivered again to a worker that started after the binding, goes
+// on to succeed with one paid submit.
+func TestBindingATenantLive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	stop := b.start(t)
+	running := videoSpec("live-up", "upstream before binding [sim:duration=10m]")
+	running["tenant"] = "acme"
+	b.publish(t, "video", "live-up", running)
+	b.awaitStatus(t, "live-up", state.StatusRunning, time.Minute)
+	if out, code := b.enqueue(t, "", "tenants", "set", "acme", "--bound"); code != 0 {
+		t.Fatalf("enqueue tenants set: exit %d: %s", code, out)
+	}
+	stop() // the job is handed back, and delivered again to a worker that knows acme is bound
+	b.start(t)
+	after := videoSpec("live-after", "after binding")
+	after["tenant"] = "acme"
+	b.publish(t, "video", "live-after", after)
+	if ev := b.await(t, "live-after", time.Minute); ev.Data.Error == nil || ev.Data.Error.Code != "tenant_refused" {
+		t.Errorf("live-after = %s %+v, want failed tenant_refused", ev.Data.Status, ev.Data.Error)
+	}
+	b.advanceMedia(time.Hour)
+	if ev := b.await(t, "live-up", time.Minute); ev.Data.Status != string(state.StatusSucceeded) {
+		t.Errorf("live-up = %s %+v, want succeeded: it was upstream before its tenant was bound", ev.Data.Status, ev.Data.Error)
+	}
+	if n := b.media.SubmitCount("upstream before binding [sim:duration=10m]"); n != 1 {
+		t.Errorf("live-up submitted %d times, want once", n)
+	}
+}

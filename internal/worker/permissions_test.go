@@ -73,7 +73,7 @@ func checkWorkerAnswersAlive(t *testing.T, b *bundle) {
 }
 
 // usersConf reads config/nats/users.conf, whose users must be producer,
-// worker and admin.
+// worker, team-acme and admin.
 func usersConf(t *testing.T) *server.Options {
 	t.Helper()
 	conf, err := server.ProcessConfigFile("../../config/nats/users.conf")
@@ -84,8 +84,8 @@ func usersConf(t *testing.T) *server.Options {
 	for _, u := range conf.Users {
 		names = append(names, u.Username)
 	}
-	if strings.Join(names, ",") != "producer,worker,admin" {
-		t.Fatalf("config/nats/users.conf has users %v, want producer, worker and admin", names)
+	if strings.Join(names, ",") != "producer,worker,team-acme,admin" {
+		t.Fatalf("config/nats/users.conf has users %v, want producer, worker, team-acme and admin", names)
 	}
 	return conf
 }

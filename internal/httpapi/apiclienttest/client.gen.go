@@ -296,7 +296,7 @@ type JobSpec struct {
 	// Speech The media API's speech request body (media-api.md 2.5) plus mode; stream_format is decided by mode.
 	Speech *JobSpecSpeech `json:"speech,omitempty"`
 
-	// Tenant Optional: who the job is for (fair sharing and budgets are per tenant); default "default".
+	// Tenant Optional: who the job is for (fair sharing and budgets are per tenant); default "default", or on a tenant subject sluice.jobs.<kind>.t.<tenant> that tenant, which it must then equal.
 	Tenant *string `json:"tenant,omitempty"`
 
 	// Version Optional; 1 when absent.
