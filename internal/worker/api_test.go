@@ -175,3 +175,35 @@ func TestAPIPageInBrowser(t *testing.T) {
 		t.Errorf("job %s ended %+v", job, ev.Data)
 	}
 }
+
+// TestAPIRetryAndCancel: a key retries its tenant's failed job as
+// <id>-r1, which runs for the same tenant and which the key then sees;
+// cancelling an ended job changes nothing.
+func TestAPIRetryAndCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.start(t, func(c *config.Config) { c.APIAddr = "127.0.0.1:0" })
+	token := b.apiKey(t, "acme")
+	spec, _ := json.Marshal(videoSpec("api-fail", "doomed [sim:fail=content_blocked]"))
+	if resp, body := b.apiCall(t, "POST", "/v1/jobs", token, spec); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	if ev := b.await(t, "api-fail", time.Minute); ev.Data.Status != "failed" {
+		t.Fatalf("api-fail ended %s", ev.Data.Status)
+	}
+	resp, body := b.apiCall(t, "POST", "/v1/jobs/api-fail/retry", token, nil)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), `"job_id":"api-fail-r1"`) {
+		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	}
+	ev := b.await(t, "api-fail-r1", time.Minute)
+	if ev.Data.Tenant != "acme" || ev.Data.Labels["retry_of"] != "api-fail" {
+		t.Errorf("the retry ended %s for tenant %q with labels %v", ev.Data.Status, ev.Data.Tenant, ev.Data.Labels)
+	}
+	if resp, body := b.apiCall(t, "GET", "/v1/jobs/api-fail-r1", token, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET the retry: %d %s", resp.StatusCode, body)
+	}
+	resp, body = b.apiCall(t, "POST", "/v1/jobs/api-fail/cancel", token, nil)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(body), `"outcome":"terminal"`) {
+		t.Errorf("cancel of an ended job: %d %s", resp.StatusCode, body)
+	}
+}
