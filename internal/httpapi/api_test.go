@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sluice-dev/sluice/internal/apikeys"
 	"github.com/sluice-dev/sluice/internal/cli"
+	"github.com/sluice-dev/sluice/internal/contract"
+	"github.com/sluice-dev/sluice/internal/events"
 	"github.com/sluice-dev/sluice/internal/httpapi"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
@@ -363,5 +367,41 @@ func TestParametersCheckedByTheDocument(t *testing.T) {
 	r := b.do(t, "POST", "/v1/jobs", token, videoSpec(""), map[string]string{"Idempotency-Key": strings.Repeat("k", 256)})
 	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "Idempotency-Key") {
 		t.Errorf("a 256-byte Idempotency-Key: %d %s", r.status, r.body)
+	}
+}
+
+// TestEventStreamResumes: a job's event stream sends its events from the
+// first, ends after the terminal one, and a client that comes back with
+// Last-Event-ID gets only the events after it.
+func TestEventStreamResumes(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t, httpapi.Config{})
+	token := b.key(t, apikeys.Key{Tenant: "acme"})
+	if r := b.do(t, "POST", "/v1/jobs", token, videoSpec("clip-1"), nil); r.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	for _, status := range []string{"submitted", "running", "succeeded"} {
+		ev := events.Event{SpecVersion: "1.0", ID: "clip-1." + status, Source: "sluice/worker", Type: "sluice.job." + status,
+			Subject: "clip-1", Time: time.Now().UTC().Format(time.RFC3339Nano), DataContentType: "application/json",
+			Data: events.Data{JobID: "clip-1", Kind: "video", Status: status, Tenant: "acme"}}
+		data, _ := json.Marshal(ev)
+		m := nats.NewMsg(contract.EventSubject("video", status))
+		m.Data = data
+		m.Header.Set(contract.HeaderMsgID, ev.ID)
+		if _, err := b.nats.JS.PublishMsg(ctx(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for lastID, want := range map[string]string{"": "submitted,running,succeeded", "clip-1.submitted": "running,succeeded"} {
+		r := b.do(t, "GET", "/v1/jobs/clip-1/events", token, nil, map[string]string{"Last-Event-ID": lastID})
+		var got []string
+		for _, line := range strings.Split(string(r.body), "\n") {
+			if name, ok := strings.CutPrefix(line, "event: "); ok {
+				got = append(got, name)
+			}
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("Last-Event-ID %q: events %v, want %s", lastID, got, want)
+		}
 	}
 }
