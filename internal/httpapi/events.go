@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/apikeys"
@@ -21,9 +22,9 @@ var errStreamDone = errors.New("terminal event sent")
 
 // events streams job id's events as Server-Sent Events: each event's
 // CloudEvents JSON as data, its status as the SSE event name and its id
-// as the SSE id, from the job's first event on, and ends the stream after
-// the terminal one. A stream that starts after the job ended replays its
-// events and ends at once.
+// as the SSE id, from the job's first event on (or after Last-Event-ID),
+// and ends the stream after the terminal one. A stream that starts after
+// the job ended replays its events and ends at once.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, key *apikeys.Key) {
 	job := s.ownedOrAnswer(w, r, key)
 	if job == nil {
@@ -52,6 +53,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, key *apikeys.Key
 	if !kind.Valid() {
 		kind = "" // a job of a subject no worker serves: its event is of kind unknown
 	}
+	// A client that reconnects with Last-Event-ID (an event id of this
+	// job) resumes after that event.
+	resumed := r.Header.Get("Last-Event-ID")
+	if !strings.HasPrefix(resumed, job.ID+".") {
+		resumed = ""
+	}
 	out := make(chan jobclient.WatchedEvent, 16)
 	done := make(chan error, 1)
 	go func() {
@@ -60,10 +67,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, key *apikeys.Key
 				if we.Err != nil || we.Event.Data.JobID != job.ID {
 					return nil
 				}
-				select {
-				case out <- we:
-				case <-ctx.Done():
-					return ctx.Err()
+				// Events arrive in stream order: skip up to the one the
+				// client saw last.
+				skip := resumed != ""
+				if we.Event.ID == resumed {
+					resumed = ""
+				}
+				if !skip {
+					select {
+					case out <- we:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
 				}
 				if state.Status(we.Event.Data.Status).Terminal() {
 					return errStreamDone
