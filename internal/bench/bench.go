@@ -84,6 +84,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"P3", r.scale},
 		{"P4", r.streaming},
 		{"P5", r.latency},
+		{"H1", r.httpSubmit},
 		{"Q1", r.fleet},
 		{"Q2", r.concurrency},
 		{"T1", r.tenants},

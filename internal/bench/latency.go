@@ -73,6 +73,15 @@ func (r *run) latencyPass(ctx context.Context, name, who string, n int) ([]time.
 // when the last one's terminal event has arrived, and returns the n
 // latencies after the warm-up (publish call → terminal event), sorted.
 func (s *stack) oneByOne(ctx context.Context, name string, n, warmup int) ([]time.Duration, error) {
+	return s.oneByOneWith(ctx, name, n, warmup, func(ctx context.Context, id string) (time.Time, error) {
+		at, err := s.publishJobs(ctx, []string{id}, instant)
+		return at[id], err
+	})
+}
+
+// oneByOneWith is oneByOne with each job submitted by submit, which
+// returns when it started submitting.
+func (s *stack) oneByOneWith(ctx context.Context, name string, n, warmup int, submit func(context.Context, string) (time.Time, error)) ([]time.Duration, error) {
 	tr, err := s.track(name)
 	if err != nil {
 		return nil, err
@@ -80,7 +89,7 @@ func (s *stack) oneByOne(ctx context.Context, name string, n, warmup int) ([]tim
 	defer tr.close()
 	var lat []time.Duration
 	for i, id := range jobIDs(name, n+warmup) {
-		at, err := s.publishJobs(ctx, []string{id}, instant)
+		at, err := submit(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +101,7 @@ func (s *stack) oneByOne(ctx context.Context, name string, n, warmup int) ([]tim
 		}
 		end, _ := tr.at("succeeded", id)
 		if i >= warmup {
-			lat = append(lat, end.Sub(at[id]))
+			lat = append(lat, end.Sub(at))
 		}
 	}
 	slices.Sort(lat)

@@ -89,6 +89,8 @@ type Config struct {
 	// ConsoleToken is a secret: never logged (Summary says only whether
 	// it is set).
 	ConsoleToken string `envconfig:"CONSOLE_TOKEN"`
+	// APIAddr is the HTTP API's listen address; empty: no API.
+	APIAddr string `envconfig:"API_ADDR"`
 
 	// Extensions.
 	WorkerName        string        `envconfig:"WORKER_NAME"`
@@ -513,7 +515,7 @@ func (c *Config) Summary() map[string]any {
 	return map[string]any{
 		"dev": c.Dev, "nats_url": redact.ServerURLs(c.NATSURL), "kinds": c.Kinds, "s3_endpoint": c.S3Endpoint,
 		"s3_bucket": c.S3Bucket, "s3_prefix": c.S3Prefix, "media_base_url": c.MediaBaseURL,
-		"media_api_key_set": c.MediaAPIKey != "", "media_models": c.MediaModels, "console": c.Console, "console_token_set": c.ConsoleToken != "", "compute_base_url": c.ComputeBaseURL,
+		"media_api_key_set": c.MediaAPIKey != "", "media_models": c.MediaModels, "console": c.Console, "console_token_set": c.ConsoleToken != "", "api_addr": c.APIAddr, "compute_base_url": c.ComputeBaseURL,
 		"compute_user_set": c.ComputeUser != "", "compute_access_key_set": c.ComputeAccessKey != "",
 		"compute_secret_key_set": c.ComputeSecretKey != "", "compute_auth_url": c.ComputeAuthURL,
 		"compute_region": c.ComputeRegion, "compute_chunk_size": int64(c.ComputeChunkSize), "max_inflight": c.MaxInflight,

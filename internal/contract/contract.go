@@ -24,7 +24,11 @@ const (
 	SpecsBucket = "SLUICE_SPECS"
 	// TenantsBucket holds the operators' settings per tenant, the price
 	// table and the budget ledger (docs/tenants.md).
-	TenantsBucket    = "SLUICE_TENANTS"
+	TenantsBucket = "SLUICE_TENANTS"
+	// KeysBucket holds the HTTP API's keys (as hashes), which tenant
+	// each API-submitted job belongs to and the idempotency keys
+	// (docs/http-api.md).
+	KeysBucket       = "SLUICE_KEYS"
 	DLQStream        = "SLUICE_DLQ"
 	DLQSubjectPrefix = "sluice.dlq."
 	CancelSubject    = "sluice.control.cancel"

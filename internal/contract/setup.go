@@ -137,7 +137,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 			return fmt.Errorf("ensure consumer %s: %w", ConsumerName(kind), err)
 		}
 	}
-	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o), TenantsBucketConfig(o)} {
+	for _, cfg := range []jetstream.KeyValueConfig{StateBucketConfig(o), SpecsBucketConfig(o), TenantsBucketConfig(o), KeysBucketConfig(o)} {
 		limits := jetstream.StreamConfig{Name: "KV_" + cfg.Bucket}
 		if err := keepSizeLimits(ctx, js, &limits); err != nil {
 			return err
@@ -223,6 +223,15 @@ func TenantsBucketConfig(o Options) jetstream.KeyValueConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}
+}
+
+// KeysBucketConfig is the definition of the SLUICE_KEYS bucket: keys,
+// job owners and idempotency keys are kept until revoked or deleted, so
+// that an owner outlives its job's events.
+func KeysBucketConfig(o Options) jetstream.KeyValueConfig {
+	cfg := TenantsBucketConfig(o)
+	cfg.Bucket, cfg.Description = KeysBucket, "sluice HTTP API: key hashes, job owners, idempotency keys"
+	return cfg
 }
 
 // Present reports whether every stream and the bucket of the contract exist,

@@ -389,7 +389,9 @@ func (r *rendered) checkWorker(t *testing.T) {
 	t.Helper()
 	c := r.container(t)
 	spec := r.deployment.Spec.Template.Spec
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9090 {
+	// The ops port first; the HTTP API's, when api.enabled, after it.
+	if len(c.Ports) < 1 || len(c.Ports) > 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9090 ||
+		len(c.Ports) == 2 && c.Ports[1].Name != "api" {
 		t.Errorf("ports %+v, want http on 9090", c.Ports)
 	}
 	probe := func(name string, p *corev1.Probe, path string) {
@@ -550,9 +552,13 @@ func (r *rendered) checkWiring(t *testing.T) {
 		if !selects(s.Spec.Selector, podLabels) {
 			t.Errorf("Service %s does not select the workers", s.Name)
 		}
+		want := "http" // the ops port; the API's own Service targets its port
+		if strings.HasSuffix(s.Name, "-api") {
+			want = "api"
+		}
 		for _, p := range s.Spec.Ports {
-			if p.TargetPort.String() != "http" {
-				t.Errorf("Service %s port %s targets %s, not http", s.Name, p.Name, p.TargetPort.String())
+			if p.TargetPort.String() != want {
+				t.Errorf("Service %s port %s targets %s, not %s", s.Name, p.Name, p.TargetPort.String(), want)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,10 @@ type Client struct {
 	// refused learns of the server's refusals of this client's publishes;
 	// nil on a connection the caller brought (New).
 	refused *refusals
+	// jobsStream and scheduler remember, for a long-lived client (the
+	// worker's HTTP API), what a publish need not ask again: that
+	// SLUICE_JOBS exists and that the scheduler marker is set.
+	jobsStream, scheduler atomic.Bool
 }
 
 // Dial connects to NATS. It returns a *ConnectError when no server could be
@@ -128,8 +133,12 @@ func (c *Client) jsErr(err error) error {
 // stream is left as it is: its replicas and limits belong to whoever set it
 // up, and the worker brings it to the contract's definition at start.
 func (c *Client) ensureJobsStream(ctx context.Context) error {
+	if c.jobsStream.Load() {
+		return nil
+	}
 	_, err := c.js.Stream(ctx, contract.JobsStream)
 	if err == nil {
+		c.jobsStream.Store(true)
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -63,7 +63,7 @@ func NewSubmission(data []byte, newID IDFunc, cat *models.Catalog) (Submission, 
 	if err != nil {
 		return Submission{}, err
 	}
-	withID, err := insertID(data, id)
+	withID, err := InsertMember(data, "id", id)
 	if err != nil {
 		return Submission{}, err
 	}
@@ -75,21 +75,23 @@ func NewSubmission(data []byte, newID IDFunc, cat *models.Catalog) (Submission, 
 	return sub, nil
 }
 
-// insertID writes "id" as the first member of the JSON object data, which
-// has at least one member and no "id". The rest of the document keeps its
-// bytes.
-func insertID(data []byte, id string) ([]byte, error) {
+// InsertMember writes name: value as the first member of the JSON object
+// data, which has at least one member and no member name (the id a spec
+// lacks, the tenant of the HTTP API's key). The rest of the document keeps
+// its bytes.
+func InsertMember(data []byte, name, value string) ([]byte, error) {
 	i := bytes.IndexByte(data, '{')
 	if i < 0 {
 		return nil, errors.New("spec is not a JSON object")
 	}
-	member, err := json.Marshal(id)
+	member, err := json.Marshal(value)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(data)+len(member)+8)
+	out := make([]byte, 0, len(data)+len(member)+len(name)+4)
 	out = append(out, data[:i+1]...)
-	out = append(out, `"id":`...)
+	out = append(out, strconv.Quote(name)...)
+	out = append(out, ':')
 	out = append(out, member...)
 	out = append(out, ',')
 	out = append(out, data[i+1:]...)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,18 +25,24 @@ import (
 // when it is missing (an operator setting tenants before any worker
 // started), otherwise a missing bucket is ErrNotSetUp.
 func (c *Client) tenantsBucket(ctx context.Context, create bool) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, contract.TenantsBucket)
+	return c.bucket(ctx, contract.TenantsBucketConfig(contract.Options{}), create)
+}
+
+// bucket opens the bucket cfg defines; with create it creates it, as cfg
+// says, when it is missing, otherwise a missing bucket is ErrNotSetUp.
+func (c *Client) bucket(ctx context.Context, cfg jetstream.KeyValueConfig, create bool) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		if !create {
-			return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, contract.TenantsBucket)
+			return nil, fmt.Errorf("%w (bucket %s does not exist)", ErrNotSetUp, cfg.Bucket)
 		}
-		kv, err = c.js.CreateKeyValue(ctx, contract.TenantsBucketConfig(contract.Options{}))
+		kv, err = c.js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, contract.TenantsBucket)
+			kv, err = c.js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {
-		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", contract.TenantsBucket, err))
+		return nil, c.jsErr(fmt.Errorf("open bucket %s: %w", cfg.Bucket, err))
 	}
 	return kv, nil
 }
@@ -112,6 +117,9 @@ func (c *Client) SetPrices(ctx context.Context, rules map[string]float64, cat *m
 // not exist yet, or a marker that could not be written, is left to the
 // workers, which write it when they meet such a job.
 func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
+	if c.scheduler.Load() {
+		return
+	}
 	for _, s := range subs {
 		var spec struct {
 			Tenant   string `json:"tenant"`
@@ -127,7 +135,7 @@ func (c *Client) markScheduler(ctx context.Context, subs []Submission) {
 		if err == nil {
 			// A user who may not write it (a team's) is refused at once.
 			rctx, stop := c.refusable(ctx, kvSubject(contract.TenantsBucket, tenants.SchedulerKey))
-			_ = tenants.MarkScheduler(rctx, kv, new(atomic.Bool))
+			_ = tenants.MarkScheduler(rctx, kv, &c.scheduler)
 			stop()
 		}
 		return

@@ -45,6 +45,7 @@ type Metrics struct {
 	store         storeGauges
 	space         prometheus.Gauge
 	tokens        *prometheus.CounterVec
+	api           *prometheus.CounterVec
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -137,6 +138,7 @@ func New() *Metrics {
 		store:        newStoreGauges(),
 		space:        newSpaceGauge(),
 		tokens:       newTokenCounter(),
+		api:          newAPICounter(),
 		codes:        make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.stuck, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
@@ -144,7 +146,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
-	m.reg.MustRegister(m.space, m.tokens)
+	m.reg.MustRegister(m.space, m.tokens, m.api)
 	return m
 }
 

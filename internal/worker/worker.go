@@ -58,6 +58,9 @@ type Endpoints struct {
 	S3Dir string
 	// SimURL is the simulators' base URL ("" when not in dev mode).
 	SimURL string
+	// APIAddr is the HTTP API's address ("" when SLUICE_API_ADDR is
+	// unset).
+	APIAddr string
 	// HTTPAddr is the address of /healthz, /readyz and /metrics.
 	HTTPAddr string
 }
@@ -148,16 +151,16 @@ func run(ctx context.Context, cfg config.Config, cat *models.Catalog, log zerolo
 	if err != nil {
 		return err
 	}
-	if cfg.Console {
-		if err := startConsole(consoleSlot, nc, p.store, cfg.ConsoleToken, log); err != nil {
-			return err
-		}
+	apiAddr, stopAPI, err := startSurfaces(ctx, cfg, cat, consoleSlot, nc, p.store, m, log)
+	if err != nil {
+		return err
 	}
+	defer stopAPI()
 	readyz.set(nc, js)
 
 	log.Info().Strs("kinds", cfg.Kinds).Int("max_inflight", cfg.MaxInflight).Msg("worker consuming")
 	if ready != nil {
-		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr
+		ep.NATSURL, ep.S3Endpoint, ep.S3Bucket, ep.HTTPAddr, ep.APIAddr = cfg.NATSURL, cfg.S3Endpoint, cfg.S3Bucket, ops.Addr, apiAddr
 		ready(ep)
 	}
 	err = jobs.Run(ctx)

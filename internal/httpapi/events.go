@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/apikeys"
+	"github.com/sluice-dev/sluice/internal/jobclient"
+	"github.com/sluice-dev/sluice/internal/jobspec"
+	"github.com/sluice-dev/sluice/internal/state"
+)
+
+// keepAlive is how often an idle event stream gets a comment, so that
+// proxies do not close it.
+const keepAlive = 15 * time.Second
+
+// errStreamDone ends the watch once the terminal event is sent.
+var errStreamDone = errors.New("terminal event sent")
+
+// events streams job id's events as Server-Sent Events: each event's
+// CloudEvents JSON as data, its status as the SSE event name and its id
+// as the SSE id, from the job's first event on (or after Last-Event-ID),
+// and ends the stream after the terminal one. A stream that starts after
+// the job ended replays its events and ends at once.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, key *apikeys.Key) {
+	job := s.ownedOrAnswer(w, r, key)
+	if job == nil {
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.unavailable(w, r, errors.New("streaming is not supported by this connection"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": sluice events of "+job.ID+"\n\n")
+	flusher.Flush()
+
+	ctx := r.Context()
+	// Replay from the job's creation (less the allowed skew between
+	// clocks); a job without a creation time is looked for a day back.
+	since := 24 * time.Hour
+	if job.CreatedAt != nil {
+		since = s.cfg.Now().Sub(*job.CreatedAt) + jobclient.SkewAllowance
+	}
+	kind := jobspec.Kind(job.Kind)
+	if !kind.Valid() {
+		kind = "" // a job of a subject no worker serves: its event is of kind unknown
+	}
+	// A client that reconnects with Last-Event-ID (an event id of this
+	// job) resumes after that event.
+	resumed := r.Header.Get("Last-Event-ID")
+	if !strings.HasPrefix(resumed, job.ID+".") {
+		resumed = ""
+	}
+	out := make(chan jobclient.WatchedEvent, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.cfg.Client.Watch(ctx, jobclient.WatchOptions{Kind: kind, Since: max(since, time.Second)},
+			func(we jobclient.WatchedEvent) error {
+				if we.Err != nil || we.Event.Data.JobID != job.ID {
+					return nil
+				}
+				// Events arrive in stream order: skip up to the one the
+				// client saw last.
+				skip := resumed != ""
+				if we.Event.ID == resumed {
+					resumed = ""
+				}
+				if !skip {
+					select {
+					case out <- we:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if state.Status(we.Event.Data.Status).Terminal() {
+					return errStreamDone
+				}
+				return nil
+			})
+		close(out)
+	}()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case we, open := <-out:
+			if !open {
+				if err := <-done; err != nil && !errors.Is(err, errStreamDone) && ctx.Err() == nil {
+					fmt.Fprintf(w, "event: error\ndata: {\"code\":%q}\n\n", codeUnavailable)
+					flusher.Flush()
+				}
+				return
+			}
+			fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", we.Event.ID, we.Event.Data.Status, we.Raw)
+			flusher.Flush()
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			flusher.Flush()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
