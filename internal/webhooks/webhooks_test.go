@@ -114,6 +114,12 @@ func setup(t *testing.T) *testBundle {
 // run starts a dispatcher and a sender with cfg until the returned stop.
 func (b *testBundle) run(t *testing.T, cfg webhooks.SenderConfig) (stop func()) {
 	t.Helper()
+	return b.runWith(t, cfg, webhooks.URLPolicy{AllowPrivate: true, AllowHTTP: true})
+}
+
+// runWith is run with a URL policy.
+func (b *testBundle) runWith(t *testing.T, cfg webhooks.SenderConfig, policy webhooks.URLPolicy) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(b.ctx)
 	cache, err := b.store.WatchSubscriptions(ctx)
 	if err != nil {
@@ -125,7 +131,7 @@ func (b *testBundle) run(t *testing.T, cfg webhooks.SenderConfig) (stop func()) 
 	}
 	d := webhooks.NewDispatcher(webhooks.DispatcherConfig{JS: b.nats.JS, Store: b.store, Cache: cache, Specs: specs, Log: zerolog.Nop()})
 	cfg.JS, cfg.Store, cfg.Cache = b.nats.JS, b.store, cache
-	cfg.Policy = webhooks.URLPolicy{AllowPrivate: true, AllowHTTP: true}
+	cfg.Policy = policy
 	if cfg.Schedule == nil {
 		cfg.Schedule = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
 	}
