@@ -45,6 +45,7 @@ type Metrics struct {
 	store         storeGauges
 	space         prometheus.Gauge
 	tokens        *prometheus.CounterVec
+	webhooks      webhookCollectors
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -137,6 +138,7 @@ func New() *Metrics {
 		store:        newStoreGauges(),
 		space:        newSpaceGauge(),
 		tokens:       newTokenCounter(),
+		webhooks:     newWebhookCollectors(),
 		codes:        make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.stuck, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
@@ -145,6 +147,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
 	m.reg.MustRegister(m.space, m.tokens)
+	m.reg.MustRegister(m.webhooks.collectors()...)
 	return m
 }
 

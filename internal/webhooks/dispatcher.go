@@ -45,7 +45,7 @@ func NewDispatcher(cfg DispatcherConfig) *Dispatcher {
 
 // Run dispatches events until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	cons, err := d.cfg.JS.Consumer(ctx, contract.EventsStream, contract.WebhooksEventsConsumer)
+	cons, err := consumer(ctx, d.cfg.JS, contract.EventsStream, contract.WebhooksEventsConsumer, d.cfg.Log)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,24 @@ import (
 	"github.com/sluice-dev/sluice/internal/backoff"
 )
 
+// consumer looks up the durable name on stream, again with backoff while
+// JetStream does not answer, until ctx ends.
+func consumer(ctx context.Context, js jetstream.JetStream, stream, name string, log zerolog.Logger) (jetstream.Consumer, error) {
+	spacing := backoff.Exponential{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for failures := 1; ; failures++ {
+		c, err := js.Consumer(ctx, stream, name)
+		if err == nil {
+			return c, nil
+		}
+		if failures == 1 {
+			log.Warn().Err(err).Str("consumer", name).Msg("webhooks: cannot open consumer; retrying")
+		}
+		if err := backoff.Sleep(ctx, spacing.HalfJitter(failures)); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // pull fetches from cons only as many messages as slots are free (a
 // fetched message's ack wait runs from its delivery) and handles each in
 // its own goroutine, until ctx ends.

@@ -14,6 +14,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/contract"
 )
 
+// Defaults of SenderConfig (SLUICE_WEBHOOK_CONCURRENCY,
+// SLUICE_WEBHOOK_ENDPOINT_CONCURRENCY, SLUICE_WEBHOOK_TIMEOUT).
+const (
+	DefaultConcurrency = 32
+	DefaultPerEndpoint = 4
+	DefaultTimeout     = 15 * time.Second
+)
+
 // Meter counts deliveries (internal/metrics implements it; nil: none).
 type Meter interface {
 	WebhookDelivered()
@@ -31,12 +39,14 @@ type SenderConfig struct {
 	Cache *Cache
 	// Policy is checked again at every send and at connect time.
 	Policy URLPolicy
-	// Concurrency bounds this worker's deliveries in flight. Defaults to 32.
+	// Concurrency bounds this worker's deliveries in flight. Defaults to
+	// DefaultConcurrency.
 	Concurrency int
 	// PerEndpoint bounds this worker's deliveries in flight to one
-	// destination. Defaults to 4.
+	// destination. Defaults to DefaultPerEndpoint.
 	PerEndpoint int
-	// Timeout bounds one POST, answer included. Defaults to 15s.
+	// Timeout bounds one POST, answer included. Defaults to
+	// DefaultTimeout.
 	Timeout time.Duration
 	// Schedule spaces the retries. Defaults to Schedule.
 	Schedule []time.Duration
@@ -56,9 +66,9 @@ type Sender struct {
 
 // NewSender returns a Sender.
 func NewSender(cfg SenderConfig) *Sender {
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 32)
-	cfg.PerEndpoint = cmp.Or(cfg.PerEndpoint, 4)
-	cfg.Timeout = cmp.Or(cfg.Timeout, 15*time.Second)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.PerEndpoint = cmp.Or(cfg.PerEndpoint, DefaultPerEndpoint)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	if cfg.Schedule == nil {
 		cfg.Schedule = Schedule
 	}
@@ -70,7 +80,7 @@ func NewSender(cfg SenderConfig) *Sender {
 
 // Run sends deliveries until ctx ends.
 func (s *Sender) Run(ctx context.Context) error {
-	cons, err := s.cfg.JS.Consumer(ctx, contract.DeliveriesStream, contract.WebhooksSendConsumer)
+	cons, err := consumer(ctx, s.cfg.JS, contract.DeliveriesStream, contract.WebhooksSendConsumer, s.cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -196,7 +206,11 @@ func (s *Sender) record(ctx context.Context, m Message, att Attempt, status stri
 
 // finish records m's end and acks it.
 func (s *Sender) finish(ctx context.Context, msg jetstream.Msg, m Message, status string, att Attempt) {
-	_, _ = s.record(ctx, m, att, status)
+	rec, _ := s.record(ctx, m, att, status)
+	reason := att.Error
+	if n := len(rec.Attempts); reason == "" && n > 0 {
+		reason = rec.Attempts[n-1].Error
+	}
 	s.oldest.remove(m.Delivery)
 	if s.cfg.Metric != nil {
 		if status == StatusDelivered {
@@ -206,7 +220,7 @@ func (s *Sender) finish(ctx context.Context, msg jetstream.Msg, m Message, statu
 		}
 	}
 	if status == StatusFailed {
-		s.cfg.Log.Warn().Str("delivery", m.Delivery).Msg("webhook delivery failed for good")
+		s.cfg.Log.Warn().Str("delivery", m.Delivery).Str("reason", reason).Msg("webhook delivery failed for good")
 	}
 	_ = msg.Ack()
 }

@@ -12,6 +12,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/artifacts"
 )
 
+// PolicyOf is the policy of a worker or CLI: private destinations only
+// with SLUICE_ALLOW_PRIVATE_URLS; plain http only with SLUICE_DEV or
+// SLUICE_ALLOW_PRIVATE_URLS (both for development and tests only), https
+// in production.
+func PolicyOf(allowPrivate, dev bool) URLPolicy {
+	return URLPolicy{AllowPrivate: allowPrivate, AllowHTTP: dev || allowPrivate}
+}
+
 // ErrRefusedURL matches every error of CheckURL.
 var ErrRefusedURL = errors.New("webhook URL refused")
 
@@ -40,7 +48,7 @@ func (p URLPolicy) CheckURL(raw string) error {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && p.AllowHTTP:
 	case u.Scheme == "http":
-		return refuse("must be https (plain http only with SLUICE_DEV)")
+		return refuse("must be https (plain http only with SLUICE_DEV or SLUICE_ALLOW_PRIVATE_URLS)")
 	default:
 		return refuse(fmt.Sprintf("scheme %q, want https", u.Scheme))
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/internal/watchdog"
+	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
 // Endpoints tells where a running worker's parts listen; with SLUICE_DEV
@@ -146,6 +147,9 @@ func run(ctx context.Context, cfg config.Config, cat *models.Catalog, log zerolo
 	go space.run(bg)
 	quotaDone, err := serveBackground(bg, p, nc, log)
 	if err != nil {
+		return err
+	}
+	if err := startWebhooks(bg, cfg, js, p, m, log); err != nil {
 		return err
 	}
 	if cfg.Console {
@@ -271,6 +275,10 @@ type parts struct {
 	pool    *gopool.Pool
 	rcfg    runner.Config
 	runner  *runner.Runner
+	// hooks is the webhooks' store, specs SLUICE_SPECS (for the jobs'
+	// own notify.webhook).
+	hooks *webhooks.Store
+	specs jetstream.KeyValue
 }
 
 // openParts sets up the contract's streams and buckets and opens what a
@@ -296,6 +304,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	clock := p.clock.Now
 	p.state = state.NewStore(b.state, cfg.WorkerName, clock)
 	p.state.Direct(nc)
+	p.hooks, p.specs = b.webhooks, b.specs
 	specs := state.NewSpecs(b.specs)
 	specs.Direct(nc)
 	if p.fleet, err = fleetQuota(b.quota, nc, limits, cfg, m, log); err != nil {
@@ -530,6 +539,8 @@ type buckets struct {
 	quota jetstream.KeyValue
 	// tenants is SLUICE_TENANTS.
 	tenants jetstream.KeyValue
+	// webhooks is SLUICE_WEBHOOKS and SLUICE_WEBHOOK_RECORDS.
+	webhooks *webhooks.Store
 }
 
 // setUp creates or updates the contract's streams, consumers and buckets
@@ -577,6 +588,9 @@ func openBuckets(ctx context.Context, js jetstream.JetStream, opts contract.Opti
 	}
 	if b.tenants, err = js.KeyValue(ctx, contract.TenantsBucket); err != nil {
 		return b, fmt.Errorf("bucket %s: %w", contract.TenantsBucket, err)
+	}
+	if b.webhooks, err = webhooks.Ensure(ctx, js, webhooks.Options{Replicas: opts.Replicas, RecordsTTL: opts.EventsMaxAge}); err != nil {
+		return b, err
 	}
 	if withQuota {
 		if b.quota, err = js.CreateOrUpdateKeyValue(ctx, quota.BucketConfig(opts.Replicas)); err != nil {
