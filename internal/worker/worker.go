@@ -328,7 +328,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	p.rcfg = runner.Config{
 		Pool: p.pool, State: p.state, Specs: specs,
 		Events: events.NewPublisher(js).WithWorker(cfg.WorkerName).WithTracing(tr.Provider, tr.Propagator),
-		Store:  p.store, Cancels: runner.NewCancels(), JS: js,
+		Store:  p.store, Cancels: runner.NewCancels(), JS: js, WebhookPolicy: webhooks.PolicyOf(cfg.AllowPrivateURLs, cfg.Dev),
 		Fetcher:    artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes}),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait, StoreRefusalLimit: cfg.StoreRefusalLimit,
