@@ -136,6 +136,7 @@ func commands() []command {
 		{"prices", "set and show the price table of the budgets", runPrices},
 		{"models", "show the video model catalog in force", runModels},
 		{"spend", "show the credits spent by tenant, kind or label", runSpend},
+		{"webhooks", "add, list, rotate and remove webhook subscriptions; list and replay deliveries", runWebhooks},
 	}
 }
 

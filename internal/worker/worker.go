@@ -149,9 +149,6 @@ func run(ctx context.Context, cfg config.Config, cat *models.Catalog, log zerolo
 	if err != nil {
 		return err
 	}
-	if err := startWebhooks(bg, cfg, js, p, m, log); err != nil {
-		return err
-	}
 	if cfg.Console {
 		if err := startConsole(consoleSlot, nc, p.store, cfg.ConsoleToken, log); err != nil {
 			return err
@@ -279,6 +276,8 @@ type parts struct {
 	// own notify.webhook).
 	hooks *webhooks.Store
 	specs jetstream.KeyValue
+	// webhooks runs the webhook dispatcher and sender (nil: off).
+	webhooks func(context.Context) error
 }
 
 // openParts sets up the contract's streams and buckets and opens what a
@@ -348,6 +347,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	if p.runner, err = runner.New(p.rcfg); err != nil {
 		return p, err
 	}
+	p.webhooks = webhookRun(cfg, js, p, m, log)
 	if p.fleet != nil {
 		p.stores.next = p.fleet
 	}
@@ -458,6 +458,9 @@ func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Log
 	go func() { p.fleet.Run(bg); close(done) }()
 	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {
 		return done, fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
+	}
+	if p.webhooks != nil {
+		return done, p.webhooks(bg)
 	}
 	return done, nil
 }
