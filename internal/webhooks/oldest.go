@@ -7,20 +7,29 @@ import (
 )
 
 // oldest tracks when each delivery this worker has seen and not finished
-// was published, for the age-of-the-oldest-pending gauge.
+// was published, for the age-of-the-oldest-pending gauge. Another worker
+// may settle a delivery this one has seen: an entry not seen again for
+// forgetAfter (longer than any wait between two sightings) is dropped.
 type oldest struct {
 	mu   sync.Mutex
-	seen map[string]time.Time
+	seen map[string]sighting
 }
 
-func newOldest() *oldest { return &oldest{seen: map[string]time.Time{}} }
+type sighting struct{ published, last time.Time }
 
-func (o *oldest) add(id string, at time.Time) {
+const forgetAfter = maxRetryAfter + time.Hour
+
+func newOldest() *oldest { return &oldest{seen: map[string]sighting{}} }
+
+func (o *oldest) add(id string, published, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.seen[id]; !ok {
-		o.seen[id] = at
+	s, ok := o.seen[id]
+	if !ok {
+		s.published = published
 	}
+	s.last = now
+	o.seen[id] = s
 }
 
 func (o *oldest) remove(id string) {
@@ -34,9 +43,13 @@ func (o *oldest) age(now time.Time) time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var first time.Time
-	for _, at := range o.seen {
-		if first.IsZero() || at.Before(first) {
-			first = at
+	for id, s := range o.seen {
+		if now.Sub(s.last) > forgetAfter {
+			delete(o.seen, id)
+			continue
+		}
+		if first.IsZero() || s.published.Before(first) {
+			first = s.published
 		}
 	}
 	if first.IsZero() {

@@ -108,7 +108,7 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	now := s.cfg.Now()
 	age := now.Sub(published(msg, now))
-	s.oldest.add(m.Delivery, now.Add(-age))
+	s.oldest.add(m.Delivery, now.Add(-age), now)
 	sub, ok := s.cfg.Cache.Get(m.Sub)
 	url := cmp.Or(m.URL, sub.URL)
 	why := ""
