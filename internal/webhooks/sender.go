@@ -109,7 +109,12 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 	now := s.cfg.Now()
 	age := now.Sub(published(msg, now))
 	s.oldest.add(m.Delivery, now.Add(-age), now)
-	sub, ok := s.cfg.Cache.Get(m.Sub)
+	sub, ok, err := s.subscription(ctx, m.Sub)
+	if err != nil {
+		s.cfg.Log.Warn().Err(err).Str("delivery", m.Delivery).Msg("cannot read webhook subscription; retrying")
+		_ = msg.NakWithDelay(jitter(probeWait))
+		return
+	}
 	url := cmp.Or(m.URL, sub.URL)
 	why := ""
 	switch err := s.cfg.Policy.CheckURL(url); {
@@ -134,6 +139,20 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	s.attempt(ctx, msg, m, sub, url, key)
+}
+
+// subscription is id as the cache has it, else as stored: a notify
+// secret or subscription created a moment ago may not have reached the
+// cache yet. ok is false when it does not exist.
+func (s *Sender) subscription(ctx context.Context, id string) (sub Subscription, ok bool, err error) {
+	if sub, ok = s.cfg.Cache.Get(id); ok {
+		return sub, true, nil
+	}
+	sub, err = s.cfg.Store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return sub, false, nil
+	}
+	return sub, err == nil, err
 }
 
 // attempt posts m once and settles the message by the answer.
