@@ -159,6 +159,13 @@ func (s *Sender) subscription(ctx context.Context, id string) (sub Subscription,
 func (s *Sender) attempt(ctx context.Context, msg jetstream.Msg, m Message, sub Subscription, url, key string) {
 	start := s.cfg.Now()
 	a := post(ctx, s.client, url, sub.Secrets(start), m.EventID, m.Event, start)
+	if ctx.Err() != nil {
+		// The worker stops: the attempt was cut short by us, not the
+		// receiver. Another worker (or this one again) sends it.
+		s.eps.done(key, true, 0, start)
+		_ = msg.Nak()
+		return
+	}
 	att := Attempt{At: start, Status: a.status, Millis: s.cfg.Now().Sub(start).Milliseconds()}
 	if a.err != nil {
 		att.Error = a.err.Error()
