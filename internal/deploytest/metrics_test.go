@@ -47,6 +47,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.Quota("media", 8, 8, 1, 1, 0, 0)
 	m.QuotaRate("media", 5)
 	m.ComputeToken("renewal")
+	m.WebhookDelivered()
 	m.StoreWaiting(true)
 	m.StoreProbeFailed()
 	m.SpansDropped("queue_full", 1)
