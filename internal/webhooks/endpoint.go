@@ -13,9 +13,10 @@ import (
 // the probe answers 2xx they all flow again. Each worker keeps its own
 // view: with N workers a failing destination sees up to N probes a step.
 type endpoints struct {
-	mu    sync.Mutex
-	m     map[string]*endpoint
-	limit int
+	mu       sync.Mutex
+	m        map[string]*endpoint
+	limit    int
+	schedule []time.Duration
 }
 
 type endpoint struct {
@@ -36,13 +37,14 @@ const (
 	spreadWait = 2 * time.Second
 )
 
-func newEndpoints(limit int) *endpoints {
-	return &endpoints{m: map[string]*endpoint{}, limit: limit}
+func newEndpoints(limit int, schedule []time.Duration) *endpoints {
+	return &endpoints{m: map[string]*endpoint{}, limit: limit, schedule: schedule}
 }
 
 // admit says whether a delivery to key may be sent at now; if not, how
-// long it should wait before asking again.
-func (e *endpoints) admit(key string, now time.Time) (bool, time.Duration) {
+// long it should wait before asking again, and whether because the
+// destination is failing (resting or probing) rather than busy.
+func (e *endpoints) admit(key string, now time.Time) (ok bool, wait time.Duration, failing bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ep := e.m[key]
@@ -52,35 +54,40 @@ func (e *endpoints) admit(key string, now time.Time) (bool, time.Duration) {
 	}
 	switch {
 	case ep.failures > 0 && now.Before(ep.until):
-		return false, ep.until.Sub(now) + randUpTo(spreadWait)
+		return false, ep.until.Sub(now) + randUpTo(spreadWait), true
 	case ep.failures > 0 && ep.probing:
-		return false, jitter(probeWait)
+		return false, jitter(probeWait), true
 	case ep.failures > 0:
 		ep.probing = true
 	case ep.inflight >= e.limit:
-		return false, jitter(busyWait)
+		return false, jitter(busyWait), false
 	}
 	ep.inflight++
-	return true, 0
+	return true, 0, false
 }
 
 // done records the outcome of a delivery admit let through: ok, or a
-// failure after which the destination rests for rest.
-func (e *endpoints) done(key string, ok bool, rest time.Duration, now time.Time) {
+// failure after which the destination rests for the schedule's step of
+// its failures in a row (the last step once past the end), or for the
+// receiver's retryAfter when given; it returns the rest.
+func (e *endpoints) done(key string, ok bool, retryAfter time.Duration, now time.Time) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ep := e.m[key]
 	ep.inflight--
 	ep.probing = false
+	var rest time.Duration
 	if ok {
 		ep.failures, ep.until = 0, time.Time{}
 	} else {
 		ep.failures++
+		rest, _ = wait(e.schedule, min(ep.failures, len(e.schedule)), retryAfter)
 		ep.until = now.Add(rest)
 	}
 	if ep.inflight == 0 && ep.failures == 0 {
 		delete(e.m, key)
 	}
+	return rest
 }
 
 // failures is how many deliveries to key failed in a row.

@@ -10,33 +10,42 @@ import (
 // wait, and once it answers 2xx all flow again.
 func TestEndpointRestsBehindOneProbe(t *testing.T) {
 	t.Parallel()
-	e := newEndpoints(2)
+	e := newEndpoints(2, []time.Duration{10 * time.Second, time.Hour})
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	if ok, _ := e.admit("a", t0); !ok {
+	if ok, _, _ := e.admit("a", t0); !ok {
 		t.Fatal("a fresh destination refused")
 	}
-	e.done("a", false, time.Minute, t0)
-	if ok, wait := e.admit("a", t0.Add(10*time.Second)); ok || wait < 50*time.Second || wait > 50*time.Second+spreadWait {
+	if rest := e.done("a", false, time.Minute, t0); rest != time.Minute {
+		t.Errorf("rest after a Retry-After of 1m: %s", rest)
+	}
+	if ok, wait, failing := e.admit("a", t0.Add(10*time.Second)); ok || !failing || wait < 50*time.Second || wait > 50*time.Second+spreadWait {
 		t.Errorf("resting: admit = %v, %s; want a wait until the rest ends", ok, wait)
 	}
-	if ok, _ := e.admit("b", t0.Add(10*time.Second)); !ok {
+	if ok, _, _ := e.admit("b", t0.Add(10*time.Second)); !ok {
 		t.Error("another destination waits behind a failing one")
 	}
 	later := t0.Add(61 * time.Second)
-	if ok, _ := e.admit("a", later); !ok {
+	if ok, _, _ := e.admit("a", later); !ok {
 		t.Fatal("no probe once the rest ended")
 	}
-	if ok, _ := e.admit("a", later); ok {
+	if ok, _, _ := e.admit("a", later); ok {
 		t.Error("a second delivery went out beside the probe")
+	}
+	if rest := e.done("a", false, 0, later); rest < 48*time.Minute {
+		t.Errorf("rest after the second failure in a row: %s, want the schedule's second step", rest)
+	}
+	later = later.Add(2 * time.Hour)
+	if ok, _, _ := e.admit("a", later); !ok {
+		t.Fatal("no second probe")
 	}
 	e.done("a", true, 0, later)
 	for i := range 2 {
-		if ok, _ := e.admit("a", later); !ok {
+		if ok, _, _ := e.admit("a", later); !ok {
 			t.Errorf("delivery %d after the probe's 2xx waits", i)
 		}
 	}
-	if ok, _ := e.admit("a", later); ok {
-		t.Error("more than the bound in flight to one destination")
+	if ok, _, failing := e.admit("a", later); ok || failing {
+		t.Error("more than the bound in flight to one destination, or a busy destination counted as failing")
 	}
 }
 

@@ -75,7 +75,7 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Sender{cfg: cfg, client: newClient(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint), oldest: newOldest()}
+	return &Sender{cfg: cfg, client: newClient(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint, cfg.Schedule), oldest: newOldest()}
 }
 
 // Run sends deliveries until ctx ends.
@@ -130,8 +130,8 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	key := sub.ID + " " + url
-	if admitted, wait := s.eps.admit(key, now); !admitted {
-		if age > total(s.cfg.Schedule) {
+	if admitted, wait, failing := s.eps.admit(key, now); !admitted {
+		if failing && age > total(s.cfg.Schedule) {
 			s.finish(ctx, msg, m, StatusFailed, Attempt{At: now, Error: "gave up: the destination kept failing"})
 			return
 		}
@@ -171,8 +171,10 @@ func (s *Sender) attempt(ctx context.Context, msg jetstream.Msg, m Message, sub 
 		att.Error = a.err.Error()
 	}
 	rec, recErr := s.record(ctx, m, att, StatusPending)
+	// The delivery waits its own step, and at least as long as its
+	// destination now rests.
 	v, rest := s.judge(a, len(rec.Attempts), recErr == nil)
-	s.eps.done(key, v == delivered, rest, s.cfg.Now())
+	rest = max(rest, s.eps.done(key, v == delivered, a.retryAfter, s.cfg.Now()))
 	switch v {
 	case delivered:
 		s.finish(ctx, msg, m, StatusDelivered, Attempt{})
