@@ -167,10 +167,11 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 # measuring P1-P5 side by side with their floors, and Q1, the fleet quota
 # across three worker processes (about 4 minutes more), Q2, the fleet's
 # back-pressure under an account's concurrency limit (about 5 minutes
-# more), then the River +
+# more), W1 and W2, the webhooks' latency and a receiver's 10-minute
+# outage (about 20 minutes more), then the River +
 # Postgres peer when Postgres is installed (make bench-peer, about 7
 # minutes more). bench-quick is CI's smoke check of the same code paths
-# with smaller counts (Q2 as a 30 s smoke; without Q1, T1 and U1 unless
+# with smaller counts (Q2 as a 30 s smoke, W1 as 300 jobs; without Q1, T1, U1 and W2 unless
 # -only names them, without the peer):
 # it prints the figures and fails only when one cannot be measured, never
 # on a number. BENCH_FLAGS go to the harness (e.g. -only P1,P5 -dir
@@ -179,7 +180,7 @@ BENCH_FLAGS ?=
 
 .PHONY: bench bench-quick bench-peer riverpeer versitygw
 
-bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API H1, the fleet quota Q1, back-pressure Q2, tenants T1 and quota utilization U1 (< 35 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API H1, the fleet quota Q1, back-pressure Q2, tenants T1, quota utilization U1 and webhooks W1, W2 (< 60 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state

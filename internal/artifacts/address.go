@@ -81,3 +81,16 @@ func dialGuard(allowed func(netip.Addr) bool) func(network, address string, _ sy
 		return nil
 	}
 }
+
+// IsPublicAddr reports whether a is an address an outbound request of
+// sluice may connect to (see isPublic). Webhook deliveries use the same
+// rule as downloads.
+func IsPublicAddr(a netip.Addr) bool { return isPublic(a) }
+
+// PublicOnly is a net.Dialer Control function that refuses every address
+// IsPublicAddr rejects, with an error matching ErrPrivateAddress. It sees
+// the address after DNS resolution, so a name that resolves to a private
+// address (DNS rebinding) is refused at connect time too.
+func PublicOnly(network, address string, c syscall.RawConn) error {
+	return dialGuard(isPublic)(network, address, c)
+}

@@ -37,7 +37,7 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1"); empty runs
+	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2"); empty runs
 	// all.
 	Only []string
 	// ProfileDir, when set, runs the worker as "bench worker" with pprof
@@ -50,6 +50,9 @@ type Options struct {
 	// VersityGW is the versitygw binary for P4; by default the one next to
 	// Self (bin/versitygw, built by make bench).
 	VersityGW string
+	// WebhookOutage is how long W2's receiver is down. Defaults to 10
+	// minutes (20 s with Quick).
+	WebhookOutage time.Duration
 	// Progress receives one line per step. Defaults to io.Discard.
 	Progress io.Writer
 }
@@ -89,12 +92,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"Q2", r.concurrency},
 		{"T1", r.tenants},
 		{"U1", r.utilization},
+		{"W1", r.webhookLatency},
+		{"W2", r.webhookOutage},
 	}
 	for _, sc := range scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) {
 			continue
 		}
-		if o.Quick && len(o.Only) == 0 && (sc.id == "Q1" || sc.id == "T1" || sc.id == "U1") {
+		if o.Quick && len(o.Only) == 0 && (sc.id == "Q1" || sc.id == "T1" || sc.id == "U1" || sc.id == "W2") {
 			// Over a minute even small (phases of several workers at a few requests a
 			// second): not part of the smoke check unless asked for.
 			continue

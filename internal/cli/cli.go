@@ -137,6 +137,7 @@ func commands() []command {
 		{"models", "show the video model catalog in force", runModels},
 		{"spend", "show the credits spent by tenant, kind or label", runSpend},
 		{"keys", "create, list and revoke the HTTP API's keys of a tenant", runKeys},
+		{"webhooks", "add, list, rotate and remove webhook subscriptions; list and replay deliveries", runWebhooks},
 	}
 }
 

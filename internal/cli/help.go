@@ -109,6 +109,20 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
+// subcommandArgs is subcommand followed by parse of the rest: the
+// subcommand and its positional arguments ("" when there is nothing more
+// to do, err then being what to return).
+func (a *app) subcommandArgs(fs *flag.FlagSet, h help, args []string) (sub string, rest []string, err error) {
+	sub, args, err = a.subcommand(fs, h, args)
+	if sub == "" {
+		return "", nil, err
+	}
+	if rest, err = a.parse(fs, h.printer(fs), args); err != nil {
+		return "", nil, err
+	}
+	return sub, rest, nil
+}
+
 // subcommand splits a command's subcommand off args. With none it prints
 // the usage to stderr and returns the usage error; with "help" or "-h" it
 // prints it to stdout; sub is "" in both cases, and err is what to return.

@@ -36,12 +36,8 @@ unreachable or another runtime error.`,
 		examples: `  enqueue prices set video.720p.second=0.5 video.1080p.second=1 speech.char=0.0002
   enqueue prices show --json`,
 	}
-	sub, args, err := a.subcommand(fs, h, args)
+	sub, rest, err := a.subcommandArgs(fs, h, args)
 	if sub == "" {
-		return err
-	}
-	rest, err := a.parse(fs, h.printer(fs), args)
-	if err != nil {
 		return err
 	}
 	switch sub {

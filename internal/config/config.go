@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/redact"
 	"github.com/sluice-dev/sluice/internal/runner"
 	"github.com/sluice-dev/sluice/internal/tracing"
+	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
 // Prefix is the prefix of every variable.
@@ -129,6 +130,12 @@ type Config struct {
 	DevSimComputeTime time.Duration `envconfig:"DEV_SIM_COMPUTE_TIME" default:"4s"`
 	SweepInterval     time.Duration `envconfig:"SWEEP_INTERVAL"`
 	PriorityAging     time.Duration `envconfig:"PRIORITY_AGING"`
+	// Webhooks runs the webhook dispatcher and sender (docs/webhooks.md)
+	// in this worker; any number of workers may.
+	Webhooks           bool          `envconfig:"WEBHOOKS" default:"true"`
+	WebhookConcurrency int           `envconfig:"WEBHOOK_CONCURRENCY" default:"32"`
+	WebhookPerEndpoint int           `envconfig:"WEBHOOK_ENDPOINT_CONCURRENCY" default:"4"`
+	WebhookTimeout     time.Duration `envconfig:"WEBHOOK_TIMEOUT" default:"15s"`
 
 	// S3AccessKeyID and S3SecretAccessKey replace the AWS credential chain
 	// when both are set. They are never read from the environment (the
@@ -289,6 +296,9 @@ var componentDefaults = []envDefault{
 	{"STATE_TTL", func(c *Config) { c.StateTTL = contract.DefaultStateTTL }},
 	{"PRESIGN_TTL", func(c *Config) { c.PresignTTL = runner.DefaultPresignTTL }},
 	{"PRIORITY_AGING", func(c *Config) { c.PriorityAging = consumer.DefaultPriorityAging }},
+	{"WEBHOOK_CONCURRENCY", func(c *Config) { c.WebhookConcurrency = webhooks.DefaultConcurrency }},
+	{"WEBHOOK_ENDPOINT_CONCURRENCY", func(c *Config) { c.WebhookPerEndpoint = webhooks.DefaultPerEndpoint }},
+	{"WEBHOOK_TIMEOUT", func(c *Config) { c.WebhookTimeout = webhooks.DefaultTimeout }},
 }
 
 // devDefaults are the defaults that differ in dev mode: the embedded
@@ -414,6 +424,10 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			bad(name, "must be positive")
 		}
+	}
+	// 0 takes the webhooks' defaults (a config made in code).
+	if c.WebhookConcurrency < 0 || c.WebhookPerEndpoint < 0 || c.WebhookTimeout < 0 {
+		bad("WEBHOOK_CONCURRENCY/WEBHOOK_ENDPOINT_CONCURRENCY/WEBHOOK_TIMEOUT", "must be positive")
 	}
 	for name, v := range map[string]float64{
 		"FLEET_MEDIA_TASKS": float64(c.FleetMediaTasks), "FLEET_MEDIA_RATE": c.FleetMediaRate,

@@ -78,7 +78,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
 	}
-	for _, name := range []string{"jobs", "job", "dlq", "tenants", "error"} {
+	for _, name := range []string{"jobs", "job", "dlq", "tenants", "webhooks", "error"} {
 		t, err := template.New("layout.html").Funcs(c.funcs()).ParseFS(assets, "assets/layout.html", "assets/overview.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -98,6 +98,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("GET "+Prefix+"jobs/{id}/artifacts/{n}", c.download)
 	m.HandleFunc("GET "+Prefix+"dlq", c.marked(c.dlqPage))
 	m.HandleFunc("GET "+Prefix+"tenants", c.tenantsPage)
+	m.HandleFunc("GET "+Prefix+"webhooks", c.webhooksPage)
 	m.HandleFunc("POST "+Prefix+"login", c.login)
 	m.HandleFunc("POST "+Prefix+"logout", c.logout)
 	m.Handle("POST "+Prefix+"jobs/{id}/cancel", c.action(c.cancel))

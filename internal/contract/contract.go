@@ -37,6 +37,20 @@ const (
 	// so that the others learn of its death from the server's "no
 	// responders" (docs/lifecycle.md#a-workers-death).
 	AliveSubjectPrefix = "sluice.control.alive."
+	// WebhooksBucket holds the webhook subscriptions and the tenants'
+	// notify secrets; RecordsBucket one record per delivery, kept as long
+	// as events are (docs/webhooks.md).
+	WebhooksBucket = "SLUICE_WEBHOOKS"
+	RecordsBucket  = "SLUICE_WEBHOOK_RECORDS"
+	// DeliveriesStream is the work queue of webhook deliveries, one
+	// message per event and destination, on DeliverySubjectPrefix+<sub>.
+	DeliveriesStream      = "SLUICE_WEBHOOK_DELIVERIES"
+	DeliverySubjectPrefix = "sluice.webhooks.deliver."
+	// WebhooksEventsConsumer is the durable consumer of SLUICE_EVENTS that
+	// fans each event out into deliveries; WebhooksSendConsumer the one
+	// of DeliveriesStream that sends them.
+	WebhooksEventsConsumer = "sluice-webhooks"
+	WebhooksSendConsumer   = "sluice-webhooks-send"
 )
 
 // AliveSubject is the subject worker answers on while it is connected:

@@ -48,6 +48,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.QuotaRate("media", 5)
 	m.ComputeToken("renewal")
 	m.APIRequest("POST /v1/jobs", 202, "none")
+	m.WebhookDelivered()
 	m.StoreWaiting(true)
 	m.StoreProbeFailed()
 	m.SpansDropped("queue_full", 1)

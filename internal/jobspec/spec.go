@@ -102,6 +102,8 @@ type Spec struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Output places the job's artifacts; nil means no prefix.
 	Output *Output `json:"output,omitempty"`
+	// Notify sends the job's events to its own webhook; nil means none.
+	Notify *Notify `json:"notify,omitempty"`
 	// Video is the video section, present exactly when Kind is video.
 	Video *Video `json:"video,omitempty"`
 	// Speech is the speech section, present exactly when Kind is speech.
@@ -239,6 +241,12 @@ func (s *Spec) decode(d *decoder, path string, raw json.RawMessage) {
 				s.Output = o
 			}
 		},
+		"notify": func(p string, r json.RawMessage) {
+			n := &Notify{}
+			if n.decode(d, p, r) {
+				s.Notify = n
+			}
+		},
 		"video": func(p string, r json.RawMessage) {
 			v := &Video{}
 			if v.decode(d, p, r) {
@@ -321,6 +329,9 @@ func (s *Spec) validateJob(ps *problems, cat *models.Catalog) {
 		ps.add("priority", priorityRule)
 	}
 	validateLabels(ps, s.Labels)
+	if s.Notify != nil {
+		s.Notify.validate(ps, "notify")
+	}
 	if s.Output != nil && s.Output.Prefix != "" {
 		if rule := prefixRule(s.Output.Prefix); rule != "" {
 			ps.add("output.prefix", rule)

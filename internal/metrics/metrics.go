@@ -46,6 +46,7 @@ type Metrics struct {
 	space         prometheus.Gauge
 	tokens        *prometheus.CounterVec
 	api           *prometheus.CounterVec
+	webhooks      webhookCollectors
 
 	// codes are the error codes seen as label values so far (see
 	// JobFinished).
@@ -139,6 +140,7 @@ func New() *Metrics {
 		space:        newSpaceGauge(),
 		tokens:       newTokenCounter(),
 		api:          newAPICounter(),
+		webhooks:     newWebhookCollectors(),
 		codes:        make(map[string]bool),
 	}
 	m.reg.MustRegister(m.jobs, m.retries, m.notDeleted, m.leftovers, m.inflight, m.stuck, m.settled, m.upstream, m.upstreamTime, m.spansDropped, m.pollBatch, m.pollWatched,
@@ -147,6 +149,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.quota.collectors()...)
 	m.reg.MustRegister(m.store.collectors()...)
 	m.reg.MustRegister(m.space, m.tokens, m.api)
+	m.reg.MustRegister(m.webhooks.collectors()...)
 	return m
 }
 

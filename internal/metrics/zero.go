@@ -33,4 +33,7 @@ func (m *Metrics) Zero(k Known) {
 	for _, final := range []string{"false", "true"} {
 		m.notDeleted.WithLabelValues(final)
 	}
+	for _, outcome := range []string{"delivered", "failed", "retrying"} {
+		m.webhooks.outcomes.WithLabelValues(outcome)
+	}
 }

@@ -3,12 +3,16 @@ package runner
 import (
 	"cmp"
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/consumer"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobspec"
 	"github.com/sluice-dev/sluice/internal/state"
+	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
 // verdict is what a delivery does with its job, decided on the job's
@@ -158,6 +162,7 @@ func (r *Runner) begin(ctx context.Context, d *consumer.Delivery) (j *job, out c
 	spec, specErr := jobspec.DecodeWith(d.Msg.Data(), jobspec.Kind(d.Kind), r.cfg.Models)
 	arrivedFor := contract.ArrivedFor(d.Msg.Subject(), d.Msg.Headers())
 	specErr = forTenantSubject(spec, specErr, arrivedFor)
+	specErr = r.checkNotify(spec, specErr)
 	spared := spareable(d, spec, specErr, arrivedFor)
 	j = &job{kind: d.Kind, spec: spec, d: d, start: r.cfg.Now()}
 	j.id = jobID(spec, d)
@@ -360,4 +365,26 @@ func paying(rec *state.Record, spec *jobspec.Spec) bool {
 			spec.Speech.EffectiveMode() == jobspec.ModeStream
 	}
 	return false
+}
+
+// checkNotify adds to specErr the worker's refusal of the spec's
+// notify.webhook.url (a private address, or plain http in production):
+// such a job is an invalid spec like any other (docs/webhooks.md).
+func (r *Runner) checkNotify(spec *jobspec.Spec, specErr error) error {
+	if spec == nil || spec.Notify == nil || spec.Notify.Webhook == nil || spec.Notify.Webhook.URL == "" {
+		return specErr
+	}
+	refused := r.cfg.WebhookPolicy.CheckURL(spec.Notify.Webhook.URL)
+	if refused == nil {
+		return specErr
+	}
+	p := jobspec.Problem{Path: "notify.webhook.url", Rule: strings.TrimPrefix(refused.Error(), webhooks.ErrRefusedURL.Error()+": ")}
+	var e *jobspec.Error
+	if !errors.As(specErr, &e) {
+		return &jobspec.Error{Problems: []jobspec.Problem{p}}
+	}
+	if !slices.ContainsFunc(e.Problems, func(q jobspec.Problem) bool { return q.Path == p.Path }) {
+		e.Problems = append(e.Problems, p)
+	}
+	return e
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/watchdog"
+	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
 // Config wires a Runner.
@@ -65,6 +66,10 @@ type Config struct {
 	Fetcher *artifacts.Fetcher
 	// Cancels routes cancel requests to running jobs. Required.
 	Cancels *Cancels
+	// WebhookPolicy refuses a spec's notify.webhook.url that the worker
+	// must not send to (private, or plain http in production). Defaults
+	// to the strictest policy.
+	WebhookPolicy webhooks.URLPolicy
 	// Watchdog, when set, watches every job's step (watch.go).
 	Watchdog *watchdog.Watchdog
 	// StepMinDeadline is the least deadline the watchdog gives a step

@@ -47,9 +47,11 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	checkProducerBeforeAnyWorker(t, b)
 	// The worker runs video jobs only: a speech job waits in SLUICE_JOBS.
 	stopWorker := b.start(t, func(c *config.Config) {
-		c.NATSURL, c.Kinds, c.FleetMediaTasks = workerURL, []string{"video"}, 4
+		c.NATSURL, c.Kinds, c.FleetMediaTasks, c.Webhooks = workerURL, []string{"video"}, 4, true
 	})
+	hooks := subscribeWebhook(t, b)
 	checkProducerRunsJobs(t, b, producerURL)
+	waitWebhooks(t, hooks, 1)
 	checkWorkerAnswersAlive(t, b)
 	checkProducerCancels(t, b)
 	checkProducerRefused(t, b, producerURL)

@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/tenants"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/internal/watchdog"
+	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
 // Endpoints tells where a running worker's parts listen; with SLUICE_DEV
@@ -274,6 +275,12 @@ type parts struct {
 	pool    *gopool.Pool
 	rcfg    runner.Config
 	runner  *runner.Runner
+	// hooks is the webhooks' store, specs SLUICE_SPECS (for the jobs'
+	// own notify.webhook).
+	hooks *webhooks.Store
+	specs jetstream.KeyValue
+	// webhooks runs the webhook dispatcher and sender (nil: off).
+	webhooks func(context.Context) error
 }
 
 // openParts sets up the contract's streams and buckets and opens what a
@@ -299,6 +306,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	clock := p.clock.Now
 	p.state = state.NewStore(b.state, cfg.WorkerName, clock)
 	p.state.Direct(nc)
+	p.hooks, p.specs = b.webhooks, b.specs
 	specs := state.NewSpecs(b.specs)
 	specs.Direct(nc)
 	if p.fleet, err = fleetQuota(b.quota, nc, limits, cfg, m, log); err != nil {
@@ -322,7 +330,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	p.rcfg = runner.Config{
 		Pool: p.pool, State: p.state, Specs: specs,
 		Events: events.NewPublisher(js).WithWorker(cfg.WorkerName).WithTracing(tr.Provider, tr.Propagator),
-		Store:  p.store, Cancels: runner.NewCancels(), JS: js,
+		Store:  p.store, Cancels: runner.NewCancels(), JS: js, WebhookPolicy: webhooks.PolicyOf(cfg.AllowPrivateURLs, cfg.Dev),
 		Fetcher:    artifacts.NewFetcher(artifacts.FetcherConfig{AllowPrivate: cfg.AllowPrivateURLs, MaxBytes: cfg.MaxArtifactBytes}),
 		MaxDeliver: cfg.MaxDeliver, MaxArtifactBytes: cfg.MaxArtifactBytes, TaskTimeout: cfg.TaskTimeout,
 		QuotaRetry: cfg.MediaQuotaRetry, QuotaWait: cfg.MediaQuotaWait, StoreRefusalLimit: cfg.StoreRefusalLimit,
@@ -342,6 +350,7 @@ func openParts(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *
 	if p.runner, err = runner.New(p.rcfg); err != nil {
 		return p, err
 	}
+	p.webhooks = webhookRun(cfg, js, p, m, log)
 	if p.fleet != nil {
 		p.stores.next = p.fleet
 	}
@@ -453,6 +462,9 @@ func serveBackground(bg context.Context, p parts, nc *nats.Conn, log zerolog.Log
 	if err := runner.ServeCancels(bg, nc, p.state, p.rcfg.Cancels, log); err != nil {
 		return done, fmt.Errorf("subscribe %s: %w", contract.CancelSubject, err)
 	}
+	if p.webhooks != nil {
+		return done, p.webhooks(bg)
+	}
 	return done, nil
 }
 
@@ -533,6 +545,8 @@ type buckets struct {
 	quota jetstream.KeyValue
 	// tenants is SLUICE_TENANTS.
 	tenants jetstream.KeyValue
+	// webhooks is SLUICE_WEBHOOKS and SLUICE_WEBHOOK_RECORDS.
+	webhooks *webhooks.Store
 }
 
 // setUp creates or updates the contract's streams, consumers and buckets
@@ -580,6 +594,9 @@ func openBuckets(ctx context.Context, js jetstream.JetStream, opts contract.Opti
 	}
 	if b.tenants, err = js.KeyValue(ctx, contract.TenantsBucket); err != nil {
 		return b, fmt.Errorf("bucket %s: %w", contract.TenantsBucket, err)
+	}
+	if b.webhooks, err = webhooks.Ensure(ctx, js, webhooks.Options{Replicas: opts.Replicas, RecordsTTL: opts.EventsMaxAge}); err != nil {
+		return b, err
 	}
 	if withQuota {
 		if b.quota, err = js.CreateOrUpdateKeyValue(ctx, quota.BucketConfig(opts.Replicas)); err != nil {

@@ -1,0 +1,83 @@
+package webhooks
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/artifacts"
+)
+
+// PolicyOf is the policy of a worker or CLI: private destinations only
+// with SLUICE_ALLOW_PRIVATE_URLS; plain http only with SLUICE_DEV or
+// SLUICE_ALLOW_PRIVATE_URLS (both for development and tests only), https
+// in production.
+func PolicyOf(allowPrivate, dev bool) URLPolicy {
+	return URLPolicy{AllowPrivate: allowPrivate, AllowHTTP: dev || allowPrivate}
+}
+
+// ErrRefusedURL matches every error of CheckURL.
+var ErrRefusedURL = errors.New("webhook URL refused")
+
+// URLPolicy says which webhook destinations are allowed.
+type URLPolicy struct {
+	// AllowPrivate allows loopback, private and other non-public
+	// destinations (SLUICE_ALLOW_PRIVATE_URLS).
+	AllowPrivate bool
+	// AllowHTTP allows plain http (development, SLUICE_DEV); otherwise
+	// only https.
+	AllowHTTP bool
+}
+
+// CheckURL refuses a webhook URL that is not an absolute http(s) URL with a
+// host, carries credentials, is plain http while the policy wants https, or
+// names a non-public address (an IP literal or localhost) while the policy
+// does not allow private ones. A name is checked again when a delivery
+// connects (artifacts.PublicOnly), since DNS can change its answer.
+func (p URLPolicy) CheckURL(raw string) error {
+	refuse := func(why string) error { return fmt.Errorf("%w: %s", ErrRefusedURL, why) }
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" {
+		return refuse("not an absolute URL")
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && p.AllowHTTP:
+	case u.Scheme == "http":
+		return refuse("must be https (plain http only with SLUICE_DEV or SLUICE_ALLOW_PRIVATE_URLS)")
+	default:
+		return refuse(fmt.Sprintf("scheme %q, want https", u.Scheme))
+	}
+	host := u.Hostname()
+	if host == "" {
+		return refuse("no host")
+	}
+	if u.User != nil {
+		return refuse("credentials in the URL are not allowed")
+	}
+	if p.AllowPrivate {
+		return nil
+	}
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
+	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		return refuse(host + " is a loopback name (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+	}
+	if a, err := netip.ParseAddr(host); err == nil && !artifacts.IsPublicAddr(a) {
+		return refuse(a.String() + " is not a public address (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+	}
+	return nil
+}
+
+// dialer is the dialer of deliveries: with PublicOnly unless private
+// destinations are allowed.
+func (p URLPolicy) dialer() *net.Dialer {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !p.AllowPrivate {
+		d.Control = artifacts.PublicOnly
+	}
+	return d
+}
