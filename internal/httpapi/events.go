@@ -13,10 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/state"
 )
 
-// keepAlive is how often an idle event stream gets a comment, so that
-// proxies do not close it.
-const keepAlive = 15 * time.Second
-
 // errStreamDone ends the watch once the terminal event is sent.
 var errStreamDone = errors.New("terminal event sent")
 
@@ -87,7 +83,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, key *apikeys.Key
 			})
 		close(out)
 	}()
-	tick := time.NewTicker(keepAlive)
+	tick := time.NewTicker(s.cfg.KeepAlive)
 	defer tick.Stop()
 	for {
 		select {
