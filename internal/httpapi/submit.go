@@ -88,7 +88,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key *apikeys.Key
 }
 
 // idempotentIDs makes the id of a spec without one: with an
-// Idempotency-Key, the id the key was first used for.
+// Idempotency-Key, the id the key's tenant first used it for.
 func (s *Server) idempotentIDs(ctx context.Context, key *apikeys.Key, idem string) jobclient.IDFunc {
 	if idem == "" {
 		return s.cfg.NewID
@@ -98,7 +98,7 @@ func (s *Server) idempotentIDs(ctx context.Context, key *apikeys.Key, idem strin
 		if err != nil {
 			return "", err
 		}
-		return s.cfg.Keys.Idempotent(ctx, key.ID, idem, id)
+		return s.cfg.Keys.Idempotent(ctx, key.Tenant, idem, id)
 	}
 }
 
