@@ -71,6 +71,12 @@ func TestForeignIDNotTaken(t *testing.T) {
 	if n := b.jobsStored(t); n != 1 {
 		t.Errorf("SLUICE_JOBS holds %d messages, want 1", n)
 	}
+	for _, path := range []string{"/v1/jobs/clip-7", "/v1/jobs/clip-7/cancel"} {
+		method := map[bool]string{true: "GET", false: "POST"}[path == "/v1/jobs/clip-7"]
+		if r := b.do(t, method, path, acme, nil, nil); r.status != http.StatusNotFound {
+			t.Errorf("%s %s with acme's key: %d %s, want 404", method, path, r.status, r.body)
+		}
+	}
 }
 
 // TestEventStreamEndsWhenKeyRevoked: an open event stream stops once its
