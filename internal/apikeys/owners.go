@@ -88,6 +88,15 @@ func (s *Store) MarkPublished(ctx context.Context, id string, o Owner) error {
 	return nil
 }
 
+// Release deletes job id's claim o, which Claim returned, unless it
+// changed meanwhile: the id proved to be another tenant's.
+func (s *Store) Release(ctx context.Context, id string, o Owner) error {
+	if err := s.kv.Delete(ctx, ownerPrefix+id, jetstream.LastRevision(o.revision)); err != nil {
+		return fmt.Errorf("release job %s: %w", id, err)
+	}
+	return nil
+}
+
 // OwnerOf returns job id's owner, or nil when no key submitted it.
 func (s *Store) OwnerOf(ctx context.Context, id string) (*Owner, error) {
 	var o Owner
