@@ -156,10 +156,13 @@ func (s *Server) ownSpec(ctx context.Context, key *apikeys.Key, id string, owner
 		Tenant string `json:"tenant"`
 	}
 	data, err := s.cfg.Client.Spec(ctx, id)
-	if err != nil && !errors.Is(err, jobclient.ErrSpecGone) {
+	if errors.Is(err, jobclient.ErrSpecGone) {
+		return nil // no job left to read or cancel: the claim stands
+	}
+	if err != nil {
 		return err
 	}
-	if err == nil && json.Unmarshal(data, &spec) == nil && spec.Tenant == key.Tenant {
+	if json.Unmarshal(data, &spec) == nil && spec.Tenant == key.Tenant {
 		return nil
 	}
 	if err := s.cfg.Keys.Release(ctx, id, owner); err != nil {
