@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,5 +116,46 @@ func TestEventStreamEndsWhenKeyRevoked(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(tail, "\n"), `"code":"unauthorized"`) {
 		t.Errorf("the stream ended without saying why: %q", tail)
+	}
+}
+
+// TestConcurrentIdenticalSubmits: identical POSTs at once, by spec id or
+// by Idempotency-Key, all answer 202 with the same job and queue one
+// message each.
+func TestConcurrentIdenticalSubmits(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t, httpapi.Config{})
+	token := b.key(t, apikeys.Key{Tenant: "acme"})
+	for _, tt := range []struct {
+		spec []byte
+		hdr  map[string]string
+	}{{videoSpec("clip-1"), nil}, {videoSpec(""), map[string]string{"Idempotency-Key": "order-1"}}} {
+		ids := make(chan string, 8)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				r := b.do(t, "POST", "/v1/jobs", token, tt.spec, tt.hdr)
+				var acc struct {
+					JobID string `json:"job_id"`
+				}
+				r.decode(t, &acc)
+				if r.status != http.StatusAccepted {
+					t.Errorf("POST: %d %s", r.status, r.body)
+				}
+				ids <- acc.JobID
+			})
+		}
+		wg.Wait()
+		close(ids)
+		seen := map[string]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		if len(seen) != 1 {
+			t.Errorf("identical POSTs answered jobs %v, want one", seen)
+		}
+	}
+	if n := b.jobsStored(t); n != 2 {
+		t.Errorf("SLUICE_JOBS holds %d messages, want 2", n)
 	}
 }
