@@ -231,7 +231,7 @@ func TestAPIStopsWithOpenEventStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("events: %d", resp.StatusCode)
 	}
-	stop() // fails the test when Run does not return
+	stop()                                // fails the test when Run does not return
 	_, _ = io.Copy(io.Discard, resp.Body) // ends once the worker closes the connection
 	if req.Context().Err() != nil {
 		t.Error("the event stream did not end when the worker stopped")
