@@ -88,6 +88,15 @@ func (s *Store) MarkPublished(ctx context.Context, id string, o Owner) error {
 	return nil
 }
 
+// Release deletes job id's claim o, which Claim returned, unless it
+// changed meanwhile: the id proved to be another tenant's.
+func (s *Store) Release(ctx context.Context, id string, o Owner) error {
+	if err := s.kv.Delete(ctx, ownerPrefix+id, jetstream.LastRevision(o.revision)); err != nil {
+		return fmt.Errorf("release job %s: %w", id, err)
+	}
+	return nil
+}
+
 // OwnerOf returns job id's owner, or nil when no key submitted it.
 func (s *Store) OwnerOf(ctx context.Context, id string) (*Owner, error) {
 	var o Owner
@@ -102,12 +111,14 @@ func (s *Store) OwnerOf(ctx context.Context, id string) (*Owner, error) {
 	return &o, nil
 }
 
-// Idempotent binds the Idempotency-Key idem of key to job id and returns
-// the job id bound to it: id on the first call, the first call's id on
-// every later one. The bucket stores a hash of idem, never idem itself.
-func (s *Store) Idempotent(ctx context.Context, key, idem, id string) (string, error) {
-	sum := sha256.Sum256([]byte(idem))
-	name := idemPrefix + key + "." + hex.EncodeToString(sum[:16])
+// Idempotent binds the Idempotency-Key idem of tenant to job id and
+// returns the job id bound to it: id on the first call, the first call's
+// id on every later one. It is the tenant's, not a key's: a client that
+// repeats a submit after its key was rotated gets the same job. The
+// bucket stores a hash of tenant and idem, never idem itself.
+func (s *Store) Idempotent(ctx context.Context, tenant, idem, id string) (string, error) {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + idem))
+	name := idemPrefix + hex.EncodeToString(sum[:16])
 	_, err := s.kv.Create(ctx, name, []byte(id))
 	if err == nil {
 		return id, nil

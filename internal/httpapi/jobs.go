@@ -216,8 +216,15 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, key *apikeys.Key)
 		return
 	}
 	// The retry's spec names the tenant; the claim covers it until a
-	// worker records it.
-	if owner, _, err := s.cfg.Keys.Claim(r.Context(), res.RetryID, key.Tenant, key.ID); err == nil {
+	// worker records it. An id another tenant took first (a job of that
+	// id was published instead of the retry) is said, not hidden.
+	owner, _, err := s.cfg.Keys.Claim(r.Context(), res.RetryID, key.Tenant, key.ID)
+	if errors.Is(err, apikeys.ErrOwnedElsewhere) {
+		writeProblem(w, r, problem{Status: http.StatusConflict, Code: codeIDTaken,
+			Detail: fmt.Sprintf("the retry's id %s is another job's; repeat the retry once that job has ended", res.RetryID)})
+		return
+	}
+	if err == nil {
 		_ = s.cfg.Keys.MarkPublished(r.Context(), res.RetryID, owner)
 	}
 	out := accepted{JobID: res.RetryID, Status: jobclient.StatusQueued, Duplicate: res.Duplicate, Links: jobLinks(res.RetryID)}

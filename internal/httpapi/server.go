@@ -54,6 +54,9 @@ type Config struct {
 	Logger *zerolog.Logger
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// KeepAlive is how often an idle event stream gets a comment, so
+	// that proxies do not close it. Defaults to 15s.
+	KeepAlive time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -61,6 +64,7 @@ func (c Config) withDefaults() Config {
 		c.Catalog = models.Shipped()
 	}
 	c.PresignTTL = cmp.Or(c.PresignTTL, time.Hour)
+	c.KeepAlive = cmp.Or(c.KeepAlive, 15*time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -88,7 +88,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key *apikeys.Key
 }
 
 // idempotentIDs makes the id of a spec without one: with an
-// Idempotency-Key, the id the key was first used for.
+// Idempotency-Key, the id the key's tenant first used it for.
 func (s *Server) idempotentIDs(ctx context.Context, key *apikeys.Key, idem string) jobclient.IDFunc {
 	if idem == "" {
 		return s.cfg.NewID
@@ -98,7 +98,7 @@ func (s *Server) idempotentIDs(ctx context.Context, key *apikeys.Key, idem strin
 		if err != nil {
 			return "", err
 		}
-		return s.cfg.Keys.Idempotent(ctx, key.ID, idem, id)
+		return s.cfg.Keys.Idempotent(ctx, key.Tenant, idem, id)
 	}
 }
 
@@ -133,12 +133,42 @@ func (s *Server) publish(ctx context.Context, key *apikeys.Key, sub jobclient.Su
 		return nil, fmt.Errorf("publish %s: %w", sub.ID, err)
 	}
 	res.Duplicate = res.Duplicate || pub.Jobs[0].Duplicate
+	if pub.Jobs[0].Duplicate && !owner.Published {
+		if err := s.ownSpec(ctx, key, sub.ID, owner); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.cfg.Keys.MarkPublished(ctx, sub.ID, owner); err != nil {
 		// The job is queued; a repeated submit only publishes it again,
 		// which the stream deduplicates.
 		s.cfg.Logger.Warn().Err(err).Str("job_id", sub.ID).Msg("api: job published, its owner not marked")
 	}
 	return res, nil
+}
+
+// ownSpec checks, when the stream knew id before this claim was marked
+// published, that the job it knew is key's tenant's (a concurrent
+// identical POST) and not a job published on NATS for another tenant:
+// that one keeps its id, the claim is released and the answer is
+// ErrOwnedElsewhere, so the key can neither read nor cancel it.
+func (s *Server) ownSpec(ctx context.Context, key *apikeys.Key, id string, owner apikeys.Owner) error {
+	var spec struct {
+		Tenant string `json:"tenant"`
+	}
+	data, err := s.cfg.Client.Spec(ctx, id)
+	if errors.Is(err, jobclient.ErrSpecGone) {
+		return nil // no job left to read or cancel: the claim stands
+	}
+	if err != nil {
+		return err
+	}
+	if json.Unmarshal(data, &spec) == nil && spec.Tenant == key.Tenant {
+		return nil
+	}
+	if err := s.cfg.Keys.Release(ctx, id, owner); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", apikeys.ErrOwnedElsewhere, id)
 }
 
 // head is what the API checks of a valid spec beyond jobspec's rules.

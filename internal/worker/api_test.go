@@ -207,3 +207,59 @@ func TestAPIRetryAndCancel(t *testing.T) {
 		t.Errorf("cancel of an ended job: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestAPIStopsWithOpenEventStream: a worker stopping while a client
+// follows a job that has not ended closes the stream and returns, rather
+// than waiting for the job.
+func TestAPIStopsWithOpenEventStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	// No worker serves video here: the job stays queued.
+	stop := b.start(t, func(c *config.Config) { c.APIAddr, c.Kinds = "127.0.0.1:0", []string{"speech"} })
+	token := b.apiKey(t, "acme")
+	spec, _ := json.Marshal(videoSpec("api-open", "a stream left open"))
+	if resp, body := b.apiCall(t, "POST", "/v1/jobs", token, spec); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequestWithContext(testenv.Context(t, time.Minute), "GET", "http://"+b.ep.APIAddr+"/v1/jobs/api-open/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %d", resp.StatusCode)
+	}
+	stop()                                // fails the test when Run does not return
+	_, _ = io.Copy(io.Discard, resp.Body) // ends once the worker closes the connection
+	if req.Context().Err() != nil {
+		t.Error("the event stream did not end when the worker stopped")
+	}
+}
+
+// TestAPIRetryIDOfAnotherTenant: when another tenant's job already has
+// the id a retry would take (<id>-r1, queued and never seen), the retry
+// answers 409 id_taken instead of 202 with a job the key cannot see.
+func TestAPIRetryIDOfAnotherTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	// No worker serves speech here: globex's job stays queued.
+	b.start(t, func(c *config.Config) { c.APIAddr, c.Kinds = "127.0.0.1:0", []string{"video"} })
+	acme, globex := b.apiKey(t, "acme"), b.apiKey(t, "globex")
+	spec, _ := json.Marshal(videoSpec("api-sq", "doomed [sim:fail=content_blocked]"))
+	if resp, body := b.apiCall(t, "POST", "/v1/jobs", acme, spec); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	squat, _ := json.Marshal(speechSpec("api-sq-r1", "taken", "sync"))
+	if resp, body := b.apiCall(t, "POST", "/v1/jobs", globex, squat); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("globex's submit: %d %s", resp.StatusCode, body)
+	}
+	if ev := b.await(t, "api-sq", time.Minute); ev.Data.Status != "failed" {
+		t.Fatalf("api-sq ended %s", ev.Data.Status)
+	}
+	resp, body := b.apiCall(t, "POST", "/v1/jobs/api-sq/retry", acme, nil)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), `"code":"id_taken"`) {
+		t.Errorf("retry onto globex's id: %d %s, want 409 id_taken", resp.StatusCode, body)
+	}
+}
