@@ -39,6 +39,9 @@ type classQueues struct {
 	consumers map[string]jetstream.Consumer // by subject
 	heads     map[string]head               // by subject
 	stride    order.Stride
+	// wait is how long a round that started nothing waits before the
+	// next: gateWait (tests stretch it).
+	wait time.Duration
 }
 
 type head struct{ published, read time.Time }
@@ -57,7 +60,7 @@ func (s *classSet) of(kind string) *classQueues {
 	}
 	q := s.byKind[kind]
 	if q == nil {
-		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head)}
+		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head), wait: gateWait}
 		s.byKind[kind] = q
 	}
 	return q
