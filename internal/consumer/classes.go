@@ -40,8 +40,13 @@ type classQueues struct {
 	heads     map[string]head               // by subject
 	stride    order.Stride
 	// wait is how long a round that started nothing waits before the
-	// next: gateWait (tests stretch it).
+	// next: gateWait (tests stretch it), unless stored wakes it first.
 	wait time.Duration
+	// stored is signalled (buffer 1) each time this worker's admission has
+	// stored a copy in one of the kind's class queues: a job published to
+	// an idle worker starts at once, not a wait later. Copies stored by
+	// another worker's admission are seen by the wait's poll.
+	stored chan struct{}
 }
 
 type head struct{ published, read time.Time }
@@ -60,10 +65,33 @@ func (s *classSet) of(kind string) *classQueues {
 	}
 	q := s.byKind[kind]
 	if q == nil {
-		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head), wait: gateWait}
+		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head),
+			wait: gateWait, stored: make(chan struct{}, 1)}
 		s.byKind[kind] = q
 	}
 	return q
+}
+
+// wake tells q's fetch loop that a class queue holds a new copy.
+func (q *classQueues) wake() {
+	select {
+	case q.stored <- struct{}{}:
+	default:
+	}
+}
+
+// idle waits, after a round that started nothing, for q.wait or until
+// this worker's admission stores a copy; it returns ctx's error.
+func (q *classQueues) idle(ctx context.Context) error {
+	t := time.NewTimer(q.wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-q.stored:
+	}
+	return nil
 }
 
 // fromClasses reports whether this round of q's kind pulls the class
