@@ -47,6 +47,9 @@ type classQueues struct {
 	// an idle worker starts at once, not a wait later. Copies stored by
 	// another worker's admission are seen by the wait's poll.
 	stored chan struct{}
+	// blocked: the last round left jobs waiting that it could not start
+	// (their tenant's cap or budget); the loop then waits out q.wait.
+	blocked bool
 }
 
 type head struct{ published, read time.Time }
