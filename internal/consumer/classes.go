@@ -83,16 +83,21 @@ func (q *classQueues) wake() {
 	}
 }
 
-// idle waits, after a round that started nothing, for q.wait or until
-// this worker's admission stores a copy; it returns ctx's error.
+// idle waits, after a round that started nothing, for q.wait or, unless
+// the round was blocked, until this worker's admission stores a copy; it
+// returns ctx's error.
 func (q *classQueues) idle(ctx context.Context) error {
 	t := time.NewTimer(q.wait)
 	defer t.Stop()
+	stored := q.stored
+	if q.blocked {
+		stored = nil
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-	case <-q.stored:
+	case <-stored:
 	}
 	return nil
 }
@@ -126,6 +131,7 @@ type classRound struct {
 // give: a round never idles a place while a job it may start waits.
 // Slots still free go to the other classes with unacknowledged jobs.
 func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, queue chan<- jetstream.Msg) (int, error) {
+	q.blocked = false
 	round, err := c.classRound(ctx, q)
 	if err != nil || len(round.subjects) == 0 {
 		return 0, err
@@ -164,6 +170,7 @@ func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, qu
 		idle[i] = !idle[i]
 	}
 	k, err := c.pullHandedBack(ctx, q, &round, free-got, queue, idle)
+	q.blocked = slices.ContainsFunc(round.Classes, func(cl order.Class) bool { return cl.Waiting > 0 })
 	return got + k, err
 }
 
