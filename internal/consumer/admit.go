@@ -70,17 +70,17 @@ func (c *Consumer) admitLoop(ctx context.Context, kind string) {
 
 // admit moves one batch of kind's messages to their class queues: each is
 // published asynchronously as it arrives, and acknowledged once its copy
-// is stored.
+// is stored. The pull waits up to admitWait for more, so the copies are
+// settled meanwhile, in order: each one stored wakes kind's fetch loop at
+// once (a job published to an idle worker starts then, not at its poll).
 func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer, kind string) error {
 	batch, err := cn.Fetch(admitBatch, jetstream.FetchMaxWait(admitWait))
 	if err != nil {
 		return err
 	}
-	type admitted struct {
-		msg jetstream.Msg
-		ack jetstream.PubAckFuture
-	}
-	var sent []admitted
+	sent := make(chan admitted, admitBatch)
+	settled := make(chan error, 1)
+	go func() { settled <- c.settleCopies(ctx, c.classes.of(kind), sent) }()
 	var failed error
 	for msg := range batch.Messages() {
 		f, err := c.cfg.JS.PublishMsgAsync(admission(msg, kind))
@@ -89,15 +89,37 @@ func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer, kind string
 			_ = msg.Nak()
 			continue
 		}
-		sent = append(sent, admitted{msg, f})
+		sent <- admitted{msg, f}
 	}
-	// Unanswered copies leave their messages to AckWait: delivered again,
-	// their second copies are deduplicated.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	close(sent)
+	if err := <-settled; err != nil {
+		return err
+	}
+	if failed != nil {
+		return failed
+	}
+	return batch.Error()
+}
+
+// admitted is a message of the intake and its class copy's publish.
+type admitted struct {
+	msg jetstream.Msg
+	ack jetstream.PubAckFuture
+}
+
+// settleCopies acknowledges each message of sent once its copy is stored,
+// and wakes q's fetch loop; a copy refused Naks its message. Unanswered
+// copies leave their messages to AckWait: delivered again, their second
+// copies are deduplicated. It returns the first failure, after sent is
+// closed and drained, or when no answer came within 10 s of the batch.
+func (c *Consumer) settleCopies(ctx context.Context, q *classQueues, sent <-chan admitted) error {
+	wctx, cancel := context.WithTimeout(ctx, admitWait+10*time.Second)
 	defer cancel()
-	for _, a := range sent {
+	var failed error
+	for a := range sent {
 		select {
 		case <-a.ack.Ok():
+			q.wake()
 			if err := a.msg.Ack(); err != nil {
 				failed = err
 			}
@@ -105,13 +127,12 @@ func (c *Consumer) admit(ctx context.Context, cn jetstream.Consumer, kind string
 			failed = err
 			_ = a.msg.Nak()
 		case <-wctx.Done():
+			for range sent { // the batch's remaining messages: left to AckWait
+			}
 			return wctx.Err()
 		}
 	}
-	if failed != nil {
-		return failed
-	}
-	return batch.Error()
+	return failed
 }
 
 // admission is the copy of msg, a message of kind's consumer, for its

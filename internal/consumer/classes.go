@@ -39,6 +39,17 @@ type classQueues struct {
 	consumers map[string]jetstream.Consumer // by subject
 	heads     map[string]head               // by subject
 	stride    order.Stride
+	// wait is how long a round that started nothing waits before the
+	// next: gateWait (tests stretch it), unless stored wakes it first.
+	wait time.Duration
+	// stored is signalled (buffer 1) each time this worker's admission has
+	// stored a copy in one of the kind's class queues: a job published to
+	// an idle worker starts at once, not a wait later. Copies stored by
+	// another worker's admission are seen by the wait's poll.
+	stored chan struct{}
+	// blocked: the last round left jobs waiting that it could not start
+	// (their tenant's cap or budget); the loop then waits out q.wait.
+	blocked bool
 }
 
 type head struct{ published, read time.Time }
@@ -57,10 +68,38 @@ func (s *classSet) of(kind string) *classQueues {
 	}
 	q := s.byKind[kind]
 	if q == nil {
-		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head)}
+		q = &classQueues{kind: kind, consumers: make(map[string]jetstream.Consumer), heads: make(map[string]head),
+			wait: gateWait, stored: make(chan struct{}, 1)}
 		s.byKind[kind] = q
 	}
 	return q
+}
+
+// wake tells q's fetch loop that a class queue holds a new copy.
+func (q *classQueues) wake() {
+	select {
+	case q.stored <- struct{}{}:
+	default:
+	}
+}
+
+// idle waits, after a round that started nothing, for q.wait or, unless
+// the round was blocked, until this worker's admission stores a copy; it
+// returns ctx's error.
+func (q *classQueues) idle(ctx context.Context) error {
+	t := time.NewTimer(q.wait)
+	defer t.Stop()
+	stored := q.stored
+	if q.blocked {
+		stored = nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-stored:
+	}
+	return nil
 }
 
 // fromClasses reports whether this round of q's kind pulls the class
@@ -92,6 +131,7 @@ type classRound struct {
 // give: a round never idles a place while a job it may start waits.
 // Slots still free go to the other classes with unacknowledged jobs.
 func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, queue chan<- jetstream.Msg) (int, error) {
+	q.blocked = false
 	round, err := c.classRound(ctx, q)
 	if err != nil || len(round.subjects) == 0 {
 		return 0, err
@@ -130,6 +170,7 @@ func (c *Consumer) pullClasses(ctx context.Context, q *classQueues, free int, qu
 		idle[i] = !idle[i]
 	}
 	k, err := c.pullHandedBack(ctx, q, &round, free-got, queue, idle)
+	q.blocked = slices.ContainsFunc(round.Classes, func(cl order.Class) bool { return cl.Waiting > 0 })
 	return got + k, err
 }
 

@@ -500,7 +500,10 @@ func (c *Consumer) fetchLoop(ctx context.Context, kind string, slots chan struct
 		if c.cfg.Gate != nil {
 			c.cfg.Gate.Unreserve(kind, free-got)
 		}
-		if (gated || classes) && got == 0 && err == nil && backoff.Sleep(ctx, gateWait) != nil {
+		if classes && got == 0 && err == nil && q.idle(ctx) != nil {
+			return
+		}
+		if gated && !classes && got == 0 && err == nil && backoff.Sleep(ctx, gateWait) != nil {
 			return
 		}
 		answer := got > 0 || (classes && err == nil)

@@ -106,8 +106,8 @@ func TestRoundSkipsRunningJobs(t *testing.T) {
 			t.Fatalf("round %d with A's jobs running and one place free started %v, want one of B's", i+1, got)
 		}
 	}
-	if got := b.round(t, 1); len(got) != 0 {
-		t.Errorf("a round with nothing waiting started %v", got)
+	if got := b.round(t, 1); len(got) != 0 || b.q.blocked {
+		t.Errorf("a round with nothing waiting started %v (blocked %v): a copy stored next must wake the loop", got, b.q.blocked)
 	}
 	// A job handed back (a worker stopping, a retry) waits again even
 	// though its class has nothing never delivered.
@@ -141,6 +141,11 @@ func TestRoundStartsUnpricedKindsOfSpentTenant(t *testing.T) {
 		b.publish(t, 3, "acme", 1)
 		if got := b.round(t, 1); fmt.Sprint(got) != want {
 			t.Errorf("%s: a round of acme's jobs with its budget spent started %v, want %s", kind, got, want)
+		}
+		// A job its budget holds back leaves the loop to its poll: a
+		// copy stored meanwhile would only wake it to start nothing.
+		if blocked := want == "[]"; b.q.blocked != blocked {
+			t.Errorf("%s: after the round, blocked = %v, want %v", kind, b.q.blocked, blocked)
 		}
 	}
 }
