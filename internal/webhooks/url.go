@@ -66,8 +66,17 @@ func (p URLPolicy) CheckURL(raw string) error {
 	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
 		return refuse(host + " is a loopback name (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
 	}
-	if a, err := netip.ParseAddr(host); err == nil && !artifacts.IsPublicAddr(a) {
-		return refuse(a.String() + " is not a public address (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+	if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
+		if !artifacts.IsPublicAddr(a) {
+			return refuse(a.String() + " is not a public address (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+		}
+		return nil
+	}
+	// 2130706433, 0x7f000001, 0177.0.0.1 and 127.1 are IPv4 addresses to
+	// some resolvers; no public name has a last label starting with a
+	// digit (top-level domains are letters).
+	if last := lower[strings.LastIndex(lower, ".")+1:]; last == "" || (last[0] >= '0' && last[0] <= '9') {
+		return refuse(host + " is not a host name nor an IP address in standard form")
 	}
 	return nil
 }
