@@ -17,11 +17,11 @@ func TestDialRefusesPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = URLPolicy{}.dialer().Dial("tcp", ln.Addr().String())
+	_, err = URLPolicy{}.dialer(false).Dial("tcp", ln.Addr().String())
 	if !errors.Is(err, artifacts.ErrPrivateAddress) {
 		t.Errorf("dial %s = %v, want ErrPrivateAddress", ln.Addr(), err)
 	}
-	c, err := URLPolicy{AllowPrivate: true}.dialer().Dial("tcp", ln.Addr().String())
+	c, err := URLPolicy{AllowPrivate: true}.dialer(false).Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Errorf("with private allowed: %v", err)
 	} else {

@@ -58,10 +58,10 @@ type SenderConfig struct {
 
 // Sender posts the deliveries of DeliveriesStream.
 type Sender struct {
-	cfg    SenderConfig
-	client *http.Client
-	eps    *endpoints
-	oldest *oldest
+	cfg     SenderConfig
+	clients clients
+	eps     *endpoints
+	oldest  *oldest
 }
 
 // NewSender returns a Sender.
@@ -75,7 +75,7 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Sender{cfg: cfg, client: newClient(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint, cfg.Schedule), oldest: newOldest()}
+	return &Sender{cfg: cfg, clients: newClients(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint, cfg.Schedule), oldest: newOldest()}
 }
 
 // Run sends deliveries until ctx ends.
@@ -158,7 +158,7 @@ func (s *Sender) subscription(ctx context.Context, id string) (sub Subscription,
 // attempt posts m once and settles the message by the answer.
 func (s *Sender) attempt(ctx context.Context, msg jetstream.Msg, m Message, sub Subscription, url, key string) {
 	start := s.cfg.Now()
-	a := post(ctx, s.client, url, sub.Secrets(start), m.EventID, m.Event, start)
+	a := post(ctx, s.clients, url, sub.Secrets(start), m.EventID, m.Event, start)
 	if ctx.Err() != nil {
 		// The worker stops: the attempt was cut short by us, not the
 		// receiver. Another worker (or this one again) sends it.
