@@ -115,7 +115,12 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(jitter(probeWait))
 		return
 	}
-	url := cmp.Or(m.URL, sub.URL)
+	// Only a notify secret's deliveries name their URL (the job's own);
+	// a subscription's always go to its URL, whatever the message says.
+	url := sub.URL
+	if sub.Notify {
+		url = m.URL
+	}
 	why := ""
 	switch err := s.cfg.Policy.CheckURL(url); {
 	case !ok:
