@@ -21,8 +21,9 @@ with backoff for about three days.
 
 "add" prints the subscription's id and its whsec_ signing secret, the only
 time the secret is shown. The URL must be https with a public address
-(plain http with SLUICE_DEV or SLUICE_ALLOW_PRIVATE_URLS set; a private or
-loopback address only with SLUICE_ALLOW_PRIVATE_URLS). --events takes
+(plain http with SLUICE_DEV set, or to a private address with
+SLUICE_ALLOW_PRIVATE_URLS; a private or loopback address only with
+SLUICE_ALLOW_PRIVATE_URLS). --events takes
 KIND.STATUS patterns, either part may be *; none: every event.
 
 "rotate" gives a subscription (or a tenant's notify secret, notify-TENANT)

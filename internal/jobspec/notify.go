@@ -17,8 +17,7 @@ type Notify struct {
 type NotifyWebhook struct {
 	// URL is an http(s) URL with a host and no credentials; whether it may
 	// be plain http or a private address is the worker's policy
-	// (SLUICE_DEV, SLUICE_ALLOW_PRIVATE_URLS), checked when the job
-	// arrives.
+	// (webhooks.PolicyOf), checked when the job arrives.
 	URL string `json:"url"`
 	// Events are NotifyEvents values or statuses; empty means
 	// ["terminal"].

@@ -221,3 +221,25 @@ func TestPrivateDestinationRefusedAtConnect(t *testing.T) {
 		t.Errorf("a loopback receiver got %d POSTs without SLUICE_ALLOW_PRIVATE_URLS", n)
 	}
 }
+
+// TestCheckURLRefusesOtherIPForms: an IPv4 address written in a form
+// netip does not parse (decimal, hex, octal, shortened, a trailing dot)
+// is still an address, which a resolver may turn into a loopback or
+// private one; it is refused when the subscription is added or the job
+// arrives, not only later at connect time. No public name has a last
+// label that starts with a digit.
+func TestCheckURLRefusesOtherIPForms(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"https://2130706433/in", "https://0x7f000001/in", "https://0177.0.0.1/in",
+		"https://127.1/in", "https://127.0.0.1./in", "https://10.0.0.1./in", "https://0/in"} {
+		err := webhooks.URLPolicy{}.CheckURL(u)
+		if !errors.Is(err, webhooks.ErrRefusedURL) {
+			t.Errorf("CheckURL(%q) = %v, want a refusal", u, err)
+		}
+	}
+	for _, u := range []string{"https://hooks.example.com/in", "https://1password.example.com/in", "https://a1.example.xn--p1ai/in"} {
+		if err := (webhooks.URLPolicy{}).CheckURL(u); err != nil {
+			t.Errorf("CheckURL(%q) = %v, want it allowed", u, err)
+		}
+	}
+}

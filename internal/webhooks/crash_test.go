@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/webhooks"
 )
 
@@ -55,5 +57,30 @@ func TestWorkerDiesMidDelivery(t *testing.T) {
 		if r.header.Get("webhook-id") != id {
 			t.Errorf("webhook-id %q, want %q on every copy", r.header.Get("webhook-id"), id)
 		}
+	}
+}
+
+// TestSubscriptionURLNotOverridden: a delivery message names its
+// destination URL only for a job's own notify.webhook; one for a
+// subscription that carries a URL anyway (a forged or corrupted message)
+// goes to the subscription's own URL, so that no message can have a
+// subscription's secret sign a POST to somewhere else.
+func TestSubscriptionURLNotOverridden(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	own := newReceiver(t, nil)
+	other := newReceiver(t, nil)
+	sub := b.add(t, own.srv.URL, "image.succeeded")
+	defer b.run(t, webhooks.SenderConfig{})()
+	body := []byte(`{"specversion":"1.0","id":"forged-1.succeeded","type":"sluice.job.succeeded","source":"x"}`)
+	m := webhooks.Message{Delivery: sub.ID + ".forged-1.succeeded", Sub: sub.ID, URL: other.srv.URL + "/steal",
+		EventID: "forged-1.succeeded", Event: body}
+	data, _ := json.Marshal(m)
+	if _, err := b.nats.JS.Publish(b.ctx, contract.DeliverySubjectPrefix+sub.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message settled", func() bool { return len(own.all())+len(other.all()) > 0 })
+	if n := len(other.all()); n != 0 {
+		t.Errorf("a URL in the message took %d signed POSTs away from the subscription's own", n)
 	}
 }

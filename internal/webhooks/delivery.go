@@ -107,7 +107,9 @@ func (s *Store) Deliveries(ctx context.Context, failedOnly bool) ([]Delivery, er
 			return err
 		}
 		if !failedOnly || d.Failing() {
-			d.Event = nil
+			// A listing shows Where: a notify URL's query may carry a
+			// token (Replay reads the record itself).
+			d.Event, d.URL = nil, ""
 			out = append(out, d)
 		}
 		return nil

@@ -73,3 +73,26 @@ func TestWaitSchedule(t *testing.T) {
 		t.Errorf("the schedule spans %s, want about three days", got)
 	}
 }
+
+// TestRetryAfterKeepsTheWholeSchedule: a receiver that answers every
+// attempt with a short Retry-After (a rate limiter's 429 with
+// "Retry-After: 1") is still retried for the schedule's whole span, about
+// three days, not given up after as many seconds as the schedule has
+// steps. Its wish is honoured: no attempt comes sooner than it asks.
+func TestRetryAfterKeepsTheWholeSchedule(t *testing.T) {
+	t.Parallel()
+	var spent time.Duration
+	for n := 1; ; n++ {
+		d, more := wait(Schedule, n, time.Second)
+		if !more {
+			break
+		}
+		if d < time.Second {
+			t.Errorf("wait after failure %d is %s, sooner than the receiver's Retry-After of 1s", n, d)
+		}
+		spent += d
+	}
+	if want := total(Schedule) * 8 / 10; spent < want {
+		t.Errorf("a receiver answering Retry-After: 1 is given up after %s of retries, want about %s", spent, total(Schedule))
+	}
+}

@@ -25,14 +25,22 @@ type answer struct {
 	err        error
 }
 
-// newClient returns the HTTP client of deliveries: no environment proxy,
+// clients are the HTTP clients of deliveries, one for https and one for
+// plain http, whose dialers differ (URLPolicy.dialer).
+type clients struct{ tls, plain *http.Client }
+
+func newClients(p URLPolicy, timeout time.Duration) clients {
+	return clients{tls: newClient(p, timeout, false), plain: newClient(p, timeout, true)}
+}
+
+// newClient returns an HTTP client of deliveries: no environment proxy,
 // the policy's dialer, no redirect followed (a 3xx is a failure), timeout
 // for the whole exchange.
-func newClient(p URLPolicy, timeout time.Duration) *http.Client {
+func newClient(p URLPolicy, timeout time.Duration, plain bool) *http.Client {
 	return &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{
-			Proxy: nil, DialContext: p.dialer().DialContext,
+			Proxy: nil, DialContext: p.dialer(plain).DialContext,
 			TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: timeout,
 			MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second,
 		},
@@ -42,7 +50,7 @@ func newClient(p URLPolicy, timeout time.Duration) *http.Client {
 
 // post sends one signed delivery. The signature and secrets never reach
 // an error.
-func post(ctx context.Context, c *http.Client, url string, secrets []string, id string, body []byte, now time.Time) answer {
+func post(ctx context.Context, cs clients, url string, secrets []string, id string, body []byte, now time.Time) answer {
 	ts := now.Unix()
 	sig, err := Signature(secrets, id, ts, body)
 	if err != nil {
@@ -57,6 +65,10 @@ func post(ctx context.Context, c *http.Client, url string, secrets []string, id 
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", sig)
+	c := cs.tls
+	if req.URL.Scheme == "http" {
+		c = cs.plain
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		var ue interface{ Unwrap() error }

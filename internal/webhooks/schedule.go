@@ -18,16 +18,15 @@ const maxRetryAfter = 24 * time.Hour
 
 // wait is the wait after the n-th consecutive failure (1-based) of a
 // destination, or false when the schedule is exhausted. retryAfter, when
-// positive, is the receiver's wish and replaces the schedule's wait (at
-// most maxRetryAfter).
+// positive, is the receiver's wish (at most maxRetryAfter): the wait is
+// never shorter, but never shorter than the schedule's either, or a
+// receiver answering "Retry-After: 1" every time would use up the
+// three days of attempts in seconds.
 func wait(schedule []time.Duration, n int, retryAfter time.Duration) (time.Duration, bool) {
 	if n > len(schedule) {
 		return 0, false
 	}
-	if retryAfter > 0 {
-		return min(retryAfter, maxRetryAfter), true
-	}
-	return jitter(schedule[n-1]), true
+	return max(min(retryAfter, maxRetryAfter), jitter(schedule[n-1])), true
 }
 
 // jitter spreads d by up to ±20 %.

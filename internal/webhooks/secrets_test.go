@@ -2,10 +2,12 @@ package webhooks_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -64,5 +66,32 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "will retry") {
 		t.Errorf("the failed attempt was not logged:\n%s", logs.String())
+	}
+}
+
+// TestDeliveriesListingHidesNotifyURLQuery: a job's notify.webhook URL is
+// kept in its delivery record (it is the destination), but the listing
+// that `enqueue webhooks deliveries --json` prints and the console shows
+// carries only its scheme, host and path, never its query (a token).
+func TestDeliveriesListingHidesNotifyURLQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := webhooks.Delivery{ID: "notify-default.job-q.succeeded", Sub: "notify-default",
+		URL:   "https://hooks.example.com/in?token=query-secret-72",
+		Where: webhooks.Where("https://hooks.example.com/in?token=query-secret-72"), EventID: "job-q.succeeded",
+		Status: webhooks.StatusPending, Created: time.Now().UTC(), Updated: time.Now().UTC()}
+	if err := b.store.CreateDelivery(b.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.store.Deliveries(b.ctx, false)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries %+v, %v; want the one", ds, err)
+	}
+	listed, _ := json.Marshal(ds)
+	if strings.Contains(string(listed), "query-secret-72") {
+		t.Errorf("the listing carries the notify URL's query:\n%s", listed)
+	}
+	if ds[0].Where != "https://hooks.example.com/in" {
+		t.Errorf("where %q, want the URL without its query", ds[0].Where)
 	}
 }

@@ -58,10 +58,10 @@ type SenderConfig struct {
 
 // Sender posts the deliveries of DeliveriesStream.
 type Sender struct {
-	cfg    SenderConfig
-	client *http.Client
-	eps    *endpoints
-	oldest *oldest
+	cfg     SenderConfig
+	clients clients
+	eps     *endpoints
+	oldest  *oldest
 }
 
 // NewSender returns a Sender.
@@ -75,7 +75,7 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Sender{cfg: cfg, client: newClient(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint, cfg.Schedule), oldest: newOldest()}
+	return &Sender{cfg: cfg, clients: newClients(cfg.Policy, cfg.Timeout), eps: newEndpoints(cfg.PerEndpoint, cfg.Schedule), oldest: newOldest()}
 }
 
 // Run sends deliveries until ctx ends.
@@ -115,7 +115,12 @@ func (s *Sender) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(jitter(probeWait))
 		return
 	}
-	url := cmp.Or(m.URL, sub.URL)
+	// Only a notify secret's deliveries name their URL (the job's own);
+	// a subscription's always go to its URL, whatever the message says.
+	url := sub.URL
+	if sub.Notify {
+		url = m.URL
+	}
 	why := ""
 	switch err := s.cfg.Policy.CheckURL(url); {
 	case !ok:
@@ -158,7 +163,7 @@ func (s *Sender) subscription(ctx context.Context, id string) (sub Subscription,
 // attempt posts m once and settles the message by the answer.
 func (s *Sender) attempt(ctx context.Context, msg jetstream.Msg, m Message, sub Subscription, url, key string) {
 	start := s.cfg.Now()
-	a := post(ctx, s.client, url, sub.Secrets(start), m.EventID, m.Event, start)
+	a := post(ctx, s.clients, url, sub.Secrets(start), m.EventID, m.Event, start)
 	if ctx.Err() != nil {
 		// The worker stops: the attempt was cut short by us, not the
 		// receiver. Another worker (or this one again) sends it.

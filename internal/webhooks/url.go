@@ -7,17 +7,18 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
 )
 
 // PolicyOf is the policy of a worker or CLI: private destinations only
-// with SLUICE_ALLOW_PRIVATE_URLS; plain http only with SLUICE_DEV or
-// SLUICE_ALLOW_PRIVATE_URLS (both for development and tests only), https
-// in production.
+// with SLUICE_ALLOW_PRIVATE_URLS; plain http to any address only with
+// SLUICE_DEV, to private ones also with SLUICE_ALLOW_PRIVATE_URLS (both
+// for development and tests only); https in production.
 func PolicyOf(allowPrivate, dev bool) URLPolicy {
-	return URLPolicy{AllowPrivate: allowPrivate, AllowHTTP: dev || allowPrivate}
+	return URLPolicy{AllowPrivate: allowPrivate, AllowHTTP: dev}
 }
 
 // ErrRefusedURL matches every error of CheckURL.
@@ -28,8 +29,10 @@ type URLPolicy struct {
 	// AllowPrivate allows loopback, private and other non-public
 	// destinations (SLUICE_ALLOW_PRIVATE_URLS).
 	AllowPrivate bool
-	// AllowHTTP allows plain http (development, SLUICE_DEV); otherwise
-	// only https.
+	// AllowHTTP allows plain http to any address (development,
+	// SLUICE_DEV). Without it, plain http reaches only the non-public
+	// addresses AllowPrivate allows, checked at connect time too, so
+	// that signed events never cross to a public host in the clear.
 	AllowHTTP bool
 }
 
@@ -46,9 +49,9 @@ func (p URLPolicy) CheckURL(raw string) error {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && p.AllowHTTP:
+	case u.Scheme == "http" && (p.AllowHTTP || p.AllowPrivate && !publicLiteral(u.Hostname())):
 	case u.Scheme == "http":
-		return refuse("must be https (plain http only with SLUICE_DEV or SLUICE_ALLOW_PRIVATE_URLS)")
+		return refuse("must be https (plain http only with SLUICE_DEV, or to a private address with SLUICE_ALLOW_PRIVATE_URLS)")
 	default:
 		return refuse(fmt.Sprintf("scheme %q, want https", u.Scheme))
 	}
@@ -66,17 +69,44 @@ func (p URLPolicy) CheckURL(raw string) error {
 	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
 		return refuse(host + " is a loopback name (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
 	}
-	if a, err := netip.ParseAddr(host); err == nil && !artifacts.IsPublicAddr(a) {
-		return refuse(a.String() + " is not a public address (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+	if a, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
+		if !artifacts.IsPublicAddr(a) {
+			return refuse(a.String() + " is not a public address (allowed only with SLUICE_ALLOW_PRIVATE_URLS)")
+		}
+		return nil
+	}
+	// 2130706433, 0x7f000001, 0177.0.0.1 and 127.1 are IPv4 addresses to
+	// some resolvers; no public name has a last label starting with a
+	// digit (top-level domains are letters).
+	if last := lower[strings.LastIndex(lower, ".")+1:]; last == "" || (last[0] >= '0' && last[0] <= '9') {
+		return refuse(host + " is not a host name nor an IP address in standard form")
 	}
 	return nil
 }
 
-// dialer is the dialer of deliveries: with PublicOnly unless private
-// destinations are allowed.
-func (p URLPolicy) dialer() *net.Dialer {
+// errPlainPublic refuses plain http to a public address.
+var errPlainPublic = errors.New("plain http to a public address refused (https only outside SLUICE_DEV)")
+
+// publicLiteral reports whether host is an IP address that is public.
+func publicLiteral(host string) bool {
+	a, err := netip.ParseAddr(strings.TrimSuffix(host, "."))
+	return err == nil && artifacts.IsPublicAddr(a)
+}
+
+// dialer is the dialer of deliveries, plain http or https: with
+// PublicOnly unless private destinations are allowed; for plain http
+// without AllowHTTP, refusing every public address instead.
+func (p URLPolicy) dialer(plain bool) *net.Dialer {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !p.AllowPrivate {
+	switch {
+	case plain && !p.AllowHTTP:
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			if ap, err := netip.ParseAddrPort(address); err != nil || artifacts.IsPublicAddr(ap.Addr()) {
+				return errPlainPublic
+			}
+			return nil
+		}
+	case !p.AllowPrivate:
 		d.Control = artifacts.PublicOnly
 	}
 	return d
