@@ -61,9 +61,18 @@ func ParseTenantSubject(subject string) (kind, tenant string, ok bool) {
 // IntakeKind returns the kind of a subject producers publish jobs on:
 // sluice.jobs.<kind> or a tenant subject of kind. ok is false for any
 // other subject (a class queue's among them) or a kind not one of Kinds.
+//
+// A tenant subject whose tenant is not an id (sluice.jobs.video.t.-x) is
+// an intake subject too, of no tenant: the kind consumer's filter takes
+// any token, so its job is the consumer's to run as if published on
+// sluice.jobs.<kind> (ArrivedFor speaks for no tenant), not a stray the
+// sweep hands over as well.
 func IntakeKind(subject string) (kind string, ok bool) {
-	if kind, _, ok := ParseTenantSubject(subject); ok {
-		return kind, true
+	if rest, ok := strings.CutPrefix(subject, JobsSubjectPrefix); ok {
+		parts := strings.Split(rest, ".")
+		if len(parts) == 3 && parts[1] == tenantToken && parts[2] != "" && slices.Contains(Kinds, parts[0]) {
+			return parts[0], true
+		}
 	}
 	kind, err := KindOfSubject(subject)
 	if err != nil || !slices.Contains(Kinds, kind) {
