@@ -26,10 +26,12 @@ import (
 // (secret scanners, logs): sluice_<id>_<secret>.
 const TokenPrefix = "sluice_"
 
-// The keys of the SLUICE_KEYS bucket.
+// The keys of the SLUICE_KEYS bucket. Only key.* records are kept until
+// deleted; the others expire after the Store's record lifetime.
 const (
 	keyPrefix   = "key."
 	ownerPrefix = "job."
+	pubPrefix   = "pub."
 	idemPrefix  = "idem."
 )
 
@@ -71,14 +73,37 @@ func (k *Key) AllowsKind(kind string) bool {
 type Store struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+	// ttl is the lifetime of the owner, published and idempotency
+	// records it writes; 0 keeps them until deleted.
+	ttl time.Duration
 }
 
-// NewStore returns a Store over the SLUICE_KEYS bucket kv.
+// NewStore returns a Store over the SLUICE_KEYS bucket kv that keeps
+// every record it writes until deleted (see WithRecordTTL).
 func NewStore(kv jetstream.KeyValue, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
 	return &Store{kv: kv, now: now}
+}
+
+// WithRecordTTL returns a Store whose owner, published and idempotency
+// records expire ttl after they are written (SLUICE_STATE_TTL, the job
+// records' own lifetime); the API keys never expire. The bucket must
+// allow per-key lifetimes (contract.KeysBucketConfig).
+func (s *Store) WithRecordTTL(ttl time.Duration) *Store {
+	c := *s
+	c.ttl = ttl
+	return &c
+}
+
+// createExpiring creates record name, which expires after the Store's
+// record lifetime.
+func (s *Store) createExpiring(ctx context.Context, name string, data []byte) (uint64, error) {
+	if s.ttl <= 0 {
+		return s.kv.Create(ctx, name, data)
+	}
+	return s.kv.Create(ctx, name, data, jetstream.KeyTTL(s.ttl))
 }
 
 // Create stores a new key with k's tenant, kinds, priority cap and rate

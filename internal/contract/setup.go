@@ -225,12 +225,20 @@ func TenantsBucketConfig(o Options) jetstream.KeyValueConfig {
 	}
 }
 
-// KeysBucketConfig is the definition of the SLUICE_KEYS bucket: keys,
-// job owners and idempotency keys are kept until revoked or deleted, so
-// that an owner outlives its job's events.
+// KeysMarkerTTL is how long SLUICE_KEYS keeps the marker of a record
+// that expired. It is a constant, not an option: `enqueue keys` creates
+// the bucket the worker updates, and both must ask the same.
+const KeysMarkerTTL = time.Hour
+
+// KeysBucketConfig is the definition of the SLUICE_KEYS bucket: keys are
+// kept until revoked or deleted; job owners and idempotency keys carry
+// their own lifetime (SLUICE_STATE_TTL, set per key when written), which
+// LimitMarkerTTL allows. Applied to a bucket of an earlier version, it
+// turns that on in place; the server cannot turn it off again.
 func KeysBucketConfig(o Options) jetstream.KeyValueConfig {
 	cfg := TenantsBucketConfig(o)
 	cfg.Bucket, cfg.Description = KeysBucket, "sluice HTTP API: key hashes, job owners, idempotency keys"
+	cfg.LimitMarkerTTL = KeysMarkerTTL
 	return cfg
 }
 

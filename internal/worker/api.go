@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/artifacts"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/httpapi"
 	"github.com/sluice-dev/sluice/internal/jobclient"
 	"github.com/sluice-dev/sluice/internal/metrics"
@@ -50,6 +52,8 @@ func serveAPI(ctx context.Context, cfg config.Config, cat *models.Catalog, nc *n
 	if err != nil {
 		return nil, err
 	}
+	// Owners and idempotency keys go with the job records they stand for.
+	keys = keys.WithRecordTTL(cmp.Or(cfg.StateTTL, contract.DefaultStateTTL))
 	alog := log.With().Str("component", "api").Logger()
 	api, err := httpapi.New(httpapi.Config{
 		Client: jc, Keys: keys, Catalog: cat, Presigner: store, PresignTTL: cfg.PresignTTL, Metrics: m, Logger: &alog,

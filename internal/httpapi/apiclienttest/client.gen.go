@@ -282,6 +282,17 @@ type JobSpec struct {
 
 	// Labels At most 32 labels echoed in every event; keys 1-63 bytes, values at most 256 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Notify Send this job's events to a webhook (docs/webhooks.md).
+	Notify *struct {
+		Webhook *struct {
+			// Events terminal (the default: succeeded, failed, cancelled), all, or statuses.
+			Events *[]interface{} `json:"events,omitempty"`
+
+			// Url An https URL (plain http only on a development worker); private addresses are refused unless SLUICE_ALLOW_PRIVATE_URLS.
+			Url string `json:"url"`
+		} `json:"webhook,omitempty"`
+	} `json:"notify,omitempty"`
 	Output *struct {
 		// Prefix A relative key prefix: no leading '/', no empty, '.' or '..' segment, no control characters, at most 512 bytes (JSON Schema counts characters).
 		Prefix *JobSpecPrefix `json:"prefix,omitempty"`
@@ -650,7 +661,7 @@ type ListJobsParamsKind string
 
 // SubmitJobParams defines parameters for SubmitJob.
 type SubmitJobParams struct {
-	// IdempotencyKey For a spec without an id: a repeated POST with the same key (of the same API key) answers the first one's job.
+	// IdempotencyKey For a spec without an id: a repeated POST with the same key (of the same tenant, whichever of its API keys sends it) answers the first one's job, for SLUICE_STATE_TTL (30 days) after it.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1550,7 +1561,7 @@ type ClientInterface interface {
 
 	// SubmitJobWithBody Submit a job spec for the key's tenant.
 	//
-	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1559,7 +1570,7 @@ type ClientInterface interface {
 
 	// SubmitJob Submit a job spec for the key's tenant.
 	//
-	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1611,7 +1622,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // SubmitJobWithBody Submit a job spec for the key's tenant.
 //
-// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1630,7 +1641,7 @@ func (c *Client) SubmitJobWithBody(ctx context.Context, params *SubmitJobParams,
 
 // SubmitJob Submit a job spec for the key's tenant.
 //
-// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2124,7 +2135,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitJobWithBodyWithResponse Submit a job spec for the key's tenant.
 	//
-	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2133,7 +2144,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitJobWithResponse Submit a job spec for the key's tenant.
 	//
-	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+	// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2753,7 +2764,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // SubmitJobWithBodyWithResponse Submit a job spec for the key's tenant.
 //
-// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2768,7 +2779,7 @@ func (c *ClientWithResponses) SubmitJobWithBodyWithResponse(ctx context.Context,
 
 // SubmitJobWithResponse Submit a job spec for the key's tenant.
 //
-// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new.
+// Validates the spec exactly as enqueue and the worker do, then publishes it on sluice.jobs.<kind>.t.<tenant> with Nats-Msg-Id = its id. A spec without an id gets one. A repeated POST with the same spec id, or the same Idempotency-Key, answers the same job and queues nothing new for SLUICE_STATE_TTL (30 days).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
