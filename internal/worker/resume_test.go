@@ -316,8 +316,14 @@ func TestRedeliveryLeavesAJobInsideItsSubmit(t *testing.T) {
 	if n := b.media.SubmitCount("inside submit"); n != 1 {
 		t.Errorf("paid submits = %d, want 1", n)
 	}
-	if rec := b.record(t, id); rec.Submits != 1 || !strings.Contains(b.logs.String(), runner.LogLeftInSubmit) {
-		t.Errorf("record's submits %d, want 1; left in submit logged %v", rec.Submits, strings.Contains(b.logs.String(), runner.LogLeftInSubmit))
+	// The second delivery leaves the job to the first either by its
+	// verdict (it read the record at "submitting") or, when it started
+	// before that record reached it on a loaded machine, by the claim's
+	// fence refusing its own submit: both send nothing and come back later.
+	logs := b.logs.String()
+	left := strings.Contains(logs, runner.LogLeftInSubmit) || strings.Contains(logs, "checkpoint submitting: another delivery of the job took it over meanwhile")
+	if rec := b.record(t, id); rec.Submits != 1 || !left {
+		t.Errorf("record's submits %d, want 1; the second delivery left the job to the first: %v", rec.Submits, left)
 	}
 }
 
