@@ -279,17 +279,33 @@ func (r *run) awaitTerminal(ctx context.Context) ([]events.Event, error) {
 	}
 }
 
+// allEnded: every job has its terminal event, and so has every step a
+// pipeline's terminal event shows as run. A pipeline ends on its steps'
+// records, so a step's own event may still be on its way (a lost reply
+// to its terminal write, then a redelivery) when its pipeline's is out.
 func (r *run) allEnded(evs []events.Event) bool {
 	ended := map[string]bool{}
+	var ran []string
 	for _, e := range evs {
-		if terminal(e.Data.Status) {
-			ended[e.Data.JobID] = true
+		if !terminal(e.Data.Status) {
+			continue
+		}
+		ended[e.Data.JobID] = true
+		for _, s := range e.Data.Steps {
+			if s.Status != "skipped" && s.Status != "waiting" && !s.Reused {
+				ran = append(ran, s.JobID)
+			}
+		}
+	}
+	for _, id := range ran {
+		if !ended[id] {
+			return false
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range r.jobs {
-		if !ended[j.id] && !j.step { // a step ends before its pipeline
+		if !ended[j.id] && !j.step { // a step not run has no event
 			return false
 		}
 	}
