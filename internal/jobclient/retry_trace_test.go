@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/jobclient"
-	"github.com/sluice-dev/sluice/internal/state"
 	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
@@ -81,25 +80,8 @@ func TestRetryTracesThePublish(t *testing.T) {
 // as a worker leaves one.
 func failJob(ctx context.Context, t *testing.T, n *testenv.NATS, id string) {
 	t.Helper()
-	kv, err := n.JS.KeyValue(ctx, contract.StateBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = state.NewStore(kv, "w", time.Now).UpdateNew(ctx, id, func(r *state.Record) error {
-		*r = state.Record{JobID: id, Kind: "video", Status: state.StatusFailed, Error: &state.Error{Code: "upstream_failed", Message: "m"}}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	specs, err := n.JS.KeyValue(ctx, contract.SpecsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := `{"id":"` + id + `","kind":"video","video":{"model":"m","input":{"prompt":"p"},"parameters":{"resolution":"768P","duration":5,"ratio":"16:9"}}}`
-	if err := state.NewSpecs(specs).Keep(ctx, id, []byte(spec)); err != nil {
-		t.Fatal(err)
-	}
+	endJob(ctx, t, n, id, "", "upstream_failed", []byte(spec))
 }
 
 // lastJob returns the headers of the last video job message published.
