@@ -165,6 +165,7 @@ func TestAPIPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	screenshot(t, ctx, t.TempDir(), "api")
 	if !strings.HasPrefix(failure, "unauthorized") {
 		t.Errorf("a wrong key shows %q, want the unauthorized problem", failure)
 	}
