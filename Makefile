@@ -172,7 +172,7 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 # Postgres peer when Postgres is installed (make bench-peer, about 7
 # minutes more). bench-quick is CI's smoke check of the same code paths
 # with smaller counts (Q2 as a 30 s smoke, W1 as 300 jobs, B1 as a backlog of
-# 20,000; without Q1, T1, U1 and W2 unless -only names them, without the peer):
+# 20,000 with fair scheduling; without Q1, T1, U1 and W2 unless -only names them, without the peer):
 # it prints the figures and fails only when one cannot be measured, never
 # on a number. BENCH_FLAGS go to the harness (e.g. -only P1,P5 -dir
 # /tmp/bench -profile /tmp/prof, or -only Q1 for the fleet quota alone).

@@ -35,7 +35,7 @@ func (r *run) backlog(ctx context.Context) (*Figure, error) {
 		"an ack probe acknowledges one job message a 100 ms on sluice.jobs.speech (a kind the worker does not serve, from its consumer sluice-speech) in SLUICE_JOBS and times the acknowledgement's round trip (AckSync)")
 	modes := r.o.BacklogModes
 	if len(modes) == 0 {
-		modes = []string{"fifo", "fair"}
+		modes = pick(r, []string{"fifo", "fair"}, []string{"fair"})
 	}
 	met := true
 	var measured []string

@@ -58,7 +58,8 @@ type Options struct {
 	// Quick).
 	Backlog int
 	// BacklogModes are B1's modes, "fifo" (no tenant settings) and "fair"
-	// (fair scheduling); empty runs both.
+	// (fair scheduling); empty runs both, or with Quick fair alone (it
+	// takes every path fifo takes, and the admission's).
 	BacklogModes []string
 	// Progress receives one line per step. Defaults to io.Discard.
 	Progress io.Writer
