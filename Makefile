@@ -171,14 +171,19 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 # outage (about 20 minutes more), then the River +
 # Postgres peer when Postgres is installed (make bench-peer, about 7
 # minutes more). bench-quick is CI's smoke check of the same code paths
-# with smaller counts (Q2 as a 30 s smoke, W1 as 300 jobs; without Q1, T1, U1 and W2 unless
-# -only names them, without the peer):
+# with smaller counts (Q2 as a 30 s smoke, W1 as 300 jobs, B1 as a backlog of
+# 20,000 with fair scheduling; without Q1, T1, U1 and W2 unless -only names them, without the peer):
 # it prints the figures and fails only when one cannot be measured, never
 # on a number. BENCH_FLAGS go to the harness (e.g. -only P1,P5 -dir
 # /tmp/bench -profile /tmp/prof, or -only Q1 for the fleet quota alone).
 BENCH_FLAGS ?=
+# make bench-backlog: B1, a backlog of BACKLOG jobs (a million) in plain FIFO
+# order and with fair scheduling, drain windows with the whole backlog and
+# with about 10,000 waiting (about 15 minutes; not part of make bench).
+BACKLOG       ?= 1000000
+BACKLOG_MODES ?= fifo,fair
 
-.PHONY: bench bench-quick bench-peer riverpeer versitygw
+.PHONY: bench bench-quick bench-peer bench-backlog riverpeer versitygw
 
 bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API H1, the fleet quota Q1, back-pressure Q2, tenants T1, quota utilization U1 and webhooks W1, W2 (< 60 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
@@ -201,6 +206,11 @@ bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints t
 	$(GO) test -run '^$$' -bench 'VideoJobs$$|HeldTasks' -benchtime 100x ./internal/worker
 	$(GO) test -run '^$$' -bench 'ComputeLoginsPerDay' -benchtime 3x ./internal/apiclient
 	$(BIN)/bench run -quick -worker $(BIN)/worker $(BENCH_FLAGS)
+
+bench-backlog: ## B1: a backlog of BACKLOG jobs (1000000) drained in FIFO order and with fair scheduling (about 15 min; BACKLOG_MODES=fifo or fair for one)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
+	$(BIN)/bench run -only B1 -backlog $(BACKLOG) -backlog-modes $(BACKLOG_MODES) -worker $(BIN)/worker $(BENCH_FLAGS)
 
 # The River + Postgres peer (BENCHMARKS.md, "sluice and River"): bench/riverpeer
 # is a Go module of its own (River and pgx stay out of go.mod), built into

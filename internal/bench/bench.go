@@ -37,8 +37,9 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2"); empty runs
-	// all.
+	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2", "B1"); empty
+	// runs all but B1, which runs only when named (its million jobs take
+	// about 15 minutes; its smoke variant runs with Quick).
 	Only []string
 	// ProfileDir, when set, runs the worker as "bench worker" with pprof
 	// and saves CPU and heap profiles of P1's and P3's measured phases
@@ -53,6 +54,13 @@ type Options struct {
 	// WebhookOutage is how long W2's receiver is down. Defaults to 10
 	// minutes (20 s with Quick).
 	WebhookOutage time.Duration
+	// Backlog is B1's backlog in jobs; 0 is DefaultBacklog (20,000 with
+	// Quick).
+	Backlog int
+	// BacklogModes are B1's modes, "fifo" (no tenant settings) and "fair"
+	// (fair scheduling); empty runs both, or with Quick fair alone (it
+	// takes every path fifo takes, and the admission's).
+	BacklogModes []string
 	// Progress receives one line per step. Defaults to io.Discard.
 	Progress io.Writer
 }
@@ -94,9 +102,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"U1", r.utilization},
 		{"W1", r.webhookLatency},
 		{"W2", r.webhookOutage},
+		{"B1", r.backlog},
 	}
 	for _, sc := range scenarios {
-		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) || len(o.Only) == 0 && sc.id == "B1" && !o.Quick {
 			continue
 		}
 		if o.Quick && len(o.Only) == 0 && (sc.id == "Q1" || sc.id == "T1" || sc.id == "U1" || sc.id == "W2") {

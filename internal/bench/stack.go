@@ -1,17 +1,22 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
+	"github.com/sluice-dev/sluice/internal/cli"
 	"github.com/sluice-dev/sluice/internal/contract"
 	"github.com/sluice-dev/sluice/internal/natsembed"
 	"github.com/sluice-dev/sluice/internal/s3dev"
@@ -162,4 +167,25 @@ func freeAddr() (string, error) {
 	}
 	addr := ln.Addr().String()
 	return addr, ln.Close()
+}
+
+// enqueue runs the enqueue CLI in this process against the stack's NATS
+// and returns its standard output.
+func (s *stack) enqueue(ctx context.Context, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	env := cli.Env{
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string {
+			if k == "SLUICE_NATS_URL" {
+				return s.natsURL
+			}
+			return ""
+		},
+		IsTerminal: func(io.Writer) bool { return false },
+		Now:        time.Now,
+	}
+	if code := cli.Run(ctx, args, env); code != 0 {
+		return out.String(), fmt.Errorf("enqueue %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), nil
 }

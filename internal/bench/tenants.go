@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/apisim"
-	"github.com/sluice-dev/sluice/internal/cli"
 	"github.com/sluice-dev/sluice/internal/contract"
 )
 
@@ -106,22 +103,7 @@ func (f *tenantFleet) close() {
 // enqueue runs the enqueue CLI in this process against the fleet's NATS
 // and returns its standard output.
 func (f *tenantFleet) enqueue(ctx context.Context, args ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	env := cli.Env{
-		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
-		Getenv: func(k string) string {
-			if k == "SLUICE_NATS_URL" {
-				return f.st.natsURL
-			}
-			return ""
-		},
-		IsTerminal: func(io.Writer) bool { return false },
-		Now:        time.Now,
-	}
-	if code := cli.Run(ctx, args, env); code != 0 {
-		return out.String(), fmt.Errorf("enqueue %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
-	}
-	return out.String(), nil
+	return f.st.enqueue(ctx, args...)
 }
 
 // publish publishes n video jobs of tenant at priority, ids prefix-00000...,
@@ -341,15 +323,22 @@ type tenantEnd struct {
 
 func trackTenantEvents(nc *nats.Conn) (*tenantEvents, error) {
 	t := &tenantEvents{startAt: map[string]time.Time{}, ends: map[string]tenantEnd{}, changed: make(chan struct{}, 1)}
-	sub, err := nc.Subscribe(contract.EventsSubjectPrefix+">", t.onEvent)
+	sub, err := subscribeEvents(nc, contract.EventsSubjectPrefix+">", t.onEvent)
+	t.sub = sub
+	return t, err
+}
+
+// subscribeEvents subscribes cb to subject with no limit on the messages
+// pending in the client (a figure must not lose an event), and flushes.
+func subscribeEvents(nc *nats.Conn, subject string, cb nats.MsgHandler) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(subject, cb)
 	if err != nil {
 		return nil, err
 	}
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return nil, err
 	}
-	t.sub = sub
-	return t, nc.Flush()
+	return sub, nc.Flush()
 }
 
 func (t *tenantEvents) onEvent(m *nats.Msg) {
