@@ -165,7 +165,8 @@ cluster-smoke: images ## a throw-away cluster stack, 20 mixed jobs over TLS as p
 
 # Benchmarks (BENCHMARKS.md): Go benchmarks, then the load harness (cmd/bench)
 # measuring P1-P5 side by side with their floors, and Q1, the fleet quota
-# across three worker processes (about 4 minutes more), Q2, the fleet's
+# across three worker processes (about 4 minutes more), F1, its cost per
+# job with 16 workers against 3 (about 4 minutes more), Q2, the fleet's
 # back-pressure under an account's concurrency limit (about 5 minutes
 # more), W1 and W2, the webhooks' latency and a receiver's 10-minute
 # outage (about 20 minutes more), then the River +

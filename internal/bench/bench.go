@@ -1,7 +1,8 @@
 // Package bench is sluice's load harness: it measures the figures of
 // BENCHMARKS.md (P1 throughput against a bare floor pipeline, P2 polling
 // efficiency, P3 scale, P4 streaming against a direct transfer-manager
-// upload, P5 latency, Q1 the fleet quota across worker processes, Q2 the
+// upload, P5 latency, Q1 the fleet quota across worker processes, F1 its
+// cost per job with 16 workers against 3, Q2 the
 // fleet's back-pressure under an account's concurrency limit) on one
 // machine, each as a ratio or a count taken side
 // by side in one run, and reports the absolute numbers with them.
@@ -37,7 +38,7 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2", "B1"); empty
+	// Only limits the run to these figures ("P1".."P5", "Q1", "F1", "Q2", "T1", "U1", "W1", "W2", "B1"); empty
 	// runs all but B1, which runs only when named (its million jobs take
 	// about 15 minutes; its smoke variant runs with Quick).
 	Only []string
@@ -97,6 +98,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"P5", r.latency},
 		{"H1", r.httpSubmit},
 		{"Q1", r.fleet},
+		{"F1", r.fleetScale},
 		{"Q2", r.concurrency},
 		{"T1", r.tenants},
 		{"U1", r.utilization},

@@ -86,6 +86,11 @@ type Doc[T any] struct {
 	// leader is elected within seconds) to learn whether it was stored.
 	// Defaults to 30s.
 	LostFor time.Duration
+	// Count, when set, hears each read and write of a key: op "read" or
+	// "write", outcome "ok", "absent" (a read of a key without a value),
+	// "conflict" (a write against a revision no longer the last), "lost"
+	// (no answer: the write may have been stored) or "error".
+	Count func(key, op, outcome string)
 
 	ready bool // defaults filled in (New)
 }
@@ -125,6 +130,9 @@ func (d Doc[T]) withDefaults() Doc[T] {
 	d.Conflicts = cmp.Or(d.Conflicts, 16)
 	if d.ConflictSpacing == (backoff.Exponential{}) {
 		d.ConflictSpacing = backoff.Exponential{Min: 5 * time.Millisecond, Max: 400 * time.Millisecond}
+	}
+	if d.Count == nil {
+		d.Count = func(string, string, string) {}
 	}
 	if d.LostSpacing == (backoff.Exponential{}) {
 		d.LostSpacing = backoff.Exponential{Min: 50 * time.Millisecond, Max: 2 * time.Second}
@@ -174,6 +182,8 @@ type update[T any] struct {
 	unsure    time.Time
 	conflicts int
 	done      Entry[T]
+	// outcome is the last failed write's, for Count.
+	outcome string
 }
 
 // attempt is one read, change and write. Its errors say when to try
@@ -207,10 +217,13 @@ func (u *update[T]) attempt(ctx context.Context, _ int) error {
 	rev, err := u.doc.Write(wctx, u.key, data, cur.Revision)
 	cancel()
 	if err == nil {
+		u.doc.Count(u.key, "write", "ok")
 		u.done = Entry[T]{Value: next, Revision: rev}
 		return nil
 	}
-	return u.failed(ctx, id, fmt.Errorf("write %s %s: %w", u.doc.Name, u.key, err))
+	err = u.failed(ctx, id, fmt.Errorf("write %s %s: %w", u.doc.Name, u.key, err))
+	u.doc.Count(u.key, "write", u.outcome)
+	return err
 }
 
 // current is the value to change: the known one first, then the stored
@@ -225,6 +238,7 @@ func (u *update[T]) current(ctx context.Context) (cur Entry[T], fromKnown bool, 
 	rctx, cancel := context.WithTimeout(ctx, u.doc.Timeout)
 	data, rev, err := u.doc.Read(rctx, u.key, u.conflicts > 0 || len(u.mine) > 0)
 	cancel()
+	u.doc.Count(u.key, "read", readOutcome(err))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return Entry[T]{}, false, nil
@@ -244,8 +258,10 @@ func (u *update[T]) current(ctx context.Context) (cur Entry[T], fromKnown bool, 
 
 // failed says when to try again after the write with id failed with err.
 func (u *update[T]) failed(ctx context.Context, id string, err error) error {
+	u.outcome = "error"
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		u.outcome = "conflict"
 		if u.conflicts++; u.conflicts > u.doc.Conflicts {
 			return backoff.Permanent(fmt.Errorf("write %s %s: %w", u.doc.Name, u.key, ErrConflict))
 		}
@@ -254,6 +270,7 @@ func (u *update[T]) failed(ctx context.Context, id string, err error) error {
 		}
 		return backoff.After(err, u.doc.ConflictSpacing.HalfJitter(u.conflicts-2))
 	case natsconn.Ambiguous(ctx, err) && (len(u.mine) == 0 || time.Since(u.unsure) < u.doc.LostFor):
+		u.outcome = "lost"
 		if len(u.mine) == 0 {
 			u.unsure = time.Now()
 		}
@@ -261,6 +278,17 @@ func (u *update[T]) failed(ctx context.Context, id string, err error) error {
 		return backoff.After(err, u.doc.LostSpacing.Ceiling(len(u.mine)-1))
 	}
 	return backoff.Permanent(err)
+}
+
+// readOutcome is a read's outcome for Count.
+func readOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "absent"
+	}
+	return "error"
 }
 
 // writeIDs names this process's writes: a random prefix, unique across

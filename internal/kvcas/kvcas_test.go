@@ -313,3 +313,47 @@ func TestUpdateRecognisesItsWriteAfterALostAnswer(t *testing.T) {
 		t.Fatalf("%d answers dropped, want 2", d)
 	}
 }
+
+// TestUpdateCounts checks what Count hears: each read and each write with
+// its outcome, a conflict and a lost answer among them, so that a metric
+// built on it counts what the server saw.
+func TestUpdateCounts(t *testing.T) {
+	n := testenv.StartNATS(t)
+	ctx := testenv.Context(t, time.Minute)
+	if _, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(n.Server.ClientURL(), "nats://"))
+	djs := drop.JetStream(t)
+	kv, err := djs.KeyValue(ctx, "CAS_TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	doc := kvcas.New(kvcas.Doc[counter]{KV: kv, Conn: djs.Conn(), WriteID: writeID, Timeout: 300 * time.Millisecond,
+		Count: func(key, op, outcome string) { got[key+" "+op+" "+outcome]++ }})
+	inc := func(c counter, _ bool) (counter, error) { c.N++; return c, nil }
+	if _, err := doc.Update(ctx, "k", nil, inc); err != nil { // absent: read, create
+		t.Fatal(err)
+	}
+	calls := 0
+	if _, err := doc.Update(ctx, "k", nil, func(c counter, found bool) (counter, error) {
+		if calls++; calls == 1 {
+			put(t, kv, "k", 10) // another writer between the read and the write
+		}
+		return inc(c, found)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	drop.Arm("$KV.CAS_TEST.", 1)
+	if _, err := doc.Update(ctx, "k", nil, inc); err != nil { // the answer lost, the write stored
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"k read absent": 1, "k read ok": 4,
+		"k write ok": 2, "k write conflict": 1, "k write lost": 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("counted %v, want %v", got, want)
+	}
+}

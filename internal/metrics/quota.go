@@ -5,6 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // quotaGauges are the fleet quota gauges, by resource (media, compute).
 type quotaGauges struct {
 	limit, effective, inUse, held, waiting, waitingHere, rate *prometheus.GaugeVec
+	// ops counts the worker's operations on the quota boards.
+	ops *prometheus.CounterVec
 }
 
 func newQuotaGauges() quotaGauges {
@@ -19,11 +21,15 @@ func newQuotaGauges() quotaGauges {
 		waiting:     g("sluice_quota_waiting_jobs", "Jobs held by the fleet's workers and waiting for a lease, by resource."),
 		waitingHere: g("sluice_quota_waiting_jobs_here", "Jobs held by this worker and waiting for a lease, by resource."),
 		rate:        g("sluice_quota_rate_limit", "Fleet limit of requests per second (SLUICE_FLEET_MEDIA_RATE, SLUICE_FLEET_COMPUTE_RATE), by resource; 0: none."),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_quota_board_ops_total",
+			Help: "This worker's operations on the fleet quota bucket, by key (leases.<resource>, rate.<resource>; alive for the requests asking other holders whether they live), op (read, write: a compare-and-set; ping) and outcome (ok, absent, conflict: another writer was first, lost: no answer, silent: no responders, error).",
+		}, []string{"key", "op", "outcome"}),
 	}
 }
 
 func (q quotaGauges) collectors() []prometheus.Collector {
-	return []prometheus.Collector{q.limit, q.effective, q.inUse, q.held, q.waiting, q.waitingHere, q.rate}
+	return []prometheus.Collector{q.limit, q.effective, q.inUse, q.held, q.waiting, q.waitingHere, q.rate, q.ops}
 }
 
 // Quota records one resource's fleet quota as this worker sees it.
@@ -43,5 +49,13 @@ func (m *Metrics) Quota(resource string, limit, effective, inUse, held, waiting,
 func (m *Metrics) QuotaRate(resource string, perSecond float64) {
 	if m != nil {
 		m.quota.rate.WithLabelValues(resource).Set(perSecond)
+	}
+}
+
+// QuotaBoardOp counts one operation on the fleet quota bucket (see
+// sluice_quota_board_ops_total).
+func (m *Metrics) QuotaBoardOp(key, op, outcome string) {
+	if m != nil {
+		m.quota.ops.WithLabelValues(key, op, outcome).Inc()
 	}
 }

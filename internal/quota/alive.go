@@ -71,6 +71,7 @@ type watch struct {
 	leases []*leases
 	log    zerolog.Logger
 	now    func() time.Time
+	count  func(key, op, outcome string)
 
 	// inst names this process's life (see life).
 	inst string
@@ -123,7 +124,7 @@ type silence struct {
 func newWatch(cfg Config, ls []*leases) *watch {
 	return &watch{
 		nc: cfg.Conn, self: cfg.Holder, ackTTL: cfg.TTL, leases: ls,
-		log: cfg.Logger.With().Str("component", "quota").Logger(),
+		log: cfg.Logger.With().Str("component", "quota").Logger(), count: cfg.Count,
 		// Lives are judged on the wall clock's elapsed time, as the
 		// ticker runs, not on the boards' clock.
 		now:   time.Now,
@@ -217,6 +218,7 @@ func (w *watch) tick(ctx context.Context) {
 			if err == nil {
 				a.inst = string(m.Data)
 			}
+			w.count("alive", "ping", pingOutcome(err))
 			answers <- a
 		}()
 	}
@@ -250,6 +252,17 @@ func (w *watch) tick(ctx context.Context) {
 			l.markGone(g.life)
 		}
 	}
+}
+
+// pingOutcome is an alive request's outcome for Config.Count.
+func pingOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, nats.ErrNoResponders):
+		return "silent"
+	}
+	return "error"
 }
 
 // hear records one answer (w.mu held) and returns the life it shows dead:

@@ -429,6 +429,7 @@ func boardDoc(cfg Config, ttl time.Duration, log zerolog.Logger) *kvcas.Doc[boar
 			return bd, nil
 		},
 		LostSpacing: backoff.Exponential{Min: 50 * time.Millisecond, Max: min(2*time.Second, ttl/4)},
+		Count:       cfg.Count,
 	})
 }
 

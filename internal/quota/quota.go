@@ -133,6 +133,13 @@ type Config struct {
 	// AIMD paces the effective limit that concurrency conflicts lower;
 	// zero fields take their defaults.
 	AIMD AIMD
+	// Count, when set, hears each operation on the bucket and each alive
+	// request (see watch): key is the board's key ("leases.media",
+	// "rate.media") or "alive"; op "read", "write" (compare-and-set) or
+	// "ping"; outcome "ok", "absent", "conflict", "lost" or "error" (see
+	// kvcas.Doc.Count), or for a ping "ok", "silent" (no responders) or
+	// "error".
+	Count func(key, op, outcome string)
 }
 
 // Fleet is one worker's side of the fleet's quotas. A nil *Fleet, or one
@@ -153,6 +160,9 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Logger == nil {
 		l := zerolog.Nop()
 		cfg.Logger = &l
+	}
+	if cfg.Count == nil {
+		cfg.Count = func(string, string, string) {}
 	}
 	f := &Fleet{tasks: map[string]*leases{}, rates: map[string]*Rate{}}
 	if !cfg.Limits.Any() {

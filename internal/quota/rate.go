@@ -76,6 +76,7 @@ func newRate(resource string, rate float64, cfg Config) *Rate {
 				}
 				return w, nil
 			},
+			Count: cfg.Count,
 		}),
 		clock:   cfg.Clock,
 		log:     cfg.Logger.With().Str("quota", resource+" rate").Logger(),

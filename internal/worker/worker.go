@@ -639,6 +639,7 @@ func fleetQuota(kv jetstream.KeyValue, nc *nats.Conn, limits quota.Limits, cfg c
 		Observe: func(st quota.Status) {
 			m.Quota(st.Resource, st.Limit, st.Effective, st.InUse, st.Held, st.Waiting, st.WaitingHere)
 		},
+		Count: m.QuotaBoardOp,
 	})
 	if err != nil {
 		return nil, err
