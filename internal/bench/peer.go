@@ -157,7 +157,7 @@ func RunPeer(ctx context.Context, o PeerOptions) (*PeerReport, error) {
 		return nil, err
 	}
 	defer pr.pg.stop()
-	media, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 64 << 10})
+	media, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 64 << 10}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func TestRiverPeerResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	media, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 1 << 10})
+	media, sim, simURL, err := startSimulator(apisim.MediaConfig{ResultSize: 1 << 10}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

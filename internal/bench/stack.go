@@ -44,6 +44,8 @@ type stack struct {
 	media      *apisim.Media
 	sim        *http.Server
 	simURL     string
+	// timeline, when set, stamps every step of the jobs oneByOne runs.
+	timeline *timeline
 }
 
 // stackOptions tunes a stack.
@@ -60,6 +62,9 @@ type stackOptions struct {
 	SimURL string
 	// Media configures the simulator; APIKey is set by the stack.
 	Media apisim.MediaConfig
+	// Timeline, when set, is tapped into the stack's NATS server, its
+	// simulator and its store (the ones in this process).
+	Timeline *timeline
 }
 
 // newStack starts a stack with its files under dir.
@@ -83,6 +88,13 @@ func newStack(ctx context.Context, dir string, o stackOptions) (_ *stack, err er
 	if s.nc, err = nats.Connect(s.natsURL, nats.Name("sluice-bench")); err != nil {
 		return nil, err
 	}
+	var simFront, s3Front func(http.Handler) http.Handler
+	if s.timeline = o.Timeline; s.timeline != nil {
+		if err := s.timeline.tap(s.nc); err != nil {
+			return nil, err
+		}
+		simFront, s3Front = s.timeline.front("sim", simRequest), s.timeline.front("s3", s3Request)
+	}
 	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
 		return nil, err
 	}
@@ -90,27 +102,31 @@ func newStack(ctx context.Context, dir string, o stackOptions) (_ *stack, err er
 		return nil, err
 	}
 	if !o.ExternalS3 {
-		if s.s3, err = s3dev.Start(ctx, s3dev.Config{Dir: filepath.Join(dir, "s3"), Buckets: []string{bucket}}); err != nil {
+		if s.s3, err = s3dev.Start(ctx, s3dev.Config{Dir: filepath.Join(dir, "s3"), Buckets: []string{bucket}, Front: s3Front}); err != nil {
 			return nil, err
 		}
 		s.s3Endpoint = s.s3.Endpoint()
 	}
 	if s.simURL = o.SimURL; s.simURL == "" {
-		s.media, s.sim, s.simURL, err = startSimulator(o.Media)
+		s.media, s.sim, s.simURL, err = startSimulator(o.Media, simFront)
 	}
 	return s, err
 }
 
 // startSimulator serves the media API simulator with cfg (its APIKey set to
-// the bench's) on a loopback port, in this process.
-func startSimulator(cfg apisim.MediaConfig) (*apisim.Media, *http.Server, string, error) {
+// the bench's) on a loopback port, in this process, behind front if set.
+func startSimulator(cfg apisim.MediaConfig, front func(http.Handler) http.Handler) (*apisim.Media, *http.Server, string, error) {
 	cfg.APIKey = mediaAPIKey
 	media := apisim.NewMedia(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, "", err
 	}
-	srv := &http.Server{Handler: media, ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = media
+	if front != nil {
+		h = front(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return media, srv, "http://" + ln.Addr().String(), nil
 }
@@ -124,6 +140,9 @@ func stopSimulator(srv *http.Server) {
 
 // close stops every part that was started.
 func (s *stack) close() {
+	if s.timeline != nil {
+		s.timeline.close()
+	}
 	if s.sim != nil {
 		stopSimulator(s.sim)
 	}

@@ -67,6 +67,9 @@ type Config struct {
 	Addr string
 	// Buckets are created at start when missing. Defaults to none.
 	Buckets []string
+	// Front, when set, wraps the store's handler: the bench stamps each
+	// request's arrival and end with it.
+	Front func(http.Handler) http.Handler
 }
 
 // Server is a running store.
@@ -129,9 +132,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3dev: listen: %w", err)
 	}
+	handler := lowerMetaKeys(gofakes3.New(be).Server())
+	if cfg.Front != nil {
+		handler = cfg.Front(handler)
+	}
 	s := &Server{
 		srv: &http.Server{
-			Handler:           lowerMetaKeys(gofakes3.New(be).Server()),
+			Handler:           handler,
 			ReadHeaderTimeout: 30 * time.Second,
 		},
 		endpoint: "http://" + ln.Addr().String(),
