@@ -70,7 +70,7 @@ func runBench(ctx context.Context) error {
 	workerBin := flag.String("worker", "bin/worker", "the built cmd/worker binary")
 	dir := flag.String("dir", "", "directory for the run's files and logs (default: a new temporary directory, removed after a successful run)")
 	quick := flag.Bool("quick", false, "smoke variant: smaller counts and sizes, same code paths")
-	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5,H1,Q1,Q2,T1,U1,W1,W2); default all")
+	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5,H1,Q1,Q2,T1,U1,W1,W2,C1); default all")
 	outage := flag.Duration("webhook-outage", 0, "how long W2's receiver is down (default 10m, 20s with -quick)")
 	out := flag.String("out", "", "also write the Markdown report to this file")
 	profiles := flag.String("profile", "", "run the worker with pprof and save profiles of P1 and P3 in this directory (not for the figures)")

@@ -37,7 +37,7 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2"); empty runs
+	// Only limits the run to these figures ("P1".."P5", "Q1", "Q2", "T1", "U1", "W1", "W2", "C1"); empty runs
 	// all.
 	Only []string
 	// ProfileDir, when set, runs the worker as "bench worker" with pprof
@@ -94,6 +94,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"U1", r.utilization},
 		{"W1", r.webhookLatency},
 		{"W2", r.webhookOutage},
+		{"C1", r.computeStatus},
 	}
 	for _, sc := range scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, sc.id) {
