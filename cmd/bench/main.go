@@ -70,7 +70,7 @@ func runBench(ctx context.Context) error {
 	workerBin := flag.String("worker", "bin/worker", "the built cmd/worker binary")
 	dir := flag.String("dir", "", "directory for the run's files and logs (default: a new temporary directory, removed after a successful run)")
 	quick := flag.Bool("quick", false, "smoke variant: smaller counts and sizes, same code paths")
-	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5,H1,Q1,F1,Q2,T1,U1,W1,W2,B1); default all but B1")
+	only := flag.String("only", "", "comma-separated figures to run (P1,P2,P3,P4,P5,H1,Q1,F1,Q2,T1,U1,W1,W2,C1,B1); default all but B1")
 	backlog := flag.Int("backlog", 0, "B1's backlog in jobs (default 1000000, 20000 with -quick)")
 	backlogModes := flag.String("backlog-modes", "", "B1's modes, fifo (no tenant settings) and fair (fair scheduling), comma-separated (default both, fair alone with -quick)")
 	outage := flag.Duration("webhook-outage", 0, "how long W2's receiver is down (default 10m, 20s with -quick)")

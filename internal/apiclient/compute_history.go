@@ -256,7 +256,7 @@ func (s *ClusterSession) historyList(ctx context.Context, q HistoryQuery, jobID 
 		base.Set("jobId", jobID)
 	}
 	var out []HistoryRecord
-	err := s.walkList(ctx, "job history list", "/hpc/openapi/v2/historyjobs", base, func(item json.RawMessage) error {
+	err := s.walkList(ctx, "job history list", "/hpc/openapi/v2/historyjobs", base, maxListPages, func(item json.RawMessage) error {
 		var h HistoryRecord
 		if err := json.Unmarshal(item, &h); err != nil {
 			return err
@@ -273,15 +273,18 @@ func (s *ClusterSession) historyList(ctx context.Context, q HistoryQuery, jobID 
 }
 
 // walkList reads a paged list (start, limit) at path, calling each for
-// every item, until a short page, the total, or maxListPages.
-func (s *ClusterSession) walkList(ctx context.Context, op, path string, query url.Values, each func(json.RawMessage) error) error {
+// every item, until an empty page, the total, a short page when the
+// answer gives no total, or maxPages. start advances by the items a page
+// held, so a platform that cuts pages below the limit asked is read whole
+// where it says its total.
+func (s *ClusterSession) walkList(ctx context.Context, op, path string, query url.Values, maxPages int, each func(json.RawMessage) error) error {
 	read := 0
-	for page := range maxListPages {
+	for range maxPages {
 		q := url.Values{}
 		for k, v := range query {
 			q[k] = v
 		}
-		q.Set("start", strconv.Itoa(page*listPageSize))
+		q.Set("start", strconv.Itoa(read))
 		q.Set("limit", strconv.Itoa(listPageSize))
 		res, err := s.c.exchange(ctx, s, &request{
 			op: op, method: http.MethodGet, svc: svcHPC, auth: true,
@@ -300,7 +303,7 @@ func (s *ClusterSession) walkList(ctx context.Context, op, path string, query ur
 			}
 		}
 		read += len(items)
-		if len(items) < listPageSize || (total >= 0 && read >= total) {
+		if len(items) == 0 || (total >= 0 && read >= total) || (total < 0 && len(items) < listPageSize) {
 			return nil
 		}
 	}
@@ -383,7 +386,7 @@ func (s *ClusterSession) Jobs(ctx context.Context, schedulerID string) ([]JobSum
 		return nil, err
 	}
 	var out []JobSummary
-	err = s.walkList(ctx, "job list", "/hpc/openapi/v2/jobs", url.Values{"strClusterIDList": {schedulerID}}, func(item json.RawMessage) error {
+	err = s.walkList(ctx, "job list", "/hpc/openapi/v2/jobs", url.Values{"strClusterIDList": {schedulerID}}, maxListPages, func(item json.RawMessage) error {
 		var j JobSummary
 		if err := json.Unmarshal(item, &j); err != nil {
 			return err

@@ -165,7 +165,15 @@ func TestComputeHistoryListCancel(t *testing.T) {
 			t.Error("the history list was not asked")
 		}
 
+		// The list keeps the ended job ~5 minutes after the detail
+		// dropped it, like the platform's.
 		jobs, err := s.Jobs(ctx, "")
+		if err != nil || len(jobs) != 3 || jobs[0].JobID != done || jobs[1].JobID != running || jobs[1].JobName != "running" ||
+			jobs[1].Status != "statR" || jobs[1].SubmitTime == "" {
+			t.Fatalf("job list %+v %v", jobs, err)
+		}
+		b.clock.Advance(5 * time.Minute)
+		jobs, err = s.Jobs(ctx, "")
 		if err != nil || len(jobs) != 2 || jobs[0].JobID != running || jobs[0].JobName != "running" || jobs[0].Status != "statR" || jobs[0].SubmitTime == "" {
 			t.Fatalf("job list %+v %v", jobs, err)
 		}

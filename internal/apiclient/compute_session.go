@@ -31,6 +31,10 @@ type ClusterSession struct {
 
 	schedMu sync.Mutex
 	schedID string
+
+	// board is the last read of the region's realtime job list
+	// (ListedJob).
+	board statusBoard
 }
 
 // serviceURLs holds the enabled addresses of one service and the index of

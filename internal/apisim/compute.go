@@ -119,6 +119,16 @@ type ComputeConfig struct {
 	// detail and job list before it answers only from the job history
 	// (platform mode; Letter keeps it there). Defaults to 2s.
 	HistoryDelay time.Duration
+	// ListKeeps is how long an ended job stays in the realtime job list
+	// (GET .../jobs?strClusterIDList=) in platform mode, after the detail
+	// dropped it: the platform's list keeps a finished job about 5
+	// minutes (platform-evidence.md section 7). Defaults to 5m; never
+	// shorter than HistoryDelay.
+	ListKeeps time.Duration
+	// ListPageLimit is the most jobs one page of the realtime job list
+	// holds: a larger limit is cut to it (the answer's total still counts
+	// every job). Defaults to 100.
+	ListPageLimit int
 	// FailureRate is the probability in [0, 1] that a job whose script
 	// does not exit explicitly ends with exit code 1. Defaults to 0.
 	FailureRate float64
@@ -156,6 +166,8 @@ func (c ComputeConfig) withDefaults() ComputeConfig {
 	c.RunFor = cmp.Or(c.RunFor, 3*time.Second)
 	c.TokenLifetime = cmp.Or(c.TokenLifetime, 24*time.Hour)
 	c.HistoryDelay = cmp.Or(c.HistoryDelay, 2*time.Second)
+	c.ListKeeps = max(cmp.Or(c.ListKeeps, 5*time.Minute), c.HistoryDelay)
+	c.ListPageLimit = cmp.Or(c.ListPageLimit, 100)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -229,9 +241,10 @@ type simQueue struct {
 // platform's zone (UTC+8).
 //
 // Like the platform (spec/platform-evidence.md; not in Letter mode), an
-// ended job stays in the realtime detail and job list for HistoryDelay,
-// then the detail answers a success without a record (data null); the job
-// is then found in the job history: GET .../historyjobs/{jobmanagerId}/
+// ended job stays in the realtime detail for HistoryDelay, then the
+// detail answers a success without a record (data null), and in the
+// realtime job list for ListKeeps; the job is then found in the job
+// history: GET .../historyjobs/{jobmanagerId}/
 // {jobId} (acctTime accepted) and GET .../historyjobs (strClusterNameList
 // or strClusterIDList, startTime and endTime in UTC+8 bounding the end,
 // start, limit, jobId), whose records carry jobState, jobExitStatus,

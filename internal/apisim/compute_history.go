@@ -1,6 +1,7 @@
 package apisim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,22 +85,29 @@ func schedulerOf(w http.ResponseWriter, r *http.Request, cl *simCluster, keys ..
 // sortedJobs returns the jobs of cl that keep accepts, by id. The caller
 // holds c.mu.
 func (c *Compute) sortedJobs(cl *simCluster, keep func(*simJob) bool) []*simJob {
-	var out []*simJob
+	type numbered struct {
+		n int64
+		j *simJob
+	}
+	var all []numbered
 	for _, j := range c.jobs {
 		if j.cluster == cl && keep(j) {
-			out = append(out, j)
+			n, _ := strconv.ParseInt(j.id, 10, 64)
+			all = append(all, numbered{n, j})
 		}
 	}
-	slices.SortFunc(out, func(a, b *simJob) int {
-		x, _ := strconv.ParseInt(a.id, 10, 64)
-		y, _ := strconv.ParseInt(b.id, 10, 64)
-		return int(x - y)
-	})
+	slices.SortFunc(all, func(a, b numbered) int { return cmp.Compare(a.n, b.n) })
+	out := make([]*simJob, len(all))
+	for i, x := range all {
+		out[i] = x.j
+	}
 	return out
 }
 
-// jobList answers the realtime list of the cluster's current jobs
-// (GET .../jobs?strClusterIDList=<scheduler id>&start=&limit=).
+// jobList answers the realtime list of the cluster's current jobs and
+// those that ended less than ListKeeps ago (GET .../jobs
+// ?strClusterIDList=<scheduler id>&start=&limit=[&strJobStat=]), by id,
+// at most ListPageLimit a page; strJobStat keeps one jobStatus.
 func (c *Compute) jobList(w http.ResponseWriter, r *http.Request) {
 	cl, ok := c.authorize(w, r)
 	if !ok || !schedulerOf(w, r, cl, "strClusterIDList") {
@@ -110,15 +118,27 @@ func (c *Compute) jobList(w http.ResponseWriter, r *http.Request) {
 		writeEnvelopeError(w, http.StatusOK, ComputeCodeInvalid, "start and limit must be integers, limit in [1, 1000]")
 		return
 	}
+	limit = min(limit, c.cfg.ListPageLimit)
+	stat := r.URL.Query().Get("strJobStat")
 	now := c.cfg.Now()
 	c.settle(now)
 	c.mu.Lock()
-	var items []map[string]any
-	for _, j := range c.sortedJobs(cl, func(j *simJob) bool { return c.inRealtime(j, now) }) {
+	jobs := c.sortedJobs(cl, func(j *simJob) bool { return c.inList(j, now) })
+	var listed []*simJob
+	for _, j := range jobs {
+		// Only the page's jobs are rendered: a list of 10,000 jobs is
+		// read a page at a time.
+		if stat == "" || c.jobView(j, now)["jobStatus"] == stat {
+			listed = append(listed, j)
+		}
+	}
+	total := len(listed)
+	items := make([]map[string]any, 0, limit)
+	for _, j := range listed[min(start, total):min(start+limit, total)] {
 		items = append(items, c.jobView(j, now))
 	}
 	c.mu.Unlock()
-	pageOf(w, items, start, limit)
+	writeOK(w, map[string]any{"total": total, "list": items})
 }
 
 // cancel deletes jobs (DELETE .../jobs, form jobMethod=5 and

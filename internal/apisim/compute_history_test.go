@@ -87,8 +87,12 @@ func TestComputeSimHistory(t *testing.T) {
 	if a := b.get(t, "/hpc/openapi/v2/historyjobs?startTime=x", tok); a.Code != apisim.ComputeCodeInvalid {
 		t.Errorf("history list without a scheduler: %s", a.raw)
 	}
+	if n, _ := b.list(t, tok, "/hpc/openapi/v2/jobs?strClusterIDList=2001"); n != 1 {
+		t.Errorf("realtime list holds %d jobs, want the ended job for ListKeeps (5 minutes)", n)
+	}
+	b.clock.Advance(5 * time.Minute)
 	if n, _ := b.list(t, tok, "/hpc/openapi/v2/jobs?strClusterIDList=2001"); n != 0 {
-		t.Errorf("realtime list holds an ended job: %d", n)
+		t.Errorf("realtime list holds an ended job after ListKeeps: %d", n)
 	}
 }
 

@@ -405,11 +405,16 @@ func (c *Compute) settle(now time.Time) {
 	}
 }
 
-// inRealtime reports whether the realtime detail and job list still show
-// j at now: always in Letter mode; on the platform until HistoryDelay
-// after its end.
+// inRealtime reports whether the realtime detail still shows j at now:
+// always in Letter mode; on the platform until HistoryDelay after its end.
 func (c *Compute) inRealtime(j *simJob, now time.Time) bool {
 	return c.cfg.Letter || !j.ended() || now.Before(j.endedAt.Add(c.cfg.HistoryDelay))
+}
+
+// inList reports whether the realtime job list still shows j at now: on
+// the platform until ListKeeps after its end.
+func (c *Compute) inList(j *simJob, now time.Time) bool {
+	return c.cfg.Letter || !j.ended() || now.Before(j.endedAt.Add(c.cfg.ListKeeps))
 }
 
 var sizeRE = regexp.MustCompile(`^(\d+)([KMG]?)$`)

@@ -40,6 +40,9 @@ type Fault struct {
 	// MalformedRate replaces the response body with invalid JSON (the
 	// handler's effect happens).
 	MalformedRate float64
+	// NoRouteRate answers HTTP 404 with a plain-text body, as a gateway
+	// without the route does, before the handler runs.
+	NoRouteRate float64
 	// Times, when above zero, applies the fault to that many requests
 	// only (counted as they arrive), then clears it: a test can hold one
 	// request without racing the next.
@@ -133,6 +136,10 @@ func (f *Faults) Wrap(endpoint string, errBody func(w http.ResponseWriter, statu
 			// otherwise a hung POST never returns and blocks server Close.
 			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
+			return
+		}
+		if hit(ft.NoRouteRate) {
+			http.NotFound(w, r)
 			return
 		}
 		retryAfter := strconv.Itoa(int(max(ft.RetryAfter, time.Second) / time.Second))

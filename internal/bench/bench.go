@@ -38,7 +38,7 @@ type Options struct {
 	// Quick runs the smoke variant: fewer jobs, fewer rounds, smaller
 	// sizes, same code paths.
 	Quick bool
-	// Only limits the run to these figures ("P1".."P5", "Q1", "F1", "Q2", "T1", "U1", "W1", "W2", "B1"); empty
+	// Only limits the run to these figures ("P1".."P5", "Q1", "F1", "Q2", "T1", "U1", "W1", "W2", "C1", "B1"); empty
 	// runs all but B1, which runs only when named (its million jobs take
 	// about 15 minutes; its smoke variant runs with Quick).
 	Only []string
@@ -104,6 +104,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"U1", r.utilization},
 		{"W1", r.webhookLatency},
 		{"W2", r.webhookOutage},
+		{"C1", r.computeStatus},
 		{"B1", r.backlog},
 	}
 	for _, sc := range scenarios {

@@ -109,19 +109,11 @@ func Container(ctx context.Context, o ContainerOptions) (*ContainerFigures, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- sluiceworker.Run(wctx, *cfg, zerolog.Nop(), func(sluiceworker.Endpoints) { close(ready) })
-	}()
-	defer func() { stopWorker(); <-done }()
-	select {
-	case <-ready:
-	case err := <-done:
-		return nil, fmt.Errorf("worker did not start: %w", err)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	stopWorker, err := startWorker(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
+	defer stopWorker()
 
 	evs, err := st.js.OrderedConsumer(ctx, contract.EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contract.EventsSubjectPrefix + "container.>"},
@@ -164,6 +156,27 @@ func Container(ctx context.Context, o ContainerOptions) (*ContainerFigures, erro
 	return f, nil
 }
 
+// startWorker runs a worker of cfg in this process until the returned
+// stop is called.
+func startWorker(ctx context.Context, cfg *config.Config) (stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- sluiceworker.Run(wctx, *cfg, zerolog.Nop(), func(sluiceworker.Endpoints) { close(ready) })
+	}()
+	select {
+	case <-ready:
+		return func() { cancel(); <-done }, nil
+	case err := <-done:
+		cancel()
+		return nil, fmt.Errorf("worker did not start: %w", err)
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return nil, ctx.Err()
+	}
+}
+
 // publishContainer publishes container job id: no inputs, one output.
 func publishContainer(ctx context.Context, js jetstream.JetStream, id string) error {
 	dir := "/public/home/" + containerUser + "/" + id
@@ -182,10 +195,16 @@ func publishContainer(ctx context.Context, js jetstream.JetStream, id string) er
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(contract.JobSubject("container"))
+	return publishSpec(ctx, js, "container", id, spec)
+}
+
+// publishSpec publishes job id's spec on kind's subject, deduplicated by
+// its id.
+func publishSpec(ctx context.Context, js jetstream.JetStream, kind, id string, spec []byte) error {
+	m := nats.NewMsg(contract.JobSubject(kind))
 	m.Data = spec
 	m.Header.Set(contract.HeaderMsgID, id)
-	_, err = js.PublishMsg(ctx, m)
+	_, err := js.PublishMsg(ctx, m)
 	return err
 }
 

@@ -439,6 +439,9 @@ type jobWatch struct {
 // the exit status a lagging detail may lack), and the history stands in
 // when the realtime detail fails. noHistory: the platform has no history.
 func (r *Runner) readJob(ctx context.Context, j *job, sess *apiclient.ClusterSession, w *jobWatch) (d *apiclient.JobDetail, usage json.RawMessage, noHistory bool, err error) {
+	if d := r.listedLive(ctx, sess, w); d != nil {
+		return d, nil, false, nil
+	}
 	d, err = sess.Job(ctx, w.jobID)
 	if err == nil {
 		if apiclient.JobPhaseOf(d).Terminal() {
@@ -460,6 +463,23 @@ func (r *Runner) readJob(ctx context.Context, j *job, sess *apiclient.ClusterSes
 		j.log.Warn().Err(herr).Msg("job history query failed")
 	}
 	return nil, nil, errors.Is(herr, apiclient.ErrNotSupported), err
+}
+
+// listedLive returns the job as the region's realtime list shows it, when
+// that shows it queued or running: one walk of the list per half poll
+// interval serves every job of the region (apiclient.ListedJob). Anything
+// else, an end, a status it does not know, a job the list does not show
+// or a list that fails, returns nil and the job's own detail is asked,
+// then its history: the list never ends a job, nor makes it vanish.
+func (r *Runner) listedLive(ctx context.Context, sess *apiclient.ClusterSession, w *jobWatch) *apiclient.JobDetail {
+	d, err := sess.ListedJob(ctx, w.jobID, r.cfg.ComputePoll/2)
+	if err != nil {
+		return nil
+	}
+	if p := apiclient.JobPhaseOf(d); p != apiclient.JobQueued && p != apiclient.JobRunning {
+		return nil
+	}
+	return d
 }
 
 // jobMissed judges a poll that read no job (err): it returns the error
