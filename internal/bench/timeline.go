@@ -19,9 +19,11 @@ import (
 // seen from outside the process running it: each NATS message (a core
 // subscription to ">" on the server), each request to the media simulator
 // and to the S3 store (a front on their handlers). P5 runs one job at a
-// time, so every stamp between two publishes belongs to the job of the
-// first; a step is kept at its first sight in a job and named by what it
-// is ("state submitting", "sim query answered").
+// time, so a stamp between two publishes belongs to the job of the first,
+// but for the last job's tail (its ack and its event's deliveries come
+// after the next publish): a step is kept at its last sight in a job,
+// which is the job's own, and named by what it is ("state submitting",
+// "sim query answered"; a query polled twice shows the later).
 type timeline struct {
 	mu    sync.Mutex
 	start time.Time
@@ -123,7 +125,7 @@ func (tl *timeline) keep() {
 	}
 }
 
-// mark stamps step name of the current job at its first sight.
+// mark stamps step name of the current job at its latest sight.
 func (tl *timeline) mark(name string) {
 	now := time.Now()
 	tl.mu.Lock()
@@ -131,9 +133,7 @@ func (tl *timeline) mark(name string) {
 	if tl.job == nil {
 		return
 	}
-	if _, seen := tl.job[name]; !seen {
-		tl.job[name] = now.Sub(tl.start)
-	}
+	tl.job[name] = now.Sub(tl.start)
 }
 
 // forget drops the steps kept so far and the current job's (the
