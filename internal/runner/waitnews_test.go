@@ -73,3 +73,41 @@ func TestQuietPollQueuesNothing(t *testing.T) {
 		t.Fatalf("a poll with news was not queued: events %b, update %+v", w.events, w.update)
 	}
 }
+
+// A poll reads the job's record (mediaPollNews) only while no goroutine
+// handles the job's events, since that goroutine writes it (the "running"
+// checkpoint replaces j.rec): under -race, a read outside that hand-off
+// fails this test. Polls that come while the goroutine runs are queued.
+func TestQuietPollReadsRecordOnlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	r := &Runner{cfg: Config{Pool: gopool.New(time.Minute)}}
+	j := &job{rec: &state.Record{Status: state.StatusSubmitted}}
+	w := &waiter{r: r, ctx: context.Background(), j: j, busy: true}
+	running := &apiclient.Task{Output: apiclient.TaskOutput{TaskID: "t1", TaskStatus: apiclient.TaskRunning}}
+	started, polled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(polled)
+		close(started)
+		for range 1000 {
+			w.onUpdate(PollUpdate{Task: running})
+		}
+	}()
+	// The waiter's goroutine: writes the record (the "running"
+	// checkpoint, many times to overlap the polls), then takes the polls
+	// queued meanwhile until none is left and it would exit.
+	<-started
+	for range 1000 {
+		j.rec = &state.Record{Status: state.StatusRunning}
+	}
+	for {
+		if _, _, ok := w.next(); !ok {
+			break
+		}
+	}
+	<-polled
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy || w.events != 0 {
+		t.Fatalf("quiet polls after the checkpoint were queued: busy %v, events %b", w.busy, w.events)
+	}
+}
