@@ -186,7 +186,7 @@ BACKLOG_MODES ?= fifo,fair
 
 .PHONY: bench bench-quick bench-peer bench-backlog riverpeer versitygw
 
-bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API H1, the fleet quota Q1, back-pressure Q2, tenants T1, quota utilization U1, webhooks W1, W2 and compute status C1 (< 60 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
+bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API H1, the fleet quota Q1, back-pressure Q2, tenants T1, quota utilization U1, the fleet quota with 16 workers F1, webhooks W1, W2 and compute status C1 (about 80 min), then bench-peer if Postgres is installed (BENCHMARKS.md)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/runner ./internal/state
