@@ -46,6 +46,7 @@ func exportedSeries(t *testing.T) map[string]bool {
 	m.Leftovers("container", 1, true)
 	m.Quota("media", 8, 8, 1, 1, 0, 0)
 	m.QuotaRate("media", 5)
+	m.QuotaBoardOp("leases.media", "write", "conflict")
 	m.ComputeToken("renewal")
 	m.APIRequest("POST /v1/jobs", 202, "none")
 	m.WebhookDelivered()
