@@ -200,7 +200,7 @@ bench: versitygw ## benchmarks: Go benchmarks + load harness P1-P5, the HTTP API
 	$(BIN)/bench run -worker $(BIN)/worker $(BENCH_FLAGS)
 	@if $(PG_FOUND); then $(MAKE) --no-print-directory bench-peer; else echo "$(PG_MISSING): skipping the River + Postgres peer (make bench-peer)"; fi
 
-bench-quick: versitygw ## smoke variant of make bench for CI (< 2 min): prints the figures, never fails on them
+bench-quick: versitygw ## smoke variant of make bench for CI (about 4 min): prints the figures, never fails on them
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker ./cmd/bench
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/runner ./internal/state
