@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -50,17 +49,10 @@ func TestManyWorkersShareOneBoard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := quota.New(quota.Config{
+		f, _ := runFleet(t, quota.Config{
 			KV: kv, Conn: js.Conn(), Holder: "w" + string(rune('a'+i)), Limits: quota.Limits{MediaTasks: limit},
 			TTL: time.Minute, Now: b.clock.Now, Clock: b.server, Count: counts.count,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { f.Run(rctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
 		fleets = append(fleets, f)
 	}
 	run := runJobs(ctx, t, fleets, jobs)

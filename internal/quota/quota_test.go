@@ -55,16 +55,22 @@ func (b *bundle) fleet(t *testing.T, holder string, limits quota.Limits) (f *quo
 // fleetOn is fleet on clock (nil: the worker's own, over its skew).
 func (b *bundle) fleetOn(t *testing.T, holder string, limits quota.Limits, clock *natsconn.Clock) (f *quota.Fleet, stop func()) {
 	t.Helper()
-	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now, Clock: clock})
+	return runFleet(t, quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: limits, TTL: time.Minute, Now: b.clock.Now, Clock: clock})
+}
+
+// runFleet makes a fleet of cfg and runs it until the test ends or stop.
+func runFleet(t *testing.T, cfg quota.Config) (f *quota.Fleet, stop func()) {
+	t.Helper()
+	f, err := quota.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
-	stop = func() { cancel(); <-done }
+	stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(stop)
-	return f, sync.OnceFunc(stop)
+	return f, stop
 }
 
 // jobRun is jobs taking a lease in turn on several workers, each holding
@@ -414,15 +420,8 @@ func TestConflictsLowerTheEffectiveLimitAcrossWorkers(t *testing.T) {
 	b := setup(t)
 	aimd := quota.AIMD{Window: time.Second, Raise: 5 * time.Second, Probe: time.Minute}
 	start := func(holder string) *quota.Fleet {
-		f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: quota.Limits{MediaTasks: 10},
+		f, _ := runFleet(t, quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: quota.Limits{MediaTasks: 10},
 			TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { f.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
 		return f
 	}
 	f1, f2 := start("w1"), start("w2")
@@ -493,17 +492,11 @@ func TestLateConflictOfAnEarlierGrantCutsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	aimd := quota.AIMD{Window: time.Second, Raise: time.Hour, Probe: time.Hour}
-	f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: "w1", Limits: quota.Limits{MediaTasks: 10},
+	f, _ := runFleet(t, quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: "w1", Limits: quota.Limits{MediaTasks: 10},
 		TTL: time.Minute, Now: b.clock.Now, Clock: b.server, AIMD: aimd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.Run(rctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
 	ctx := testenv.Context(t, 30*time.Second)
 
+	var err error
 	leases := map[string]*quota.Lease{}
 	for i := range 10 {
 		id := fmt.Sprintf("a%d", i)

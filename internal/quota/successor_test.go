@@ -3,7 +3,6 @@ package quota_test
 import (
 	"cmp"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -101,16 +100,7 @@ func TestDeadHoldersLeasesLapseForASuccessorOnTheWallClock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	start := func(holder string, now func() time.Time) (*quota.Fleet, func()) {
-		f, err := quota.New(quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: quota.Limits{MediaTasks: 2}, TTL: 2 * time.Second, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { f.Run(ctx); close(done) }()
-		stop := sync.OnceFunc(func() { cancel(); <-done })
-		t.Cleanup(stop)
-		return f, stop
+		return runFleet(t, quota.Config{KV: b.kv, Conn: b.js.Conn(), Holder: holder, Limits: quota.Limits{MediaTasks: 2}, TTL: 2 * time.Second, Now: now})
 	}
 	ctx := testenv.Context(t, 60*time.Second)
 	fa, stopA := start("A", nil)
