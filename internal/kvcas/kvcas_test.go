@@ -280,17 +280,8 @@ func (f *updateFixture) run(t *testing.T, key string, tt updateCase) {
 // write is stored, the writer hears nothing. Update reads again, knows its
 // write by its id and returns it; the change is applied once.
 func TestUpdateRecognisesItsWriteAfterALostAnswer(t *testing.T) {
-	n := testenv.StartNATS(t)
 	ctx := testenv.Context(t, time.Minute)
-	if _, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(n.Server.ClientURL(), "nats://"))
-	djs := drop.JetStream(t)
-	kv, err := djs.KeyValue(ctx, "CAS_TEST")
-	if err != nil {
-		t.Fatal(err)
-	}
+	drop, djs, kv := droppingBucket(ctx, t)
 	doc := kvcas.New(kvcas.Doc[counter]{KV: kv, Conn: djs.Conn(), WriteID: writeID, Timeout: 300 * time.Millisecond})
 	for _, create := range []bool{true, false} {
 		before := 0
@@ -318,17 +309,8 @@ func TestUpdateRecognisesItsWriteAfterALostAnswer(t *testing.T) {
 // its outcome, a conflict and a lost answer among them, so that a metric
 // built on it counts what the server saw.
 func TestUpdateCounts(t *testing.T) {
-	n := testenv.StartNATS(t)
 	ctx := testenv.Context(t, time.Minute)
-	if _, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(n.Server.ClientURL(), "nats://"))
-	djs := drop.JetStream(t)
-	kv, err := djs.KeyValue(ctx, "CAS_TEST")
-	if err != nil {
-		t.Fatal(err)
-	}
+	drop, djs, kv := droppingBucket(ctx, t)
 	got := map[string]int{}
 	doc := kvcas.New(kvcas.Doc[counter]{KV: kv, Conn: djs.Conn(), WriteID: writeID, Timeout: 300 * time.Millisecond,
 		Count: func(key, op, outcome string) { got[key+" "+op+" "+outcome]++ }})
@@ -356,4 +338,21 @@ func TestUpdateCounts(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("counted %v, want %v", got, want)
 	}
+}
+
+// droppingBucket makes bucket CAS_TEST on a fresh server and returns it as
+// seen through a proxy that can drop the server's answers.
+func droppingBucket(ctx context.Context, t *testing.T) (*testenv.ReplyDropper, jetstream.JetStream, jetstream.KeyValue) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	if _, err := n.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CAS_TEST", History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	drop := testenv.StartReplyDropper(t, strings.TrimPrefix(n.Server.ClientURL(), "nats://"))
+	djs := drop.JetStream(t)
+	kv, err := djs.KeyValue(ctx, "CAS_TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return drop, djs, kv
 }
