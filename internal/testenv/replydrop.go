@@ -36,10 +36,10 @@ type ReplyDropper struct {
 	// cut refuses every connection (Cut).
 	decide func(subject string) WriteFate
 	cut    bool
-	// cutNext: cut once the publish being forwarded is written.
-	cutNext bool
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
+	// cutOn: reply subjects whose answer cuts the dropper instead.
+	cutOn map[string]bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
 }
 
 // StartReplyDropper listens on a free loopback port and forwards every
@@ -50,7 +50,7 @@ func StartReplyDropper(t testing.TB, target string) *ReplyDropper {
 	if err != nil {
 		t.Fatalf("reply dropper: %v", err)
 	}
-	d := &ReplyDropper{ln: ln, target: target, replies: map[string]bool{}, conns: map[net.Conn]struct{}{}}
+	d := &ReplyDropper{ln: ln, target: target, replies: map[string]bool{}, cutOn: map[string]bool{}, conns: map[net.Conn]struct{}{}}
 	d.wg.Go(d.serve)
 	t.Cleanup(d.close)
 	return d
@@ -93,8 +93,9 @@ const (
 	WriteReplyLost
 	// WriteLost drops the publish: not applied, and no answer comes.
 	WriteLost
-	// WriteThenCut forwards the publish and then cuts the dropper (Cut):
-	// applied, and the writer is gone before the answer comes.
+	// WriteThenCut forwards the publish and cuts the dropper (Cut) when
+	// its answer comes, dropping it: applied, and the writer is gone
+	// before the answer reaches it.
 	WriteThenCut
 )
 
@@ -153,15 +154,14 @@ func (d *ReplyDropper) serve() {
 			_ = out.Close()
 		}
 		d.mu.Unlock()
-		d.wg.Go(func() { d.pipe(out, in, d.fromClient, d.cutIfAsked) })
-		d.wg.Go(func() { d.pipe(in, out, d.fromServer, func() {}) })
+		d.wg.Go(func() { d.pipe(out, in, d.fromClient) })
+		d.wg.Go(func() { d.pipe(in, out, d.fromServer) })
 	}
 }
 
 // pipe copies src to dst operation by operation; keep decides, from an
-// operation's line, whether it and its payload pass; written is called
-// after each operation passed.
-func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool, written func()) {
+// operation's line, whether it and its payload pass.
+func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool) {
 	defer dst.Close()
 	defer src.Close()
 	r := bufio.NewReaderSize(src, 64<<10)
@@ -188,18 +188,6 @@ func (d *ReplyDropper) pipe(dst, src net.Conn, keep func(op []string) bool, writ
 		if _, err := dst.Write(append(line, payload...)); err != nil {
 			return
 		}
-		written()
-	}
-}
-
-// cutIfAsked cuts the dropper after a publish decided WriteThenCut.
-func (d *ReplyDropper) cutIfAsked() {
-	d.mu.Lock()
-	cut := d.cutNext
-	d.cutNext = false
-	d.mu.Unlock()
-	if cut {
-		d.Cut()
 	}
 }
 
@@ -242,8 +230,12 @@ func (d *ReplyDropper) fromClient(op []string) bool {
 			d.replies[reply] = true
 			d.mu.Unlock()
 		case WriteThenCut:
+			// Cut when the answer comes (and drop it): the write is
+			// then applied for certain, and the writer never hears.
+			// Cutting right after forwarding could reset the server's
+			// socket before it read the publish.
 			d.mu.Lock()
-			d.cutNext = true
+			d.cutOn[reply] = true
 			d.mu.Unlock()
 		}
 		return true
@@ -267,10 +259,17 @@ func (d *ReplyDropper) fromServer(op []string) bool {
 		return true
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	cut := d.cutOn[op[1]]
+	delete(d.cutOn, op[1])
 	if d.replies[op[1]] {
 		delete(d.replies, op[1])
 		d.dropped++
+		d.mu.Unlock()
+		return false
+	}
+	d.mu.Unlock()
+	if cut {
+		d.Cut()
 		return false
 	}
 	return true
